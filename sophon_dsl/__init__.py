@@ -1,0 +1,1 @@
+"""sophon-dsl: a declarative plan language and interpreter for LLM agents."""

@@ -1,0 +1,387 @@
+"""The plan model: frozen types every form (DSL, YAML, JSON) loads into.
+
+A :class:`Plan` is a header (goal, mode, schemas, inline tool declarations)
+plus a tuple of :class:`Call` values.  Parameter values are :data:`Value`
+trees: literals, lists, objects, references, reference expressions and
+string templates.  Every node carries a :class:`~sophon_dsl.diagnostics.Span`
+pointing back into its source; spans are excluded from equality, so the same
+plan written in two forms compares equal.
+
+JSON Schemas and other free-form JSON (``model_hint``, schemas, tool
+declarations) are stored as plain ``dict``/``list`` values and must be treated
+as read-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Union
+
+from .diagnostics import Span
+
+__all__ = [
+    "ARGUMENT_METHODS",
+    "Call",
+    "Expression",
+    "ListValue",
+    "Literal",
+    "Mode",
+    "ObjectValue",
+    "OutputMethod",
+    "OutputTarget",
+    "Param",
+    "Plan",
+    "PathSegment",
+    "Reference",
+    "RetryPolicy",
+    "Risk",
+    "Template",
+    "ToolDecl",
+    "Value",
+    "iter_references",
+    "value_to_json",
+]
+
+PathSegment = Union[str, int]
+
+
+def _span() -> Any:
+    return field(default=None, compare=False, repr=False)
+
+
+class Mode(str, Enum):
+    EAGER = "eager"
+    LAZY = "lazy"
+
+
+class OutputMethod(str, Enum):
+    """How a written value combines with older writes to the same path (Acts 008)."""
+
+    SET = "set"
+    MERGE = "merge"      # deep merge of objects
+    ASSIGN = "assign"    # shallow merge of objects
+    PUSH = "push"        # append one item to a list
+    CONCAT = "concat"    # append all items of a list to a list
+
+
+ARGUMENT_METHODS = tuple(m.value for m in OutputMethod)
+
+
+class Risk(int, Enum):
+    """Risk levels of seed 000. Ordered, so ``risk >= Risk.MEDIUM`` works."""
+
+    NONE = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @classmethod
+    def parse(cls, text: str) -> "Risk":
+        """Case-insensitive: ``"medium"``, ``"Medium"`` and ``"MEDIUM"`` all work."""
+        try:
+            return cls[str(text).strip().upper()]
+        except KeyError:
+            names = ", ".join(r.name.lower() for r in cls)
+            raise ValueError(f"unknown risk level {text!r}; expected one of {names}") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+# ---------------------------------------------------------------------------
+# Values
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A JSON scalar: str, int, float, bool or None."""
+
+    value: str | int | float | bool | None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ListValue:
+    items: tuple["Value", ...]
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectValue:
+    """An object literal; ``entries`` keep their source order."""
+
+    entries: tuple[tuple[str, "Value"], ...]
+    span: Span | None = _span()
+
+    def get(self, key: str) -> "Value | None":
+        for k, v in self.entries:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """``†<kind>.<path>``: ``kind`` is ``input``, ``state``, ``data`` or a declared kind.
+
+    ``path`` holds property names (str) and list indexes (int).  An empty path
+    reads the whole kind (``†state``).
+    """
+
+    kind: str
+    path: tuple[PathSegment, ...] = ()
+    span: Span | None = _span()
+
+    def text(self, dagger: str = "†") -> str:
+        out = [dagger, self.kind]
+        for seg in self.path:
+            out.append(f"[{seg}]" if isinstance(seg, int) else f".{seg}")
+        return "".join(out)
+
+    @property
+    def key(self) -> tuple[PathSegment, ...]:
+        """``(kind, *path)``: the address compared when wiring readers to writers."""
+        return (self.kind, *self.path)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """``a || b || c`` (fallback: leftmost that gets a value) or ``a && b`` (gate: all; value of last)."""
+
+    op: str  # "||" or "&&"
+    operands: tuple[Reference, ...]
+    span: Span | None = _span()
+
+    def text(self, dagger: str = "†") -> str:
+        return f" {self.op} ".join(r.text(dagger) for r in self.operands)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A string with embedded references, interpolated as text at run time.
+
+    ``parts`` alternates literal text (str) and :class:`Reference` values.
+    """
+
+    parts: tuple[Union[str, Reference], ...]
+    span: Span | None = _span()
+
+
+Value = Union[Literal, ListValue, ObjectValue, Reference, Expression, Template]
+
+
+# ---------------------------------------------------------------------------
+# Calls
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    value: Value
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTarget:
+    """Where a call's result goes.
+
+    ``op`` is ``None`` for a single path, ``"||"`` for branch alternatives (the
+    activity picks one; on failure an error object goes to the last), ``"&&"``
+    for fan-out to every path.
+    """
+
+    paths: tuple[Reference, ...]
+    op: str | None = None
+    method: OutputMethod = OutputMethod.SET
+    span: Span | None = _span()
+
+    @property
+    def is_branching(self) -> bool:
+        return self.op == "||" and len(self.paths) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """ASL-style retrier. ``errors`` empty means every retryable error."""
+
+    max_attempts: int = 3
+    interval: float = 1.0
+    backoff_rate: float = 2.0
+    max_delay: float | None = None
+    jitter: bool = False
+    errors: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"max_attempts": self.max_attempts}
+        defaults = RetryPolicy()
+        for name in ("interval", "backoff_rate", "max_delay", "jitter"):
+            val = getattr(self, name)
+            if val != getattr(defaults, name):
+                out[name] = val
+        if self.errors:
+            out["errors"] = list(self.errors)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call: a node of the plan's data-flow graph.
+
+    Seed meta-properties map as: ``_tool`` -> ``tool``, ``_outputPath`` /
+    ``_outputMethod`` -> ``output``, ``_output`` -> ``inline_output``,
+    ``_activity``, ``_instance``, ``_delegate``, ``_scopes``,
+    ``_reasoningForCall`` -> ``reasoning``.  The remaining fields are this
+    project's attributes (JSON spelling in brackets): ``id`` (``_id``),
+    ``risk`` (``_risk``), ``retry`` (``_retry``), ``timeout`` seconds
+    (``_timeout``), ``after`` (``_after``), ``model_hint`` (``_modelHint``),
+    ``success_criterion`` (``_successCriterion``).
+    """
+
+    tool: str
+    params: tuple[Param, ...] = ()
+    output: OutputTarget | None = None
+    inline_output: Value | None = None
+    id: str | None = None
+    activity: str | None = None
+    instance: str | None = None
+    delegate: str | None = None
+    scopes: tuple[str, ...] | None = None
+    reasoning: str | None = None
+    risk: Risk | None = None
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+    after: tuple[str, ...] = ()
+    model_hint: Any = None
+    success_criterion: str | None = None
+    span: Span | None = _span()
+    tool_span: Span | None = _span()
+    # Span of each attribute / meta-property by its JSON name (e.g. "_after").
+    attr_spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def attr_span(self, name: str) -> Span | None:
+        for k, s in self.attr_spans:
+            if k == name:
+                return s
+        return self.span
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDecl:
+    """A tool declared inside a plan document or a schema-only declaration file.
+
+    ``latent`` tools have no code: an LLM executes them.
+    """
+
+    name: str
+    description: str = ""
+    input_schema: Any = None
+    output_schema: Any = None
+    risk: Risk = Risk.NONE
+    latent: bool = True
+    span: Span | None = _span()
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {}
+        if self.description:
+            out["description"] = self.description
+        if self.input_schema is not None:
+            out["input"] = self.input_schema
+        if self.output_schema is not None:
+            out["output"] = self.output_schema
+        if self.risk is not Risk.NONE:
+            out["risk"] = self.risk.label
+        if not self.latent:
+            out["latent"] = False
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A whole plan: header plus calls.
+
+    ``output`` is the final output of a solution (``{"calls": [...], "output": ...}``);
+    ``None`` means the loop should continue.
+    """
+
+    calls: tuple[Call, ...] = ()
+    goal: str | None = None
+    mode: Mode = Mode.EAGER
+    id: str | None = None
+    input_schema: Any = None
+    state_schema: Any = None
+    output_schema: Any = None
+    tools: tuple[ToolDecl, ...] = ()
+    output: Value | None = None
+    file: str | None = field(default=None, compare=False, repr=False)
+    source: str | None = field(default=None, compare=False, repr=False)
+    form: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_header(self) -> bool:
+        return bool(
+            self.goal is not None or self.mode is not Mode.EAGER or self.id is not None
+            or self.input_schema is not None or self.state_schema is not None
+            or self.output_schema is not None or self.tools
+        )
+
+    def call_ids(self) -> list[str]:
+        """Each call's id: its explicit id, else ``c<N>`` with N its 1-based position."""
+        return [c.id if c.id is not None else f"c{i}" for i, c in enumerate(self.calls, 1)]
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+
+def iter_references(value: Value | None):
+    """Yield every :class:`Reference` inside a value tree, in source order."""
+    if value is None:
+        return
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Reference):
+            yield v
+        elif isinstance(v, Expression):
+            yield from v.operands
+        elif isinstance(v, Template):
+            for part in v.parts:
+                if isinstance(part, Reference):
+                    yield part
+        elif isinstance(v, ListValue):
+            stack.extend(reversed(v.items))
+        elif isinstance(v, ObjectValue):
+            stack.extend(val for _, val in reversed(v.entries))
+
+
+def value_to_json(value: Value, dagger: str = "†") -> Any:
+    """Render a value tree in the seed's JSON form (references as ``"†kind.path"`` strings)."""
+    from .refs import literal_string_to_source, template_to_string  # refs depends on model
+
+    if isinstance(value, Literal):
+        if isinstance(value.value, str):
+            return literal_string_to_source(value.value)
+        return value.value
+    if isinstance(value, ListValue):
+        return [value_to_json(v, dagger) for v in value.items]
+    if isinstance(value, ObjectValue):
+        return {k: value_to_json(v, dagger) for k, v in value.entries}
+    if isinstance(value, Reference):
+        return value.text(dagger)
+    if isinstance(value, Expression):
+        return value.text(dagger)
+    if isinstance(value, Template):
+        return template_to_string(value, dagger)
+    raise TypeError(f"not a plan value: {value!r}")

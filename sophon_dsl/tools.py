@@ -1,0 +1,184 @@
+"""Tools: the ``@tool`` decorator, tool specs and the registry a plan is checked against.
+
+A :class:`ToolSpec` is what the compiler and the runtime know about a tool:
+its name, description, input and output JSON Schemas, risk level and, for an
+explicit tool (an *activity*), the Python function that implements it.  A
+latent tool has no function: an LLM executes it.
+
+``@tool`` builds the schemas from the function's type hints with pydantic::
+
+    @tool(name="web.search", risk="low")
+    async def search(query: str, limit: int = 5) -> list[str]:
+        ...
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping, get_type_hints
+
+from .model import Risk, ToolDecl
+
+__all__ = ["ToolRegistry", "ToolSpec", "tool", "as_registry"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str = ""
+    input_schema: dict | None = None
+    output_schema: dict | None = None
+    risk: Risk = Risk.NONE
+    func: Callable[..., Any] | None = field(default=None, compare=False)
+    is_async: bool = False
+    origin: str = "user"  # "user", "plan", "stdlib", "mcp", ...
+
+    @property
+    def latent(self) -> bool:
+        return self.func is None
+
+    @property
+    def params(self) -> dict:
+        return dict((self.input_schema or {}).get("properties", {}))
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple((self.input_schema or {}).get("required", ()))
+
+    @classmethod
+    def from_decl(cls, decl: ToolDecl, origin: str = "plan") -> "ToolSpec":
+        return cls(decl.name, decl.description, decl.input_schema, decl.output_schema,
+                   decl.risk, None, False, origin)
+
+    def to_decl(self) -> ToolDecl:
+        return ToolDecl(self.name, self.description, self.input_schema, self.output_schema,
+                        self.risk, self.latent)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.func is None:
+            raise TypeError(f"tool {self.name!r} is latent: it has no Python implementation")
+        return self.func(*args, **kwargs)
+
+
+def _schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
+    import pydantic
+
+    sig = inspect.signature(func)
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception:  # unresolved forward references: fall back to untyped
+        hints = {}
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        ann = hints.get(pname, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (ann, default)
+    model = pydantic.create_model(f"{func.__name__}_input", **fields)  # type: ignore[call-overload]
+    input_schema = model.model_json_schema()
+    input_schema.pop("title", None)
+    for prop in input_schema.get("properties", {}).values():
+        prop.pop("title", None)
+    input_schema.setdefault("properties", {})
+    input_schema["additionalProperties"] = False
+    output_schema = None
+    if "return" in hints and hints["return"] is not type(None):
+        output_schema = pydantic.TypeAdapter(hints["return"]).json_schema()
+        output_schema.pop("title", None)
+    return input_schema, output_schema
+
+
+def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
+         risk: str | Risk = Risk.NONE, description: str | None = None,
+         input_schema: dict | None = None, output_schema: dict | None = None) -> Any:
+    """Declare a Python function as a tool; usable bare (``@tool``) or with keywords.
+
+    ``risk`` is a :class:`~sophon_dsl.model.Risk` or its name, case-insensitive.
+    Explicit ``input_schema`` / ``output_schema`` override the ones derived from
+    the type hints.
+    """
+    level = risk if isinstance(risk, Risk) else Risk.parse(risk)
+
+    def wrap(fn: Callable[..., Any]) -> ToolSpec:
+        derived_in, derived_out = _schemas_from_function(fn)
+        doc = inspect.getdoc(fn) or ""
+        return ToolSpec(
+            name=name or fn.__name__,
+            description=description if description is not None else doc,
+            input_schema=input_schema if input_schema is not None else derived_in,
+            output_schema=output_schema if output_schema is not None else derived_out,
+            risk=level,
+            func=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+
+    if func is not None:
+        return wrap(func)
+    return wrap
+
+
+class ToolRegistry(Mapping[str, ToolSpec]):
+    """An immutable name -> :class:`ToolSpec` mapping. Later additions replace earlier ones."""
+
+    def __init__(self, tools: Iterable[ToolSpec] = ()):
+        self._tools: dict[str, ToolSpec] = {}
+        self.replaced: list[tuple[ToolSpec, ToolSpec]] = []  # (old, new) pairs, for notes
+        for t in tools:
+            old = self._tools.get(t.name)
+            if old is not None:
+                self.replaced.append((old, t))
+            self._tools[t.name] = t
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._tools[name]
+
+    def __iter__(self):
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def with_tools(self, tools: Iterable[ToolSpec]) -> "ToolRegistry":
+        reg = ToolRegistry([*self._tools.values(), *tools])
+        reg.replaced = [*self.replaced, *reg.replaced]
+        return reg
+
+    def with_plan_decls(self, decls: Iterable[ToolDecl]) -> "ToolRegistry":
+        """Add a plan's inline declarations; an existing implementation keeps its function."""
+        specs = []
+        for d in decls:
+            spec = ToolSpec.from_decl(d)
+            existing = self._tools.get(d.name)
+            if existing is not None and existing.func is not None:
+                spec = replace(existing, input_schema=d.input_schema or existing.input_schema,
+                               output_schema=d.output_schema or existing.output_schema)
+            specs.append(spec)
+        return self.with_tools(specs)
+
+
+def as_registry(tools: Any) -> ToolRegistry:
+    """Accept a registry, a mapping, an iterable of ToolSpec / functions / ToolDecl, or None."""
+    if tools is None:
+        return ToolRegistry()
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if isinstance(tools, Mapping):
+        items: Iterable[Any] = [
+            v if isinstance(v, ToolSpec) else tool(v, name=k) if callable(v) else v
+            for k, v in tools.items()
+        ]
+    else:
+        items = tools
+    specs = []
+    for t in items:
+        if isinstance(t, ToolSpec):
+            specs.append(t)
+        elif isinstance(t, ToolDecl):
+            specs.append(ToolSpec.from_decl(t, origin="decl"))
+        elif callable(t):
+            specs.append(tool(t))
+        else:
+            raise TypeError(f"not a tool: {t!r}")
+    return ToolRegistry(specs)
