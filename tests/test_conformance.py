@@ -1,0 +1,117 @@
+"""The conformance corpus: every case of every spec/conformance/*.yaml, one parametrized test.
+
+Each YAML file holds ``description``, optional shared ``tools`` and a list of
+``cases``.  A case gives a plan (``form``: dsl, json or yaml), optional
+``tools`` merged over the file's, optional ``max_calls``, and either
+``valid: true`` or the exact multiset of expected error/warning
+``diagnostics`` (``code`` plus optional ``line`` / ``column``; notes are
+ignored).  ``xfail: reason`` marks a case the implementation is known to get
+wrong; it must fail (strict).  See spec/README.md#conformance-corpus.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
+CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "valid", "diagnostics", "xfail"}
+
+
+def _collect():
+    params = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        file_tools = doc.get("tools") or {}
+        for case in doc.get("cases") or []:
+            case_id = f"{path.name}::{case.get('name')}"
+            marks = []
+            if case.get("xfail"):
+                marks.append(pytest.mark.xfail(strict=True, reason=str(case["xfail"])))
+            params.append(pytest.param(path.name, file_tools, case, id=case_id, marks=marks))
+    return params
+
+
+CASES = _collect()
+
+
+def _dummy(**kwargs):  # implementation of a non-latent tool; never run by the checker
+    return None
+
+
+def _registry(tools: dict):
+    from sophon_dsl.model import Risk
+    from sophon_dsl.tools import ToolRegistry, ToolSpec
+
+    specs = []
+    for name, decl in tools.items():
+        decl = decl or {}
+        specs.append(ToolSpec(
+            name,
+            decl.get("description", ""),
+            decl.get("input"),
+            decl.get("output"),
+            Risk.parse(decl.get("risk", "none")),
+            func=None if decl.get("latent", True) else _dummy,
+        ))
+    return ToolRegistry(specs)
+
+
+def _key(d, with_pos: bool):
+    return (d.code, d.line, d.column) if with_pos else (d.code,)
+
+
+def test_corpus_is_well_formed():
+    names = Counter(p.id for p in CASES)
+    assert not [n for n, k in names.items() if k > 1], "duplicate case names"
+    for p in CASES:
+        _, _, case = p.values
+        assert set(case) <= CASE_KEYS, (p.id, set(case) - CASE_KEYS)
+        assert case.get("form") in ("dsl", "json", "yaml"), p.id
+        assert isinstance(case.get("plan"), str), p.id
+        assert ("valid" in case) != ("diagnostics" in case), p.id
+        assert case.get("rule"), p.id
+
+
+@pytest.mark.parametrize("file_name, file_tools, case", CASES)
+def test_conformance(file_name, file_tools, case):
+    from sophon_dsl import compiler, loader
+    from sophon_dsl.diagnostics import Severity, render_text
+
+    tools = {**file_tools, **(case.get("tools") or {})}
+    registry = _registry(tools)
+    loaded = loader.parse(case["plan"], format=case["form"], file="case")
+    diags = list(loaded.diagnostics)
+    if not any(d.is_error for d in diags):
+        kwargs = {"tools": registry}
+        if "max_calls" in case:
+            kwargs["max_calls"] = case["max_calls"]
+        diags.extend(compiler.check(loaded.plan, **kwargs))
+    got = [d for d in diags if d.severity is not Severity.NOTE]
+    shown = render_text(got, case["plan"])
+
+    if case.get("valid"):
+        assert not got, f"expected a valid plan, got:\n{shown}"
+        return
+    expected = case["diagnostics"] or []
+    with_pos = [("line" in e or "column" in e) for e in expected]
+    want = Counter()
+    for e, pos in zip(expected, with_pos):
+        want[(e["code"], e.get("line"), e.get("column")) if pos else (e["code"],)] += 1
+    # Diagnostics are matched first against positioned expectations, then code-only ones.
+    have = Counter()
+    positioned_codes = {e["code"] for e, pos in zip(expected, with_pos) if pos}
+    code_only = Counter(e["code"] for e, pos in zip(expected, with_pos) if not pos)
+    for d in got:
+        if d.code in positioned_codes and (want[_key(d, True)] > have[_key(d, True)]):
+            have[_key(d, True)] += 1
+        elif code_only[d.code] > have[(d.code,)]:
+            have[(d.code,)] += 1
+        else:
+            have[_key(d, True)] += 1
+    assert have == want, (
+        f"expected {sorted(want.elements(), key=str)}\n"
+        f"got      {sorted(have.elements(), key=str)}\n{shown}")
