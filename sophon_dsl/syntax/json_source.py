@@ -1,0 +1,263 @@
+"""JSON with positions, accepting ``//`` and ``/* */`` comments.
+
+:func:`parse_json` never raises: it returns ``(node, diagnostics)``.  A syntax
+error gives one ``E002`` diagnostic at the offending character, saying what was
+expected there; duplicate object keys give ``E108`` (the first one is kept) and
+parsing goes on.
+
+The reader is a small hand-written recursive-descent parser (JSON is LL(1));
+it bounds nesting depth so hostile input cannot exhaust the Python stack.
+Apart from comments it is strict JSON: no trailing commas, no single quotes,
+no ``NaN``/``Infinity``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..diagnostics import Diagnostic
+from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
+
+__all__ = ["parse_json", "MAX_DEPTH"]
+
+MAX_DEPTH = 200
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_WS = " \t\n\r\ufeff"
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_LITERALS = (("true", True), ("false", False), ("null", None))
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Parser:
+    def __init__(self, text: str, file: str | None):
+        self.text = text
+        self.n = len(text)
+        self.pos = 0
+        self.file = file
+        self.lines = LineIndex(text)
+        self.diags: list[Diagnostic] = []
+
+    # -- errors ------------------------------------------------------------
+    def fail(self, message: str, offset: int | None = None, path: str | None = None) -> "_Stop":
+        off = self.pos if offset is None else offset
+        self.diags.append(Diagnostic("E002", message, self.lines.point(off), self.file, path))
+        return _Stop()
+
+    def found(self) -> str:
+        if self.pos >= self.n:
+            return "end of input"
+        ch = self.text[self.pos]
+        return f"{ch!r}"
+
+    # -- lexing -------------------------------------------------------------
+    def skip(self) -> None:
+        text, n = self.text, self.n
+        while self.pos < n:
+            ch = text[self.pos]
+            if ch in _WS:
+                self.pos += 1
+            elif ch == "/" and text.startswith("//", self.pos):
+                j = text.find("\n", self.pos)
+                self.pos = n if j < 0 else j + 1
+            elif ch == "/" and text.startswith("/*", self.pos):
+                j = text.find("*/", self.pos + 2)
+                if j < 0:
+                    raise self.fail("unterminated /* comment: expected '*/'")
+                self.pos = j + 2
+            else:
+                return
+
+    # -- grammar --------------------------------------------------------------
+    def parse_document(self) -> LocatedNode | None:
+        try:
+            self.skip()
+            if self.pos >= self.n:
+                raise self.fail("empty document: expected a JSON value")
+            node = self.value("$", 0)
+            self.skip()
+            if self.pos < self.n:
+                raise self.fail(f"unexpected {self.found()} after the JSON value: expected end of input")
+            return node
+        except _Stop:
+            return None
+        except RecursionError:  # pragma: no cover - guarded by MAX_DEPTH
+            self.diags.append(Diagnostic("E002", "document nested too deeply", self.lines.point(0), self.file))
+            return None
+
+    def value(self, path: str, depth: int) -> LocatedNode:
+        if self.pos >= self.n:
+            raise self.fail("unexpected end of input: expected a value")
+        ch = self.text[self.pos]
+        if ch == "{" or ch == "[":
+            if depth >= MAX_DEPTH:
+                raise self.fail(f"nesting deeper than {MAX_DEPTH} levels", path=path)
+            return self.obj(path, depth + 1) if ch == "{" else self.arr(path, depth + 1)
+        if ch == '"':
+            start = self.pos
+            s = self.string()
+            return LocatedNode(SCALAR, s, self.lines.span(start, self.pos), path, quoted=True)
+        if ch == "-" or ch.isdigit():
+            return self.number(path)
+        for word, val in _LITERALS:
+            if self.text.startswith(word, self.pos):
+                start = self.pos
+                self.pos += len(word)
+                return LocatedNode(SCALAR, val, self.lines.span(start, self.pos), path)
+        m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(self.text, self.pos)
+        if m:
+            word = m.group(0)
+            hint = {"True": "true", "False": "false", "None": "null", "NaN": None, "Infinity": None}
+            extra = f" (did you mean {hint[word]}?)" if hint.get(word) else ""
+            raise self.fail(f"unexpected word {word!r}: expected a value (object, array, string, "
+                            f"number, true, false or null){extra}")
+        if ch == "'":
+            raise self.fail("strings must use double quotes: expected a value")
+        raise self.fail(f"unexpected {self.found()}: expected a value (object, array, string, "
+                        "number, true, false or null)")
+
+    def number(self, path: str) -> LocatedNode:
+        m = _NUMBER.match(self.text, self.pos)
+        if not m:
+            raise self.fail("malformed number: expected a digit")
+        start = self.pos
+        self.pos = m.end()
+        raw = m.group(0)
+        if m.group(1) or m.group(2):
+            val: float | int = float(raw)
+            if val in (float("inf"), float("-inf")):
+                raise self.fail(f"number {raw} is out of range", start)
+        else:
+            if len(raw) > 4000:
+                raise self.fail("integer literal too long", start)
+            val = int(raw)
+        if self.pos < self.n and (self.text[self.pos].isalnum() or self.text[self.pos] in "._"):
+            raise self.fail(f"malformed number: unexpected {self.found()}")
+        return LocatedNode(SCALAR, val, self.lines.span(start, self.pos), path)
+
+    def string(self) -> str:
+        text, n = self.text, self.n
+        start = self.pos
+        self.pos += 1
+        out: list[str] = []
+        while True:
+            j = self.pos
+            while j < n and text[j] != '"' and text[j] != "\\" and text[j] >= " ":
+                j += 1
+            out.append(text[self.pos:j])
+            self.pos = j
+            if j >= n:
+                raise self.fail("unterminated string: expected '\"'", start)
+            ch = text[j]
+            if ch == '"':
+                self.pos += 1
+                return "".join(out)
+            if ch == "\\":
+                if j + 1 >= n:
+                    raise self.fail("unterminated string: expected '\"'", start)
+                esc = text[j + 1]
+                if esc in _ESCAPES:
+                    out.append(_ESCAPES[esc])
+                    self.pos = j + 2
+                elif esc == "u":
+                    hexa = text[j + 2:j + 6]
+                    if len(hexa) != 4 or not all(c in "0123456789abcdefABCDEF" for c in hexa):
+                        raise self.fail("malformed \\u escape: expected four hex digits", j)
+                    code = int(hexa, 16)
+                    self.pos = j + 6
+                    if 0xD800 <= code < 0xDC00 and text.startswith("\\u", self.pos):
+                        low = text[self.pos + 2:self.pos + 6]
+                        if len(low) == 4 and all(c in "0123456789abcdefABCDEF" for c in low):
+                            lc = int(low, 16)
+                            if 0xDC00 <= lc < 0xE000:
+                                code = 0x10000 + ((code - 0xD800) << 10) + (lc - 0xDC00)
+                                self.pos += 6
+                    if 0xD800 <= code < 0xE000:
+                        code = 0xFFFD  # lone surrogate: replace, keep the text encodable
+                    out.append(chr(code))
+                else:
+                    raise self.fail(f"invalid escape '\\{esc}' in string: expected one of "
+                                    "\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", j)
+            else:
+                raise self.fail("control character in string: write it as an escape such as \\n", j)
+
+    def obj(self, path: str, depth: int) -> LocatedNode:
+        start = self.pos
+        self.pos += 1
+        entries: list[tuple[str, LocatedNode]] = []
+        key_spans = {}
+        seen: set[str] = set()
+        self.skip()
+        if self.pos < self.n and self.text[self.pos] == "}":
+            self.pos += 1
+            return LocatedNode(OBJECT, entries, self.lines.span(start, self.pos), path, key_spans)
+        while True:
+            self.skip()
+            if self.pos >= self.n or self.text[self.pos] != '"':
+                what = "'}'" if self.pos < self.n and self.text[self.pos] == "}" else self.found()
+                raise self.fail(f"unexpected {what}: expected a property name in double quotes")
+            kstart = self.pos
+            key = self.string()
+            kspan = self.lines.span(kstart, self.pos)
+            self.skip()
+            if self.pos >= self.n or self.text[self.pos] != ":":
+                raise self.fail(f"unexpected {self.found()}: expected ':' after property name")
+            self.pos += 1
+            self.skip()
+            cpath = child_path(path, key)
+            val = self.value(cpath, depth)
+            if key in seen:
+                self.diags.append(Diagnostic(
+                    "E108", f"duplicate key {key!r}; the first one is kept", kspan, self.file, cpath))
+            else:
+                seen.add(key)
+                entries.append((key, val))
+                key_spans[key] = kspan
+            self.skip()
+            if self.pos < self.n and self.text[self.pos] == ",":
+                self.pos += 1
+                continue
+            if self.pos < self.n and self.text[self.pos] == "}":
+                self.pos += 1
+                return LocatedNode(OBJECT, entries, self.lines.span(start, self.pos), path, key_spans)
+            raise self.fail(f"unexpected {self.found()}: expected ',' or '}}' after a property value")
+
+    def arr(self, path: str, depth: int) -> LocatedNode:
+        start = self.pos
+        self.pos += 1
+        items: list[LocatedNode] = []
+        self.skip()
+        if self.pos < self.n and self.text[self.pos] == "]":
+            self.pos += 1
+            return LocatedNode(ARRAY, items, self.lines.span(start, self.pos), path)
+        while True:
+            self.skip()
+            if self.pos < self.n and self.text[self.pos] == "]":
+                raise self.fail("unexpected ']' after ',': expected a value (trailing commas are not JSON)")
+            items.append(self.value(child_path(path, len(items)), depth))
+            self.skip()
+            if self.pos < self.n and self.text[self.pos] == ",":
+                self.pos += 1
+                continue
+            if self.pos < self.n and self.text[self.pos] == "]":
+                self.pos += 1
+                return LocatedNode(ARRAY, items, self.lines.span(start, self.pos), path)
+            raise self.fail(f"unexpected {self.found()}: expected ',' or ']' after an array item")
+
+
+def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, list[Diagnostic]]:
+    """Parse JSON (comments allowed) into a :class:`LocatedNode` tree.
+
+    Returns ``(None, diagnostics)`` on a syntax error. Never raises.
+    """
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except Exception:
+            return None, [Diagnostic("E002", "input is not UTF-8 text", None, file)]
+    p = _Parser(text, file)
+    node = p.parse_document()
+    return node, p.diags

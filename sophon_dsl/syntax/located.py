@@ -1,0 +1,181 @@
+"""A located JSON/YAML node tree shared by the JSON and YAML readers.
+
+Every node keeps its :class:`~sophon_dsl.diagnostics.Span` (1-based line and
+column, end exclusive) and its JSON path (``$``, ``$[1]``, ``$[1]._outputPath``,
+``$["odd key"]``).  Object entries keep source order and the span of each key.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..diagnostics import Span
+
+__all__ = ["LocatedNode", "LineIndex", "child_path", "OBJECT", "ARRAY", "SCALAR"]
+
+OBJECT = "object"
+ARRAY = "array"
+SCALAR = "scalar"
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def child_path(parent: str, key: str | int) -> str:
+    """JSON path of a child: ``$.name``, ``$[3]`` or ``$["odd key"]``."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if _IDENT.match(key):
+        return f"{parent}.{key}"
+    return f"{parent}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+class LineIndex:
+    """Converts 0-based character offsets into 1-based (line, column).
+
+    Lines are separated by ``\\n`` only; a ``\\r`` before it counts as a column.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts = [0]
+        find = text.find
+        i = find("\n")
+        while i >= 0:
+            self.starts.append(i + 1)
+            i = find("\n", i + 1)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        offset = max(0, min(offset, len(self.text)))
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        if end < start:
+            end = start
+        l1, c1 = self.position(start)
+        l2, c2 = self.position(end)
+        return Span(l1, c1, l2, c2)
+
+    def point(self, offset: int) -> Span:
+        """A one-character span at ``offset`` (empty at the very end of the text)."""
+        end = offset + 1 if offset < len(self.text) else offset
+        return self.span(offset, end)
+
+
+@dataclass(eq=False)
+class LocatedNode:
+    """One JSON/YAML node.
+
+    ``value`` is, by ``kind``:
+
+    * ``"object"``: a list of ``(key, LocatedNode)`` pairs in source order
+      (duplicate keys are reported by the reader and only the first is kept);
+    * ``"array"``: a list of ``LocatedNode``;
+    * ``"scalar"``: ``str``, ``int``, ``float``, ``bool`` or ``None``.
+
+    ``key_spans`` maps each object key to the span of the key text.
+    ``quoted`` tells whether a string scalar was written between quotes
+    (used to point precisely inside strings).
+    """
+
+    kind: str
+    value: Any
+    span: Span
+    path: str = "$"
+    key_spans: dict[str, Span] = field(default_factory=dict)
+    quoted: bool = False
+
+    # -- objects ---------------------------------------------------------
+    @property
+    def is_object(self) -> bool:
+        return self.kind == OBJECT
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind == ARRAY
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.kind == SCALAR
+
+    @property
+    def is_string(self) -> bool:
+        return self.kind == SCALAR and isinstance(self.value, str)
+
+    def items(self) -> list[tuple[str, "LocatedNode"]]:
+        return list(self.value) if self.kind == OBJECT else []
+
+    def keys(self) -> list[str]:
+        return [k for k, _ in self.value] if self.kind == OBJECT else []
+
+    def get(self, key: str) -> "LocatedNode | None":
+        if self.kind != OBJECT:
+            return None
+        for k, v in self.value:
+            if k == key:
+                return v
+        return None
+
+    def __contains__(self, key: object) -> bool:
+        return self.kind == OBJECT and any(k == key for k, _ in self.value)
+
+    def key_span(self, key: str) -> Span:
+        return self.key_spans.get(key, self.span)
+
+    def entry_span(self, key: str) -> Span:
+        """From the start of ``key`` to the end of its value."""
+        ks = self.key_spans.get(key)
+        v = self.get(key)
+        if ks is None or v is None:
+            return v.span if v is not None else self.span
+        return Span(ks.line, ks.column, v.span.end_line, v.span.end_column)
+
+    # -- arrays ----------------------------------------------------------
+    def __iter__(self) -> Iterator["LocatedNode"]:
+        if self.kind == ARRAY:
+            return iter(self.value)
+        if self.kind == OBJECT:
+            return iter(v for _, v in self.value)
+        return iter(())
+
+    def __len__(self) -> int:
+        return len(self.value) if self.kind in (ARRAY, OBJECT) else 0
+
+    # -- conversion --------------------------------------------------------
+    def to_data(self) -> Any:
+        """Plain Python data (dicts, lists, scalars) without positions. Iterative."""
+        root_out: list[Any] = [None]
+        stack: list[tuple[LocatedNode, Any, Any]] = [(self, root_out, 0)]
+        while stack:
+            node, container, slot = stack.pop()
+            if node.kind == OBJECT:
+                out: Any = {}
+                container[slot] = out
+                for k, v in node.value:
+                    out[k] = None
+                    stack.append((v, out, k))
+            elif node.kind == ARRAY:
+                out = [None] * len(node.value)
+                container[slot] = out
+                for i, v in enumerate(node.value):
+                    stack.append((v, out, i))
+            else:
+                container[slot] = node.value
+        return root_out[0]
+
+    def describe(self) -> str:
+        """A short type name for messages: object, array, string, number, boolean, null."""
+        if self.kind != SCALAR:
+            return self.kind
+        v = self.value
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, (int, float)):
+            return "number"
+        return "string"
