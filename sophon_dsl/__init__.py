@@ -1,1 +1,48 @@
-"""sophon-dsl: a declarative plan language and interpreter for LLM agents."""
+"""sophon-dsl: a declarative plan language and interpreter for LLM agents.
+
+The public surface is small::
+
+    import sophon_dsl
+
+    plan = sophon_dsl.load("examples/competitors.plan")      # or loads(text, format="yaml")
+    problems = sophon_dsl.check(plan, tools=[search, send])  # every diagnostic, in one pass
+    print(sophon_dsl.dumps(plan, format="json"))
+
+See ``docs/quickstart.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .diagnostics import Diagnostic, DiagnosticError, Severity, Span
+from .loader import dumps, load, loads
+from .model import Call, Mode, Plan, Risk
+from .tools import ToolRegistry, ToolSpec, tool
+
+__all__ = [
+    "Call",
+    "Diagnostic",
+    "DiagnosticError",
+    "Mode",
+    "Plan",
+    "Risk",
+    "Severity",
+    "Span",
+    "ToolRegistry",
+    "ToolSpec",
+    "check",
+    "dumps",
+    "load",
+    "loads",
+    "tool",
+]
+
+__version__ = "0.1.0"
+
+
+def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None) -> list[Diagnostic]:
+    """Every static problem of ``plan`` against ``tools`` (see ``spec/diagnostics.md``)."""
+    from .compiler import check as _check
+
+    return _check(plan, tools=tools, max_calls=max_calls)

@@ -79,6 +79,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E107": (Severity.ERROR, "header field has the wrong type or value"),
     "E108": (Severity.ERROR, "duplicate header field or parameter"),
     "E109": (Severity.ERROR, "malformed tool declaration"),
+    "E110": (Severity.ERROR, "cannot load tools"),
     # E2xx: tools and parameters
     "E201": (Severity.ERROR, "unknown tool"),
     "E202": (Severity.ERROR, "missing required parameter"),

@@ -1,0 +1,218 @@
+"""The ``sophon-dsl`` console script.
+
+Exit codes: 0 success, 1 the plan has errors (or failed, was rejected or
+cancelled when run), 2 usage errors (bad flags, unreadable tool sources).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .diagnostics import Diagnostic, has_errors, render_json, render_text
+from .loader import FORMATS, LoadResult, format_for_path, parse, parse_file
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's default prints usage and exits 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _add_source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="from_format", choices=FORMATS,
+                   help="form of the plan when it is read from stdin ('-') or has an unusual extension")
+
+
+def _add_tools_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tools", action="append", default=[], metavar="SOURCE",
+                   help="tools: FILE.py, an importable MODULE, or a YAML/JSON declarations file "
+                        "(repeatable)")
+    p.add_argument("--no-stdlib", action="store_true",
+                   help="do not make the standard tool library available")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="sophon-dsl", description="Check, format, draw and run sophon-dsl plans.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("check", help="report every problem in one or more plans")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
+    _add_source_args(p)
+    _add_tools_arg(p)
+    p.add_argument("--json", action="store_true", help="print diagnostics as a JSON list")
+    p.add_argument("--max-calls", type=int, default=None, metavar="N",
+                   help="refuse plans with more than N calls (default: unlimited for files)")
+
+    p = sub.add_parser("fmt", help="print a plan in canonical form, or convert between forms")
+    p.add_argument("plan", metavar="PLAN")
+    _add_source_args(p)
+    p.add_argument("--to", choices=FORMATS, default=None, help="output form (default: the input's)")
+    p.add_argument("--check", action="store_true", help="exit 1 if the file is not already formatted")
+    p.add_argument("-w", "--write", action="store_true", help="write the result back to the file")
+
+    p = sub.add_parser("graph", help="draw the plan's data-flow graph")
+    p.add_argument("plan", metavar="PLAN")
+    _add_source_args(p)
+    _add_tools_arg(p)
+    p.add_argument("--format", choices=("mermaid", "dot", "json"), default="mermaid")
+    return parser
+
+
+# ---------------------------------------------------------------------------
+
+
+def _read_plan(name: str, from_format: str | None) -> LoadResult:
+    if name == "-":
+        if from_format is None:
+            raise UsageError("reading a plan from stdin needs --from dsl|yaml|json")
+        return parse(sys.stdin.read(), from_format, file="<stdin>")
+    if from_format is None and format_for_path(name) is None:
+        raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
+    return parse_file(name, from_format)
+
+
+def _registry(args: argparse.Namespace):
+    from .tools import ToolRegistry
+    from .toolsource import load_tool_sources
+
+    base: list = []
+    if not getattr(args, "no_stdlib", False):
+        base = _stdlib_tools()
+    tools, diags = load_tool_sources(args.tools)
+    if has_errors(diags):
+        raise UsageError("\n".join(str(d) for d in diags))
+    registry = ToolRegistry(base).with_tools(tools)
+    notes = [Diagnostic("N201", f"tool {new.name!r} from {new.origin} replaces the standard tool "
+                                f"of the same name") for old, new in registry.replaced
+             if old.origin == "stdlib"]
+    return registry, notes
+
+
+def _stdlib_tools() -> list:
+    try:
+        from stdlib_tools import all_tools
+    except ImportError:
+        return []
+    return list(all_tools())
+
+
+def _print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:
+    if as_json:
+        print(render_json(diags))
+    elif diags:
+        print(render_text(diags, sources=sources), file=sys.stderr)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .compiler import check
+
+    registry, notes = _registry(args)
+    all_diags: list[Diagnostic] = []
+    sources: dict[str, str] = {}
+    for name in args.plans:
+        result = _read_plan(name, args.from_format)
+        plan = result.plan
+        if plan.file and plan.source is not None:
+            sources[plan.file] = plan.source
+        diags = list(result.diagnostics)
+        if result.ok:
+            diags.extend(d.with_file(plan.file) for d in check(plan, tools=registry, max_calls=args.max_calls))
+        all_diags.extend(diags)
+    all_diags.extend(notes)
+    _print_diagnostics(all_diags, sources, args.json)
+    errors = sum(1 for d in all_diags if d.is_error)
+    warnings = sum(1 for d in all_diags if d.severity.value == "warning")
+    if not args.json:
+        summary = f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s)"
+        print(summary, file=sys.stderr if errors else sys.stdout)
+    return EXIT_FAIL if errors else EXIT_OK
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    from .loader import dumps
+
+    result = _read_plan(args.plan, args.from_format)
+    plan = result.plan
+    if not result.ok:
+        _print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
+        return EXIT_FAIL
+    source_form = args.from_format or (format_for_path(args.plan) if args.plan != "-" else None)
+    target = args.to or source_form or "dsl"
+    text = dumps(plan, target)
+    if not text.endswith("\n"):
+        text += "\n"
+    if args.check:
+        if target != source_form:
+            raise UsageError("--check compares a file with its own form; drop --to or make it match")
+        if plan.source != text:
+            print(f"{args.plan}: not formatted (run 'sophon-dsl fmt -w {args.plan}')", file=sys.stderr)
+            return EXIT_FAIL
+        return EXIT_OK
+    if args.write:
+        if args.plan == "-":
+            raise UsageError("-w needs a file, not stdin")
+        out_path = Path(args.plan)
+        if target != source_form:
+            suffix = {"dsl": ".plan", "json": ".json", "yaml": ".yaml"}[target]
+            out_path = out_path.with_suffix(suffix)
+        out_path.write_text(text, encoding="utf-8")
+        print(f"wrote {out_path}", file=sys.stderr)
+        return EXIT_OK
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from . import graph
+    from .compiler import compile_plan
+
+    result = _read_plan(args.plan, args.from_format)
+    plan = result.plan
+    if not result.ok:
+        _print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
+        return EXIT_FAIL
+    registry, _ = _registry(args)
+    compiled = compile_plan(plan, tools=registry)
+    render = {"mermaid": graph.to_mermaid, "dot": graph.to_dot, "json": graph.to_json}[args.format]
+    out = render(compiled)
+    if not isinstance(out, str):
+        out = json.dumps(out, ensure_ascii=False, indent=2)
+    print(out)
+    cycles = [d for d in compiled.diagnostics if d.code == "E302"]
+    if cycles:
+        _print_diagnostics(cycles, {plan.file or "": plan.source or ""}, False)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+COMMANDS = {"check": cmd_check, "fmt": cmd_fmt, "graph": cmd_graph}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"sophon-dsl {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Where tools come from: Python files, importable modules and declaration files.
+
+``--tools`` accepts:
+
+* ``path/to/tools.py``: the file is imported and every :class:`ToolSpec` at its
+  top level (what ``@tool`` returns, or a list/tuple of them) is registered;
+* ``package.module``: the same, for an importable module;
+* ``tools.yaml`` / ``tools.json``: schema-only declarations (latent tools), so a
+  plan can be checked without any code.
+
+Problems are reported as E110 diagnostics, never as tracebacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Iterable
+
+from .diagnostics import Diagnostic
+from .tools import ToolSpec
+
+__all__ = ["load_tool_source", "load_tool_sources", "tools_in_module"]
+
+
+def tools_in_module(module: ModuleType) -> list[ToolSpec]:
+    """Every ToolSpec defined at the top level of ``module``, in definition order."""
+    found: list[ToolSpec] = []
+    seen: set[int] = set()
+    for value in vars(module).values():
+        candidates = value if isinstance(value, (list, tuple)) else (value,)
+        for item in candidates:
+            if isinstance(item, ToolSpec) and id(item) not in seen:
+                seen.add(id(item))
+                found.append(item)
+    return found
+
+
+def _import_file(path: Path) -> ModuleType:
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"_sophon_tools_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    parent = str(path.resolve().parent)
+    added = parent not in sys.path
+    if added:
+        sys.path.insert(0, parent)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    finally:
+        if added:
+            sys.path.remove(parent)
+    return module
+
+
+def _failure(source: str, exc: BaseException) -> Diagnostic:
+    where = ""
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        last = tb[-1]
+        where = f" ({last.filename}:{last.lineno})"
+    return Diagnostic("E110", f"cannot load tools from {source!r}: {type(exc).__name__}: {exc}{where}",
+                      file=source)
+
+
+def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
+    """Load the tools named by one ``--tools`` argument."""
+    path = Path(source)
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml", ".json"):
+        return _load_declarations(path)
+    if suffix == ".py" or os.sep in source or "/" in source:
+        if not path.is_file():
+            return [], [Diagnostic("E110", f"tools file {source!r} does not exist", file=source)]
+        try:
+            module = _import_file(path)
+        except (Exception, SystemExit) as exc:  # user code: report, never crash
+            return [], [_failure(source, exc)]
+    else:
+        try:
+            module = importlib.import_module(source)
+        except (Exception, SystemExit) as exc:
+            return [], [_failure(source, exc)]
+    tools = tools_in_module(module)
+    if not tools:
+        return [], [Diagnostic("E110", f"{source!r} defines no tools: decorate functions with "
+                                       "@sophon_dsl.tool", file=source)]
+    return tools, []
+
+
+def _load_declarations(path: Path) -> tuple[list[ToolSpec], list[Diagnostic]]:
+    from .loader import format_for_path
+    from .syntax.documents import tool_decls_from_node
+
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], [Diagnostic("E110", f"cannot read tools file {name!r}: {exc}", file=name)]
+    if format_for_path(path) == "json":
+        from .syntax.json_source import parse_json as parse_source
+    else:
+        from .syntax.yaml_source import parse_yaml as parse_source
+    node, diags = parse_source(text, file=name)
+    if node is None:
+        return [], [d.with_file(name) for d in diags]
+    decls, more = tool_decls_from_node(node, file=name)
+    specs = [ToolSpec.from_decl(d, origin="decl") for d in decls]
+    return specs, [d.with_file(name) for d in (*diags, *more)]
+
+
+def load_tool_sources(sources: Iterable[str]) -> tuple[list[ToolSpec], list[Diagnostic]]:
+    tools: list[ToolSpec] = []
+    diags: list[Diagnostic] = []
+    for source in sources:
+        t, d = load_tool_source(source)
+        tools.extend(t)
+        diags.extend(d)
+    return tools, diags
