@@ -1,0 +1,242 @@
+"""Safe YAML with positions.
+
+:func:`parse_yaml` composes one document with PyYAML's ``SafeLoader`` (no
+object construction at all) and converts the node graph into a
+:class:`~sophon_dsl.syntax.located.LocatedNode` tree using each node's marks.
+It never raises.  Refused with ``E004``:
+
+* tags outside the YAML core/JSON schema (``!!python/...``, ``!custom``,
+  ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs``) and merge keys (``<<``);
+* alias expansion producing more than :data:`MAX_NODES` nodes (billion laughs)
+  or recursive aliases;
+* nesting deeper than :data:`MAX_DEPTH` levels;
+* non-scalar mapping keys.
+
+Timestamps stay strings (their source text) so every document is JSON data.
+Non-string scalar keys become their JSON spelling (``1``, ``true``, ``null``).
+Syntax errors give ``E003`` with the position and PyYAML's description of what
+was expected; duplicate keys give ``E108`` (the first is kept).
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+from ..diagnostics import Diagnostic
+from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
+
+__all__ = ["parse_yaml", "MAX_NODES", "MAX_DEPTH"]
+
+MAX_NODES = 100_000
+MAX_DEPTH = 200
+
+_CORE = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+
+
+class _TooDeep(Exception):
+    def __init__(self, mark):
+        self.mark = mark
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses deep nesting before recursing further."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH + 1:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, node, path: str):
+        super().__init__(message)
+        self.message = message
+        self.node = node
+        self.path = path
+
+
+class _Converter:
+    def __init__(self, text: str, file: str | None, loader: _Loader):
+        self.lines = LineIndex(text)
+        self.file = file
+        self.loader = loader
+        self.diags: list[Diagnostic] = []
+        self.count = 0
+
+    def span(self, node):
+        return self.lines.span(node.start_mark.index, node.end_mark.index)
+
+    def scalar(self, node: ScalarNode, path: str):
+        tag = node.tag
+        if tag not in _SCALAR_TAGS:
+            raise _Refused(f"YAML tag {tag!r} is not allowed: only plain JSON data "
+                           "(strings, numbers, booleans, null, lists, mappings)", node, path)
+        if tag == _CORE + "str" or tag == _CORE + "timestamp":
+            return node.value
+        try:
+            if tag == _CORE + "int":
+                return self.loader.construct_yaml_int(node)
+            if tag == _CORE + "float":
+                return self.loader.construct_yaml_float(node)
+            if tag == _CORE + "bool":
+                return self.loader.construct_yaml_bool(node)
+            return None
+        except (ValueError, yaml.YAMLError) as exc:
+            raise _Refused(f"cannot read scalar {node.value[:40]!r} as {tag[len(_CORE):]}: {exc}",
+                           node, path) from None
+
+    def key_text(self, node, path: str) -> str:
+        if not isinstance(node, ScalarNode):
+            raise _Refused("mapping keys must be scalars (complex keys are not allowed)", node, path)
+        if node.tag == _CORE + "merge":
+            raise _Refused("merge keys ('<<') are not allowed; write the entries out", node, path)
+        val = self.scalar(node, path)
+        if isinstance(val, str):
+            return val
+        try:
+            return json.dumps(val)
+        except ValueError:
+            return node.value
+
+    def convert(self, root) -> LocatedNode:
+        """Iterative conversion with an expansion budget and a depth bound."""
+        out: list[LocatedNode | None] = [None]
+        # (yaml node, path, depth, setter)
+        stack = [(root, "$", 0, lambda n: out.__setitem__(0, n))]
+        while stack:
+            node, path, depth, put = stack.pop()
+            self.count += 1
+            if self.count > MAX_NODES:
+                raise _Refused(f"document expands to more than {MAX_NODES} nodes "
+                               "(alias bomb?)", node, path)
+            if depth > MAX_DEPTH:
+                raise _Refused(f"nesting deeper than {MAX_DEPTH} levels (or a recursive alias)",
+                               node, path)
+            if isinstance(node, ScalarNode):
+                put(LocatedNode(SCALAR, self.scalar(node, path), self.span(node), path,
+                                quoted=node.style in ("'", '"')))
+            elif isinstance(node, SequenceNode):
+                if node.tag != _CORE + "seq":
+                    raise _Refused(f"YAML tag {node.tag!r} is not allowed on a sequence", node, path)
+                items: list = [None] * len(node.value)
+                put(LocatedNode(ARRAY, items, self.span(node), path))
+                for i in range(len(node.value) - 1, -1, -1):
+                    stack.append((node.value[i], child_path(path, i), depth + 1,
+                                  (lambda n, i=i, items=items: items.__setitem__(i, n))))
+            elif isinstance(node, MappingNode):
+                if node.tag != _CORE + "map":
+                    raise _Refused(f"YAML tag {node.tag!r} is not allowed on a mapping", node, path)
+                entries: list = []
+                key_spans: dict = {}
+                put(LocatedNode(OBJECT, entries, self.span(node), path, key_spans))
+                pending = []
+                for knode, vnode in node.value:
+                    key = self.key_text(knode, path)
+                    cpath = child_path(path, key)
+                    if key in key_spans:
+                        self.diags.append(Diagnostic(
+                            "E108", f"duplicate key {key!r}; the first one is kept",
+                            self.span(knode), self.file, cpath))
+                        continue
+                    key_spans[key] = self.span(knode)
+                    slot = len(entries)
+                    entries.append((key, None))
+                    pending.append((vnode, cpath, slot, key))
+                for vnode, cpath, slot, key in reversed(pending):
+                    stack.append((vnode, cpath, depth + 1,
+                                  (lambda n, s=slot, k=key, e=entries: e.__setitem__(s, (k, n)))))
+            else:  # pragma: no cover
+                raise _Refused("unsupported YAML node", node, path)
+        assert out[0] is not None
+        return out[0]
+
+
+def _check_expansion(root) -> None:
+    """Fail fast on alias bombs and recursive aliases: size of the expanded tree, memoised."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node, path: str) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise _Refused("recursive alias: a node contains itself", node, path)
+        total = 1
+        if isinstance(node, (SequenceNode, MappingNode)):
+            active.add(key)
+            children = node.value if isinstance(node, SequenceNode) else \
+                [n for pair in node.value for n in pair]
+            for child in children:
+                total += size(child, path)
+                if total > MAX_NODES:
+                    raise _Refused(f"document expands to more than {MAX_NODES} nodes "
+                                   "(alias bomb?)", child, path)
+            active.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, "$")
+
+
+def _mark_span(lines: LineIndex, mark) -> object:
+    if mark is None:
+        return lines.point(0)
+    return lines.point(getattr(mark, "index", 0) or 0)
+
+
+def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, list[Diagnostic]]:
+    """Parse one safe YAML document into a :class:`LocatedNode` tree. Never raises."""
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except Exception:
+            return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
+    lines = LineIndex(text)
+    loader = None
+    try:
+        try:
+            loader = _Loader(text)
+            root = loader.get_single_node()
+        except _TooDeep as exc:
+            return None, [Diagnostic("E004", f"nesting deeper than {MAX_DEPTH} levels",
+                                     _mark_span(lines, exc.mark), file)]
+        except yaml.reader.ReaderError as exc:
+            return None, [Diagnostic("E003", f"invalid character: {exc.reason}",
+                                     lines.point(exc.position), file)]
+        except yaml.MarkedYAMLError as exc:
+            parts = [p for p in (exc.context, exc.problem) if p]
+            msg = "; ".join(parts) or "invalid YAML"
+            mark = exc.problem_mark or exc.context_mark
+            return None, [Diagnostic("E003", msg, _mark_span(lines, mark), file)]
+        except RecursionError:
+            return None, [Diagnostic("E004", "document nested too deeply", lines.point(0), file)]
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            return None, [Diagnostic("E003", f"invalid YAML: {exc}", lines.point(0), file)]
+    finally:
+        try:
+            if loader is not None:
+                loader.dispose()
+        except Exception:  # pragma: no cover
+            pass
+    if root is None:
+        return None, [Diagnostic("E003", "empty document: expected a YAML value", lines.point(0), file)]
+    conv = _Converter(text, file, loader)
+    try:
+        _check_expansion(root)
+        node = conv.convert(root)
+    except _Refused as exc:
+        return None, conv.diags + [Diagnostic("E004", exc.message, conv.span(exc.node), file, exc.path)]
+    return node, conv.diags
