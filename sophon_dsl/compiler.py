@@ -1,0 +1,996 @@
+"""The compiler: builds a plan's dependency graph and runs every static check.
+
+:func:`compile_plan` returns a :class:`CompiledPlan` (the DAG the runtime
+executes plus every diagnostic found); :func:`check` returns only the
+diagnostics.  Every check runs in one pass: a plan with five problems gets
+five diagnostics, each with its code and the span of the offending node.
+
+Dependency rules
+----------------
+* A call *reads* every :class:`~sophon_dsl.model.Reference` inside its
+  parameter values: whole-value references, every operand of ``||`` / ``&&``
+  expressions and every reference embedded in a template, at any depth of
+  lists and objects.  References inside an inline ``_output`` are not reads.
+* A call *writes* every path of its output target: all alternatives of
+  ``||`` and all paths of ``&&``.
+* A read of key ``(kind, *path)`` depends on every *other* call that writes
+  the same key, a prefix of it (``†state`` / ``†state.a`` for a read of
+  ``†state.a.b``) or an extension of it (``†state.a.b.c`` for a read of
+  ``†state.a.b``), wherever the writer stands in the text.  A call never
+  depends on itself through data (reading a path it also writes reads the
+  value from before the call).
+* ``after`` adds control edges.  ``deps`` is the union of data and control
+  predecessors.
+
+The writer index maps each written key to its writers and each proper prefix
+of a written key to the writers below it, so wiring costs one dictionary
+lookup per prefix of each read: linear in the size of the plan (plus the
+number of edges).
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .diagnostics import Diagnostic, Span, has_errors, sort_key
+from .model import (
+    Call,
+    Expression,
+    ListValue,
+    Literal,
+    Mode,
+    ObjectValue,
+    OutputMethod,
+    Plan,
+    Reference,
+    Template,
+    Value,
+    iter_references,
+)
+from .tools import ToolRegistry, ToolSpec, as_registry
+
+__all__ = [
+    "AGENT_STEP",
+    "BUILTIN_KINDS",
+    "CompiledPlan",
+    "check",
+    "compile_plan",
+    "effective_registry",
+]
+
+#: Reference kinds that are always known.  Any other kind must be written by a call.
+BUILTIN_KINDS = frozenset({"input", "state", "data"})
+#: Kinds that plans may read but never write.
+READ_ONLY_KINDS = frozenset({"input"})
+
+_STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+
+#: The builtin latent tool every Sophon ExecutionPlan / JarvisCore step becomes.
+AGENT_STEP = ToolSpec(
+    name="agent.step",
+    description="A free-form agent step executed by an LLM (Sophon / JarvisCore plans).",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "description": {"type": "string"},
+            "task": {"type": "string"},
+            "toolHints": _STR_OR_LIST,
+            "expected_findings": _STR_OR_LIST,
+            "subagent_hint": {"type": "string"},
+        },
+        # Step converters may carry extra fields through; keep the builtin open.
+        "additionalProperties": True,
+    },
+    output_schema=None,
+    origin="builtin",
+)
+
+
+@dataclass(frozen=True)
+class CompiledPlan:
+    """A checked plan and its dependency graph.
+
+    ``deps[i]`` are the call indexes call ``i`` waits for (data + control);
+    ``data_deps[i]`` lists, for each reference call ``i`` reads (in source
+    order), the indexes of the calls that may write it; ``control_deps[i]`` the
+    indexes named by its ``after``.  ``writers`` maps a written key
+    ``(kind, *path)`` to ``(call index, output path index)`` pairs.  ``order``
+    is a topological order, smallest index first among ready calls; calls on a
+    cycle (only when ``ok`` is false) come last in position order.
+    """
+
+    plan: Plan
+    tools: ToolRegistry
+    ids: tuple[str, ...]
+    deps: tuple[frozenset[int], ...]
+    data_deps: tuple[tuple[tuple[Reference, tuple[int, ...]], ...], ...]
+    control_deps: tuple[frozenset[int], ...]
+    writers: dict
+    order: tuple[int, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    ok: bool
+    index: dict  # call id -> index (first call with that id)
+
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        return self.plan.calls
+
+    def dependents(self) -> tuple[tuple[int, ...], ...]:
+        """For each call, the calls that wait for it (the reverse of ``deps``)."""
+        out: list[list[int]] = [[] for _ in self.plan.calls]
+        for i, ds in enumerate(self.deps):
+            for d in ds:
+                out[d].append(i)
+        return tuple(tuple(sorted(x)) for x in out)
+
+
+def effective_registry(plan: Plan, tools: Any = None) -> ToolRegistry:
+    """User tools + the builtin ``agent.step`` (unless overridden) + the plan's declarations."""
+    reg = as_registry(tools)
+    if "agent.step" not in reg:
+        reg = reg.with_tools([AGENT_STEP])
+    if plan.tools:
+        reg = reg.with_plan_decls(plan.tools)
+    return reg
+
+
+def check(plan: Plan, tools: Any = None, **kw: Any) -> list[Diagnostic]:
+    """All diagnostics for ``plan``, sorted by position. Keywords as :func:`compile_plan`."""
+    return list(compile_plan(plan, tools, **kw).diagnostics)
+
+
+def compile_plan(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
+                 require_executor: bool = False) -> CompiledPlan:
+    """Build the dependency graph of ``plan`` and run every static check.
+
+    ``tools`` is anything :func:`~sophon_dsl.tools.as_registry` accepts.
+    ``max_calls`` (None: unlimited) bounds the number of calls (E305).
+    ``require_executor=True`` means no LLM executor is available: every latent
+    call without an inline ``_output`` is an error (E206).
+    """
+    return _Compiler(plan, effective_registry(plan, tools), max_calls, require_executor).run()
+
+
+# ---------------------------------------------------------------------------
+# JSON Schema helpers (lenient: anything not understood is "unknown")
+
+_JSON_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return "unknown"
+
+
+def _resolve(schema: Any, root: Any, depth: int = 0) -> Any:
+    """Follow a local ``$ref`` (``#/$defs/X``, ``#/definitions/X``) inside ``root``."""
+    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and depth < 32:
+        ref = schema["$ref"]
+        if not ref.startswith("#"):
+            return None
+        node = root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                return None
+        schema = node
+        depth += 1
+    return schema
+
+
+def _schema_types(schema: Any, root: Any, depth: int = 0) -> frozenset[str] | None:
+    """The JSON types a schema admits, or None when unknown / unconstrained."""
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict) or depth > 16:
+        return None
+    out: set[str] | None = None
+    t = schema.get("type")
+    if isinstance(t, str):
+        out = {t}
+    elif isinstance(t, list) and all(isinstance(x, str) for x in t):
+        out = set(t)
+    elif "const" in schema:
+        out = {_json_type(schema["const"])}
+    elif isinstance(schema.get("enum"), list) and schema["enum"]:
+        out = {_json_type(v) for v in schema["enum"]}
+    else:
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list) and branches:
+                acc: set[str] = set()
+                for b in branches:
+                    bt = _schema_types(b, root, depth + 1)
+                    if bt is None:
+                        return None
+                    acc |= bt
+                out = acc
+                break
+        else:
+            all_of = schema.get("allOf")
+            if isinstance(all_of, list) and len(all_of) == 1:
+                r = _schema_types(all_of[0], root, depth + 1)
+                out = set(r) if r is not None else None
+    if out is None:
+        return None
+    if schema.get("nullable") is True:
+        out.add("null")
+    if "unknown" in out:
+        return None
+    return frozenset(out)
+
+
+def _types_compatible(produced: frozenset[str], expected: frozenset[str]) -> bool:
+    for p in produced:
+        if p in expected:
+            return True
+        if p == "integer" and "number" in expected:
+            return True
+        if p == "number" and "integer" in expected:  # 3.0 is an integer; stay lenient
+            return True
+    return False
+
+
+def _fmt_types(types: Iterable[str]) -> str:
+    ts = sorted(types, key=lambda t: _JSON_TYPES.index(t) if t in _JSON_TYPES else 99)
+    return " or ".join(ts)
+
+
+def _descend(schema: Any, root: Any, path: Iterable[Any]) -> Any:
+    """The sub-schema at ``path`` (None when unknown)."""
+    for seg in path:
+        schema = _resolve(schema, root)
+        if not isinstance(schema, dict):
+            return None
+        if isinstance(seg, int):
+            prefix = schema.get("prefixItems")
+            if isinstance(prefix, list) and seg < len(prefix):
+                schema = prefix[seg]
+                continue
+            items = schema.get("items")
+            if isinstance(items, list) and seg < len(items):  # draft 4-7 tuple form
+                schema = items[seg]
+            elif isinstance(items, dict):
+                schema = items
+            else:
+                return None
+        else:
+            props = schema.get("properties")
+            if isinstance(props, dict) and seg in props:
+                schema = props[seg]
+            elif isinstance(schema.get("additionalProperties"), dict):
+                schema = schema["additionalProperties"]
+            else:
+                return None
+    return _resolve(schema, root)
+
+
+def _schema_has_path(schema: Any, root: Any, path: tuple, depth: int = 0) -> bool:
+    """Whether a value valid under ``schema`` may have something at ``path``.
+
+    A level whose structure is not described (no ``properties``/``items``,
+    or an open ``additionalProperties``) admits any continuation.
+    """
+    schema = _resolve(schema, root)
+    if not path:
+        return True
+    if schema is True or schema is None or depth > 32:
+        return True
+    if schema is False or not isinstance(schema, dict):
+        return schema is not False
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            return any(_schema_has_path(b, root, path, depth + 1) for b in branches)
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and all_of:
+        return all(_schema_has_path(b, root, path, depth + 1) for b in all_of)
+    seg, rest = path[0], path[1:]
+    types = _schema_types(schema, root)
+    if isinstance(seg, int):
+        if types is not None and "array" not in types:
+            return False
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list) and seg < len(prefix):
+            return _schema_has_path(prefix[seg], root, rest, depth + 1)
+        items = schema.get("items")
+        if isinstance(items, dict):
+            return _schema_has_path(items, root, rest, depth + 1)
+        if items is False:
+            return False
+        return True
+    if types is not None and "object" not in types:
+        return False
+    props = schema.get("properties")
+    if isinstance(props, dict) and seg in props:
+        return _schema_has_path(props[seg], root, rest, depth + 1)
+    pattern_props = schema.get("patternProperties")
+    if isinstance(pattern_props, dict):
+        import re
+
+        for pat, sub in pattern_props.items():
+            try:
+                if re.search(pat, seg):
+                    return _schema_has_path(sub, root, rest, depth + 1)
+            except re.error:
+                return True
+    add = schema.get("additionalProperties")
+    if isinstance(add, dict):
+        return _schema_has_path(add, root, rest, depth + 1)
+    if add is True:
+        return True
+    if add is False:
+        return False
+    # additionalProperties absent: described objects are closed for reading
+    # purposes (a typo in a path is the likely mistake), undescribed ones open.
+    return not isinstance(props, dict)
+
+
+def _literal_json(value: Value) -> Any:
+    if isinstance(value, Literal):
+        return value.value
+    if isinstance(value, ListValue):
+        return [_literal_json(v) for v in value.items]
+    if isinstance(value, ObjectValue):
+        return {k: _literal_json(v) for k, v in value.entries}
+    raise TypeError("not a literal")
+
+
+def _has_refs(value: Value) -> bool:
+    return next(iter_references(value), None) is not None
+
+
+def _sub_value(value: Value, path: Iterable[Any]) -> Value:
+    """The value node at a JSON path inside a literal tree (for precise spans)."""
+    node = value
+    for seg in path:
+        if isinstance(node, ListValue) and isinstance(seg, int) and seg < len(node.items):
+            node = node.items[seg]
+        elif isinstance(node, ObjectValue) and isinstance(seg, str) and node.get(seg) is not None:
+            node = node.get(seg)  # type: ignore[assignment]
+        else:
+            break
+    return node
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    text = json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------
+
+
+class _Compiler:
+    def __init__(self, plan: Plan, tools: ToolRegistry, max_calls: int | None,
+                 require_executor: bool):
+        self.plan = plan
+        self.tools = tools
+        self.max_calls = max_calls
+        self.require_executor = require_executor
+        self.calls = plan.calls
+        self.n = len(plan.calls)
+        self.ids = tuple(plan.call_ids())
+        self.diags: list[Diagnostic] = []
+        self._validators: dict[tuple[str, str], Any] = {}
+
+    # -- helpers -----------------------------------------------------------
+
+    def diag(self, code: str, message: str, span: Span | None, related: Iterable[str] = ()) -> None:
+        self.diags.append(Diagnostic(code, message, span, self.plan.file, None, None, tuple(related)))
+
+    def loc(self, i: int) -> str:
+        c = self.calls[i]
+        span = c.span or c.tool_span
+        if span is None:
+            return f"call #{i + 1}"
+        return f"{self.plan.file or '<plan>'}:{span.line}:{span.column}"
+
+    def call_span(self, i: int) -> Span | None:
+        c = self.calls[i]
+        return c.tool_span or c.span
+
+    # -- main --------------------------------------------------------------
+
+    def run(self) -> CompiledPlan:
+        if self.max_calls is not None and self.n > self.max_calls:
+            extra = self.calls[self.max_calls]
+            self.diag("E305", f"plan has {self.n} calls; at most {self.max_calls} are allowed",
+                      extra.span or extra.tool_span)
+        index = self.check_ids()
+        self.build_writers()
+        control = self.control_deps(index)
+        data_deps, deps = self.wire(control)
+        self.check_reads()
+        for i, call in enumerate(self.calls):
+            self.check_call(i, call)
+        self.check_reference_types()
+        order, cyclic = self.toposort(deps)
+        if cyclic:
+            self.report_cycles(deps, data_deps, control)
+        self.check_concurrent_writers(deps, order)
+        diags = tuple(sorted(self.diags, key=sort_key))
+        return CompiledPlan(
+            plan=self.plan, tools=self.tools, ids=self.ids, deps=deps, data_deps=data_deps,
+            control_deps=control, writers={k: tuple(v) for k, v in self.writers.items()},
+            order=order, diagnostics=diags, ok=not has_errors(diags), index=index,
+        )
+
+    # -- ids and `after` ---------------------------------------------------
+
+    def check_ids(self) -> dict[str, int]:
+        index: dict[str, int] = {}
+        for i, cid in enumerate(self.ids):
+            if cid in index:
+                call = self.calls[i]
+                self.diag("E303", f"duplicate call id '{cid}': call {i + 1} reuses the id of the call "
+                                  f"at {self.loc(index[cid])}",
+                          call.attr_span("_id") if call.id is not None else self.call_span(i),
+                          [f"first '{cid}' is at {self.loc(index[cid])}"])
+            else:
+                index[cid] = i
+        return index
+
+    def control_deps(self, index: dict[str, int]) -> tuple[frozenset[int], ...]:
+        out = []
+        names = list(index)
+        for i, call in enumerate(self.calls):
+            deps = set()
+            for name in call.after:
+                j = index.get(name)
+                if j is None:
+                    hint = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+                    msg = f"'after' of call {self.ids[i]} names unknown call '{name}'"
+                    if hint:
+                        msg += f"; did you mean '{hint[0]}'?"
+                    self.diag("E304", msg, call.attr_span("_after"))
+                else:
+                    deps.add(j)
+            out.append(frozenset(deps))
+        return tuple(out)
+
+    # -- writers and wiring ------------------------------------------------
+
+    def build_writers(self) -> None:
+        writers: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        below: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # proper prefix -> writers
+        written_kinds: set[str] = set()
+        for i, call in enumerate(self.calls):
+            out = call.output
+            if out is None:
+                continue
+            for p, ref in enumerate(out.paths):
+                if ref.kind in READ_ONLY_KINDS:
+                    self.diag("E307", f"call {self.ids[i]} writes {ref.text()}: the '{ref.kind}' kind "
+                                      f"is read-only", ref.span or out.span or self.call_span(i))
+                    continue
+                key = ref.key
+                writers[key].append((i, p))
+                written_kinds.add(ref.kind)
+                for k in range(1, len(key)):
+                    below[key[:k]].append((i, p))
+        self.writers = writers
+        self.below = below
+        self.written_kinds = written_kinds
+
+    def writers_of(self, key: tuple) -> list[tuple[int, int]]:
+        """Every (call, path) that may write ``key``: same key, a prefix or an extension."""
+        out: list[tuple[int, int]] = []
+        w = self.writers
+        for k in range(1, len(key) + 1):
+            hit = w.get(key[:k])
+            if hit:
+                out.extend(hit)
+        ext = self.below.get(key)
+        if ext:
+            out.extend(ext)
+        return out
+
+    def call_reads(self, call: Call) -> list[Reference]:
+        refs: list[Reference] = []
+        for p in call.params:
+            refs.extend(iter_references(p.value))
+        return refs
+
+    def wire(self, control: tuple[frozenset[int], ...]):
+        data_deps = []
+        deps = []
+        self.reads: list[list[Reference]] = []
+        for i, call in enumerate(self.calls):
+            reads = self.call_reads(call)
+            self.reads.append(reads)
+            per_ref = []
+            all_deps = set(control[i])
+            for ref in reads:
+                ws = sorted({j for j, _ in self.writers_of(ref.key) if j != i})
+                per_ref.append((ref, tuple(ws)))
+                all_deps.update(ws)
+            data_deps.append(tuple(per_ref))
+            deps.append(frozenset(all_deps))
+        return tuple(data_deps), tuple(deps)
+
+    # -- reads: kinds and sources (E306, E301) -----------------------------
+
+    def has_source(self, ref: Reference, reader: int | None) -> bool:
+        kind = ref.kind
+        if kind == "input":
+            schema = self.plan.input_schema
+            return schema is None or _schema_has_path(schema, schema, ref.path)
+        if any(j != reader for j, _ in self.writers_of(ref.key)):
+            return True
+        if kind == "state" and self.plan.state_schema is not None:
+            schema = self.plan.state_schema
+            return _schema_has_path(schema, schema, ref.path)
+        return False
+
+    def known_kind(self, kind: str) -> bool:
+        return kind in BUILTIN_KINDS or kind in self.written_kinds
+
+    def check_value_reads(self, value: Value, reader: int | None, where: str,
+                          fallback: Span | None) -> None:
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, ListValue):
+                stack.extend(reversed(v.items))
+                continue
+            if isinstance(v, ObjectValue):
+                stack.extend(val for _, val in reversed(v.entries))
+                continue
+            if isinstance(v, Reference):
+                groups, any_of = [v], False
+            elif isinstance(v, Expression):
+                groups, any_of = list(v.operands), v.op == "||"
+            elif isinstance(v, Template):
+                groups, any_of = [p for p in v.parts if isinstance(p, Reference)], False
+            else:
+                continue
+            span = v.span or fallback
+            unknown = [r for r in groups if not self.known_kind(r.kind)]
+            for r in unknown:
+                kinds = sorted(BUILTIN_KINDS | self.written_kinds)
+                hint = difflib.get_close_matches(r.kind, kinds, n=1, cutoff=0.6)
+                msg = (f"{where} reads {r.text()}: unknown reference kind '{r.kind}' (known kinds: "
+                       f"{', '.join(kinds)}; other kinds exist only when a call writes them)")
+                if hint:
+                    msg += f"; did you mean '{hint[0]}'?"
+                self.diag("E306", msg, r.span or span)
+            known = [r for r in groups if self.known_kind(r.kind)]
+            missing = [r for r in known if not self.has_source(r, reader)]
+            if any_of:
+                if unknown or not missing or len(missing) < len(known):
+                    continue
+            for r in (missing[:1] if any_of else missing):
+                self.diag("E301", self.missing_message(where, r, any_of and len(known) > 1),
+                          r.span or span)
+
+    def missing_message(self, where: str, ref: Reference, all_fallbacks: bool) -> str:
+        kind = ref.kind
+        if kind == "input":
+            why = "the plan's input schema has no such property"
+        elif kind == "state" and self.plan.state_schema is not None:
+            why = "no call writes it and the state schema does not declare it"
+        elif kind == "state":
+            why = "no call writes it and the plan declares no state schema"
+        else:
+            why = "no call writes it"
+        extra = " (no alternative of the '||' expression has a source)" if all_fallbacks else ""
+        return f"{where} reads {ref.text()} but {why}{extra}"
+
+    def check_reads(self) -> None:
+        for i, call in enumerate(self.calls):
+            for p in call.params:
+                self.check_value_reads(p.value, i, f"parameter '{p.name}' of call {self.ids[i]}",
+                                       p.span or self.call_span(i))
+        if self.plan.output is not None:
+            self.check_value_reads(self.plan.output, None, "the plan's output", None)
+
+    # -- per-call checks ---------------------------------------------------
+
+    def check_call(self, i: int, call: Call) -> None:
+        cid = self.ids[i]
+        spec = self.tools.get(call.tool)
+        if spec is None:
+            names = list(self.tools)
+            hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
+            if not hint:
+                lowered = {n.lower(): n for n in names}
+                if call.tool.lower() in lowered:
+                    hint = [lowered[call.tool.lower()]]
+            msg = f"unknown tool '{call.tool}' in call {cid}"
+            if hint:
+                msg += f"; did you mean '{hint[0]}'?"
+            self.diag("E201", msg, self.call_span(i))
+        else:
+            self.check_params(i, call, spec)
+        latent = spec is None or spec.latent
+        is_activity = (spec is not None and not spec.latent) or call.activity is not None
+        if call.inline_output is not None:
+            out_span = call.attr_span("_output")
+            if self.plan.mode is Mode.LAZY:
+                self.diag("E401", f"call {cid} has an inline _output but the plan is in lazy mode "
+                                  f"(a lazy plan only plans; it executes nothing)", out_span)
+            if is_activity:
+                what = f"activity '{call.activity}'" if call.activity else f"activity tool '{call.tool}'"
+                self.diag("E402", f"call {cid} has an inline _output but runs {what}; only latent "
+                                  f"calls carry their output inline", out_span)
+            elif (self.plan.mode is Mode.EAGER and call.output is not None
+                  and call.output.is_branching):
+                self.diag("W401", f"latent call {cid} has an inline _output but a branching output "
+                                  f"path ({' || '.join(r.text() for r in call.output.paths)}); in "
+                                  f"eager mode the branch collapses: write the single path taken",
+                          call.output.span or out_span)
+        if (self.require_executor and spec is not None and latent and not is_activity
+                and call.inline_output is None):
+            self.diag("E206", f"call {cid} uses latent tool '{call.tool}' (no implementation) "
+                              f"and no LLM executor is available", self.call_span(i))
+
+    def check_params(self, i: int, call: Call, spec: ToolSpec) -> None:
+        cid = self.ids[i]
+        schema = spec.input_schema
+        if not isinstance(schema, dict):
+            return
+        props = schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        given = {p.name for p in call.params}
+        for name in spec.required:
+            if name not in given:
+                self.diag("E202", f"call {cid} to '{call.tool}' is missing required parameter "
+                                  f"'{name}'", self.call_span(i))
+        strict = self.is_closed(schema)
+        for p in call.params:
+            pschema = props.get(p.name)
+            if pschema is None:
+                if strict and not self.pattern_allows(schema, p.name):
+                    hint = difflib.get_close_matches(p.name, list(props), n=1, cutoff=0.6)
+                    known = ", ".join(props) if props else "none"
+                    msg = f"unknown parameter '{p.name}' for tool '{call.tool}' in call {cid}"
+                    msg += f"; did you mean '{hint[0]}'?" if hint else f" (parameters: {known})"
+                    self.diag("E203", msg, p.span or p.value.span or self.call_span(i))
+                continue
+            if not _has_refs(p.value):
+                self.check_literal(i, call, p, pschema, schema)
+
+    @staticmethod
+    def is_closed(schema: dict) -> bool:
+        """E203 rule: unknown names are errors unless the schema is open.
+
+        Open: no ``properties`` at all, or ``additionalProperties`` true or a schema.
+        Closed: ``properties`` given and ``additionalProperties`` false or absent.
+        """
+        if not isinstance(schema.get("properties"), dict):
+            return schema.get("additionalProperties") is False
+        add = schema.get("additionalProperties", False)
+        return add is False
+
+    @staticmethod
+    def pattern_allows(schema: dict, name: str) -> bool:
+        import re
+
+        pats = schema.get("patternProperties")
+        if not isinstance(pats, dict):
+            return False
+        for pat in pats:
+            try:
+                if re.search(pat, name):
+                    return True
+            except re.error:
+                return True
+        return False
+
+    def validator(self, tool: str, name: str, pschema: Any, root: dict) -> Any:
+        key = (tool, name)
+        if key in self._validators:
+            return self._validators[key]
+        import jsonschema
+
+        v = None
+        if isinstance(pschema, (dict, bool)):
+            s: Any = pschema
+            if isinstance(pschema, dict):
+                s = dict(pschema)
+                for defs in ("$defs", "definitions"):
+                    if defs in root and defs not in s:
+                        s[defs] = root[defs]
+            try:
+                cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+                v = cls(s)
+            except Exception:  # pragma: no cover - malformed schema: skip the check
+                v = None
+        self._validators[key] = v
+        return v
+
+    def check_literal(self, i: int, call: Call, p, pschema: Any, root: dict) -> None:
+        v = self.validator(call.tool, p.name, pschema, root)
+        if v is None:
+            return
+        try:
+            instance = _literal_json(p.value)
+            import jsonschema
+
+            err = jsonschema.exceptions.best_match(v.iter_errors(instance))
+        except Exception:  # unresolvable $ref, bad regex...: skip
+            return
+        if err is None:
+            return
+        node = _sub_value(p.value, err.absolute_path)
+        where = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in err.absolute_path)
+        cid = self.ids[i]
+        if err.validator == "type":
+            expected = err.validator_value
+            exp = _fmt_types(expected if isinstance(expected, list) else [expected])
+            msg = (f"parameter '{p.name}{where}' of call {cid} expects {exp}, got "
+                   f"{_json_type(err.instance)} {_short(err.instance)}")
+        else:
+            types = _schema_types(pschema, root)
+            exp = f" ({_fmt_types(types)})" if types else ""
+            msg = f"parameter '{p.name}'{exp} of call {cid}: {'at ' + where[1:] + ': ' if where else ''}{err.message}"
+        self.diag("E204", msg, node.span or p.value.span or p.span or self.call_span(i))
+
+    # -- reference types (E205) --------------------------------------------
+
+    def written_schema(self, j: int, pidx: int, sub: tuple) -> tuple[Any, Any] | None:
+        """Schema of what call ``j``'s output path ``pidx`` puts at ``sub`` below it."""
+        call = self.calls[j]
+        out = call.output
+        if out is None:
+            return None
+        if out.is_branching and pidx == len(out.paths) - 1:
+            return None  # the last alternative may receive an error object
+        if out.method in (OutputMethod.PUSH, OutputMethod.CONCAT):
+            return ({"type": "array"}, None) if not sub else None
+        if out.method is not OutputMethod.SET:
+            return None
+        spec = self.tools.get(call.tool)
+        if spec is None or not isinstance(spec.output_schema, dict):
+            return None
+        root = spec.output_schema
+        s = _descend(root, root, sub)
+        return (s, root) if s is not None else None
+
+    def check_reference_types(self) -> None:
+        for i, call in enumerate(self.calls):
+            spec = self.tools.get(call.tool)
+            if spec is None or not isinstance(spec.input_schema, dict):
+                continue
+            root = spec.input_schema
+            props = root.get("properties")
+            if not isinstance(props, dict):
+                continue
+            for p in call.params:
+                if p.name not in props:
+                    continue
+                expected = _schema_types(props[p.name], root)
+                if expected is None:
+                    continue
+                v = p.value
+                if isinstance(v, Reference):
+                    refs = [v]
+                elif isinstance(v, Expression):
+                    refs = list(v.operands) if v.op == "||" else [v.operands[-1]]
+                elif isinstance(v, Template):
+                    if not _types_compatible(frozenset({"string"}), expected):
+                        self.diag("E205", f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) "
+                                          f"expects {_fmt_types(expected)} but its template value "
+                                          f"is a string", v.span or p.span or self.call_span(i))
+                    continue
+                else:
+                    continue
+                for ref in refs:
+                    self.check_ref_type(i, p, ref, expected)
+
+    def check_ref_type(self, i: int, p, ref: Reference, expected: frozenset[str]) -> None:
+        key = ref.key
+        head = f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) expects {_fmt_types(expected)}"
+        span = ref.span or p.value.span or p.span or self.call_span(i)
+        found_writer = False
+        for k in range(1, len(key) + 1):
+            for j, pidx in self.writers.get(key[:k], ()):
+                if j == i:
+                    continue
+                found_writer = True
+                ws = self.written_schema(j, pidx, key[k:])
+                if ws is None:
+                    continue
+                produced = _schema_types(ws[0], ws[1])
+                if produced is None or _types_compatible(produced, expected):
+                    continue
+                wpath = self.calls[j].output.paths[pidx].text()  # type: ignore[union-attr]
+                via = "" if k == len(key) else f" (inside {wpath})"
+                self.diag("E205", f"{head} but {ref.text()} is written by {self.ids[j]} "
+                                  f"({self.loc(j)}) as {_fmt_types(produced)}{via}", span)
+        if found_writer or self.below.get(key):
+            return
+        # No writer: compare with the declared input / state schema.
+        schema = {"input": self.plan.input_schema, "state": self.plan.state_schema}.get(ref.kind)
+        if not isinstance(schema, dict):
+            return
+        sub = _descend(schema, schema, ref.path)
+        produced = _schema_types(sub, schema) if sub is not None else None
+        if produced is not None and not _types_compatible(produced, expected):
+            self.diag("E205", f"{head} but {ref.text()} is declared as {_fmt_types(produced)} by the "
+                              f"plan's {ref.kind} schema", span)
+
+    # -- ordering and cycles -----------------------------------------------
+
+    def toposort(self, deps: tuple[frozenset[int], ...]) -> tuple[tuple[int, ...], bool]:
+        n = self.n
+        indeg = [len(d) for d in deps]
+        succ: list[list[int]] = [[] for _ in range(n)]
+        for i, ds in enumerate(deps):
+            for d in ds:
+                succ[d].append(i)
+        self.succ = succ
+        heap = [i for i in range(n) if indeg[i] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            i = heapq.heappop(heap)
+            order.append(i)
+            for s in succ[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, s)
+        if len(order) == n:
+            return tuple(order), False
+        done = set(order)
+        order.extend(i for i in range(n) if i not in done)
+        return tuple(order), True
+
+    def sccs(self) -> list[list[int]]:
+        """Tarjan's algorithm, iterative. Edges go from a dependency to its dependent."""
+        n, succ = self.n, self.succ
+        index_of = [-1] * n
+        low = [0] * n
+        on_stack = [False] * n
+        stack: list[int] = []
+        out: list[list[int]] = []
+        counter = 0
+        for root in range(n):
+            if index_of[root] != -1:
+                continue
+            work = [(root, 0)]
+            while work:
+                v, pos = work[-1]
+                if pos == 0:
+                    index_of[v] = low[v] = counter
+                    counter += 1
+                    stack.append(v)
+                    on_stack[v] = True
+                recurse = False
+                edges = succ[v]
+                while pos < len(edges):
+                    w = edges[pos]
+                    pos += 1
+                    if index_of[w] == -1:
+                        work[-1] = (v, pos)
+                        work.append((w, 0))
+                        recurse = True
+                        break
+                    if on_stack[w]:
+                        low[v] = min(low[v], index_of[w])
+                if recurse:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+                if low[v] == index_of[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack[w] = False
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+        return out
+
+    def report_cycles(self, deps, data_deps, control) -> None:
+        for comp in self.sccs():
+            members = set(comp)
+            start = min(comp)
+            if len(comp) == 1 and start not in deps[start]:
+                continue
+            # BFS from start back to start inside the component.
+            parent: dict[int, int] = {}
+            queue = [start]
+            seen = {start}
+            end = None
+            qi = 0
+            while qi < len(queue) and end is None:
+                v = queue[qi]
+                qi += 1
+                for w in sorted(self.succ[v]):
+                    if w == start:
+                        end = v
+                        break
+                    if w in members and w not in seen:
+                        seen.add(w)
+                        parent[w] = v
+                        queue.append(w)
+            if end is None:  # pragma: no cover - an SCC always closes
+                continue
+            path = [end]
+            while path[-1] != start:
+                path.append(parent[path[-1]])
+            path.reverse()  # start ... end, and end -> start closes it
+            cycle = path + [start]
+            text = " -> ".join(self.ids[c] for c in cycle)
+            notes = []
+            for a, b in zip(cycle, cycle[1:]):
+                notes.append(f"{self.ids[a]} ({self.loc(a)}) -> {self.ids[b]} ({self.loc(b)}): "
+                             f"{self.edge_reason(a, b, data_deps, control)}")
+            extra = f" ({len(comp)} calls are mutually dependent)" if len(comp) > len(cycle) - 1 else ""
+            self.diag("E302", f"dependency cycle: {text}{extra}", self.call_span(start), notes)
+
+    def edge_reason(self, a: int, b: int, data_deps, control) -> str:
+        for ref, ws in data_deps[b]:
+            if a in ws:
+                out = self.calls[a].output
+                wrote = [r.text() for r in out.paths] if out else []
+                return f"{self.ids[b]} reads {ref.text()}, written by {self.ids[a]} as {' / '.join(wrote)}"
+        if a in control[b]:
+            return f"{self.ids[b]} runs after {self.ids[a]}"
+        return "dependency"
+
+    # -- concurrent writers (W301) -----------------------------------------
+
+    def check_concurrent_writers(self, deps, order) -> None:
+        pos = [0] * self.n
+        for k, i in enumerate(order):
+            pos[i] = k
+        for key, ws in self.writers.items():
+            setters = sorted({j for j, _ in ws
+                              if self.calls[j].output.method is OutputMethod.SET},  # type: ignore[union-attr]
+                             key=lambda j: pos[j])
+            if len(setters) < 2:
+                continue
+            for a, b in zip(setters, setters[1:]):
+                ia, ib = self.calls[a].instance, self.calls[b].instance
+                if ia is not None and ib is not None and ia != ib:
+                    continue
+                if not self.reaches(a, b, deps, pos):
+                    ref = Reference(key[0], tuple(key[1:]))
+                    spans = [r.span for r in self.calls[b].output.paths if r.key == key]  # type: ignore[union-attr]
+                    self.diag("W301", f"calls {self.ids[a]} ({self.loc(a)}) and {self.ids[b]} "
+                                      f"({self.loc(b)}) both set {ref.text()} with no order between "
+                                      f"them; the final value depends on timing (add @after, or use "
+                                      f"a merging output method)",
+                              (spans[0] if spans else None) or self.call_span(b))
+
+    def reaches(self, a: int, b: int, deps, pos) -> bool:
+        """Whether ``b`` (transitively) depends on ``a``; prunes by topological position."""
+        if a in deps[b]:
+            return True
+        limit = pos[a]
+        stack = [b]
+        seen = {b}
+        while stack:
+            v = stack.pop()
+            for d in deps[v]:
+                if d == a:
+                    return True
+                if d not in seen and pos[d] > limit:
+                    seen.add(d)
+                    stack.append(d)
+        return False

@@ -1,0 +1,132 @@
+"""Renderings of a compiled plan's dependency graph: Mermaid, Graphviz DOT and JSON.
+
+Every rendering has one node per call (``n0``, ``n1``... by position) and one
+edge per dependency: ``data`` edges (labelled with the reference the reader
+reads; one edge per distinct reference) and ``control`` edges (from ``after``).
+Edges point from the call that runs first to the call that waits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .compiler import CompiledPlan
+
+__all__ = ["edges", "to_data", "to_dot", "to_json", "to_mermaid"]
+
+
+def edges(compiled: CompiledPlan) -> list[dict[str, Any]]:
+    """``[{"from": i, "to": j, "kind": "data"|"control", "path": "†state.x"|None}]`` by indexes."""
+    out: list[dict[str, Any]] = []
+    for j, per_ref in enumerate(compiled.data_deps):
+        seen: set[tuple[int, str]] = set()
+        for ref, writers in per_ref:
+            text = ref.text()
+            for i in writers:
+                if (i, text) in seen:
+                    continue
+                seen.add((i, text))
+                out.append({"from": i, "to": j, "kind": "data", "path": text})
+    for j, ctrl in enumerate(compiled.control_deps):
+        for i in sorted(ctrl):
+            out.append({"from": i, "to": j, "kind": "control", "path": None})
+    out.sort(key=lambda e: (e["to"], e["from"], e["kind"], e["path"] or ""))
+    return out
+
+
+def _outputs(call) -> list[str]:
+    out = call.output
+    return [r.text() for r in out.paths] if out is not None else []
+
+
+def _output_text(call) -> str:
+    out = call.output
+    if out is None:
+        return ""
+    joiner = f" {out.op} " if out.op else " "
+    return joiner.join(r.text() for r in out.paths)
+
+
+def to_data(compiled: CompiledPlan) -> dict[str, Any]:
+    """The graph as JSON-ready data: ``{"nodes": [...], "edges": [...], "order": [...], "ok": bool}``.
+
+    A node is ``{"id", "index", "tool", "line", "outputs", "output_op", "output_method", "reads"}``;
+    an edge is ``{"from", "to", "kind", "path"}`` with call ids.
+    """
+    ids = compiled.ids
+    nodes = []
+    for i, call in enumerate(compiled.plan.calls):
+        span = call.span or call.tool_span
+        nodes.append({
+            "id": ids[i],
+            "index": i,
+            "tool": call.tool,
+            "line": span.line if span else None,
+            "outputs": _outputs(call),
+            "output_op": call.output.op if call.output is not None else None,
+            "output_method": call.output.method.value if call.output is not None else None,
+            "reads": [ref.text() for ref, _ in compiled.data_deps[i]],
+        })
+    es = [{"from": ids[e["from"]], "to": ids[e["to"]], "kind": e["kind"], "path": e["path"]}
+          for e in edges(compiled)]
+    return {"nodes": nodes, "edges": es, "order": [ids[i] for i in compiled.order], "ok": compiled.ok}
+
+
+def to_json(compiled: CompiledPlan, indent: int | None = 2) -> str:
+    """:func:`to_data` serialised as JSON text (UTF-8 daggers kept)."""
+    return json.dumps(to_data(compiled), ensure_ascii=False, indent=indent)
+
+
+# -- Mermaid -----------------------------------------------------------------
+
+_MERMAID_ESCAPES = {c: f"#{ord(c)};" for c in '"#<>&|[]{}()`'}
+
+
+def _mermaid_text(text: str) -> str:
+    text = " ".join(str(text).split())  # newlines and runs of spaces -> one space
+    return "".join(_MERMAID_ESCAPES.get(c, c) for c in text)
+
+
+def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
+    """A Mermaid ``graph``; data edges are solid and labelled, control edges dotted."""
+    lines = [f"graph {direction}"]
+    for i, call in enumerate(compiled.plan.calls):
+        label = f"{compiled.ids[i]}: {call.tool}"
+        out = _output_text(call)
+        if out:
+            label += f" → {out}"
+        lines.append(f'    n{i}["{_mermaid_text(label)}"]')
+    for e in edges(compiled):
+        if e["kind"] == "data":
+            lines.append(f'    n{e["from"]} -->|"{_mermaid_text(e["path"])}"| n{e["to"]}')
+        else:
+            lines.append(f'    n{e["from"]} -.->|"after"| n{e["to"]}')
+    return "\n".join(lines) + "\n"
+
+
+# -- DOT ---------------------------------------------------------------------
+
+
+def _dot_string(text: str) -> str:
+    out = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    out = out.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+    return f'"{out}"'
+
+
+def to_dot(compiled: CompiledPlan, name: str = "plan") -> str:
+    """A Graphviz ``digraph``; data edges solid and labelled, control edges dashed."""
+    lines = [f"digraph {_dot_string(name)} {{", "    rankdir=TB;", "    node [shape=box];"]
+    for i, call in enumerate(compiled.plan.calls):
+        label = f"{compiled.ids[i]}: {call.tool}"
+        out = _output_text(call)
+        if out:
+            label += f"\n{out}"
+        lines.append(f"    n{i} [label={_dot_string(label)}];")
+    for e in edges(compiled):
+        if e["kind"] == "data":
+            lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(e["path"])}];')
+        else:
+            lines.append(f'    n{e["from"]} -> n{e["to"]} [style=dashed, label="after"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
