@@ -1,0 +1,768 @@
+"""Located JSON/YAML documents -> :class:`~sophon_dsl.model.Plan`.
+
+:func:`document_to_plan` accepts every document shape of ``docs/design.md``
+and reports every problem of a document in one pass: a bad call is reported
+and skipped, the other calls still load.  Shapes (detected in this order):
+
+* an **array**
+
+  - of calls (some item has ``_tool``), e.g. ``[{"_tool": "f", "x": 1}]``
+    (an empty array is an empty plan);
+  - a **context list** (every item is an object with a string ``type`` and
+    none has ``_tool``): ``plan`` messages give the calls (the last plan
+    message wins; its ``mode``/``goal``/... header fields apply too),
+    ``state`` messages give ``schema`` as the state schema, ``input``
+    messages give their data keys as an input schema with inferred types,
+    ``tool`` messages give a tool declaration when ``tool`` is an object
+    (a string names a code tool and is ignored); other types are ignored;
+  - of JarvisCore PlannedSteps (some item has ``task``) or of Sophon
+    PlanSteps (some item has ``description`` plus ``dependsOn``,
+    ``toolHints`` or ``id``);
+  - otherwise a list of calls (each non-call item gives ``E102``);
+
+* an **object**
+
+  - with ``_tool``: a single call;
+  - with ``context``: a request ``{"schema", "context", "config"?, "type"?}``
+    where ``schema`` is the output schema (when it is a solution schema
+    whose ``properties`` hold ``calls`` and ``output``, its
+    ``properties.output`` is taken);
+  - with ``type: "plan"`` or any of the plan-document keys: a plan document
+    ``{"type"?: "plan", "goal", "mode", "id", "inputSchema", "stateSchema",
+    "outputSchema", "tools", "calls" | "plan" | "steps", "output"}``.  This
+    covers the solution ``{"calls", "output"}``, the plan message
+    ``{"type": "plan", "plan": [...]}`` and the Sophon ExecutionPlan
+    ``{"id", "goal", "steps"}``.  ``"output": null`` means no final output.
+
+Steps (Sophon or PlannedStep) become calls to the latent tool ``agent.step``:
+id = the step's ``id`` else ``step<N>`` (1-based); ``dependsOn`` /
+``depends_on`` -> ``after`` (integers are 1-based step numbers);
+``estimatedRisk`` / ``risk`` -> ``risk``; ``modelHint`` -> ``model_hint``;
+``success_criterion`` / ``successCriterion`` -> ``success_criterion``; every
+other field (``description``, ``toolHints``, ``task``, ``expected_findings``,
+``subagent_hint``, ...) becomes a parameter of the same name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from ..diagnostics import Diagnostic, Span
+from ..model import (ARGUMENT_METHODS, Call, ListValue, Literal, Mode, ObjectValue,
+                     OutputMethod, OutputTarget, Param, Plan, Reference, RetryPolicy, Risk,
+                     ToolDecl, Value)
+from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+from .located import LocatedNode
+
+__all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
+           "STEP_TOOL"]
+
+STEP_TOOL = "agent.step"
+
+META_PROPERTIES = (
+    "_tool", "_outputPath", "_outputMethod", "_output", "_id", "_activity", "_instance",
+    "_delegate", "_scopes", "_reasoningForCall", "_risk", "_retry", "_timeout", "_after",
+    "_modelHint", "_successCriterion",
+)
+HEADER_KEYS = ("type", "goal", "mode", "id", "inputSchema", "stateSchema", "outputSchema",
+               "tools", "calls", "plan", "steps", "output")
+_DOC_MARKERS = set(HEADER_KEYS) - {"type", "id"}
+REQUEST_KEYS = ("type", "schema", "context", "config")
+TOOL_DECL_KEYS = ("name", "description", "input", "output", "risk", "latent")
+_TOOL_ALIASES = {"inputSchema": "input", "input_schema": "input", "parameters": "input",
+                 "outputSchema": "output", "output_schema": "output"}
+RETRY_KEYS = ("max_attempts", "interval", "backoff_rate", "max_delay", "jitter", "errors")
+
+
+def _suggest(word: str, options) -> str:
+    m = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_schema(node: LocatedNode) -> bool:
+    return node.is_object or (node.is_scalar and isinstance(node.value, bool))
+
+
+class _Reader:
+    def __init__(self, file: str | None):
+        self.file = file
+        self.diags: list[Diagnostic] = []
+
+    def err(self, code: str, message: str, where: LocatedNode | Span | None,
+            path: str | None = None) -> None:
+        if isinstance(where, LocatedNode):
+            span, path = where.span, path or where.path
+        else:
+            span = where
+        self.diags.append(Diagnostic(code, message, span, self.file, path))
+
+    # ------------------------------------------------------------------ values
+    def value(self, node: LocatedNode) -> Value | None:
+        """A located node -> value tree; ``None`` after reporting E105."""
+        if node.is_object:
+            entries, ok = [], True
+            for k, v in node.value:
+                cv = self.value(v)
+                if cv is None:
+                    ok = False
+                else:
+                    entries.append((k, cv))
+            return ObjectValue(tuple(entries), node.span) if ok else None
+        if node.is_array:
+            items, ok = [], True
+            for v in node.value:
+                cv = self.value(v)
+                if cv is None:
+                    ok = False
+                else:
+                    items.append(cv)
+            return ListValue(tuple(items), node.span) if ok else None
+        if isinstance(node.value, str):
+            try:
+                return parse_string_value(node.value, node.span)
+            except ReferenceSyntaxError as exc:
+                self.err("E105", str(exc), self.inner_span(node, exc.offset), node.path)
+                return None
+        return Literal(node.value, node.span)
+
+    @staticmethod
+    def inner_span(node: LocatedNode, offset: int) -> Span:
+        """Span of character ``offset`` of a string scalar when it maps 1:1 to the source."""
+        s, text = node.span, node.value
+        if not isinstance(text, str) or s.line != s.end_line or not (0 <= offset < len(text)):
+            return s
+        quote = 1 if node.quoted else 0
+        if s.end_column - s.column != len(text) + 2 * quote:
+            return s
+        col = s.column + quote + offset
+        return Span(s.line, col, s.line, col + 1)
+
+    def string(self, node: LocatedNode, code: str, what: str, allow_empty: bool = False) -> str | None:
+        if node.is_string and (allow_empty or node.value.strip()):
+            return node.value
+        self.err(code, f"{what} must be a {'' if allow_empty else 'non-empty '}string, "
+                       f"got {node.describe()}", node)
+        return None
+
+    def strings(self, node: LocatedNode, code: str, what: str) -> tuple[str, ...] | None:
+        if node.is_string:
+            return (node.value,)
+        if node.is_array and all(n.is_string and n.value for n in node.value):
+            return tuple(n.value for n in node.value)
+        self.err(code, f"{what} must be a list of non-empty strings", node)
+        return None
+
+    # ------------------------------------------------------------------- calls
+    def calls(self, node: LocatedNode) -> list[Call]:
+        if not node.is_array:
+            self.err("E107", f"the calls must be an array, got {node.describe()}", node)
+            return []
+        out = []
+        for item in node.value:
+            call = self.call(item)
+            if call is not None:
+                out.append(call)
+        return out
+
+    def output_path(self, node: LocatedNode) -> tuple[tuple[Reference, ...], str | None] | None:
+        if not node.is_string:
+            self.err("E103", f"_outputPath must be a string such as \"†state.result\", "
+                             f"got {node.describe()}", node)
+            return None
+        text = node.value.strip()
+        has_or, has_and = "||" in text, "&&" in text
+        if has_or and has_and:
+            self.err("E106", "cannot mix '||' and '&&' in one output path", node)
+            return None
+        op = "||" if has_or else "&&" if has_and else None
+        parts = [p.strip() for p in text.split(op)] if op else [text]
+        paths = []
+        for part in parts:
+            try:
+                paths.append(parse_reference(part, node.span))
+            except ReferenceSyntaxError:
+                hint = " (write '†', not '$', in JSON/YAML)" if part.startswith("$") else ""
+                self.err("E106", f"malformed output path {part!r}: expected †kind.name[.name|[index]]..."
+                                 f"{hint}", node)
+                return None
+        return tuple(paths), op
+
+    def retry(self, node: LocatedNode) -> RetryPolicy | None:
+        v = node.value
+        if node.is_scalar and isinstance(v, int) and not isinstance(v, bool):
+            if v >= 1:
+                return RetryPolicy(max_attempts=v)
+            self.err("E103", "_retry must be at least 1 (the maximum number of attempts)", node)
+            return None
+        if not node.is_object:
+            self.err("E103", f"_retry must be an integer (max attempts) or an object with "
+                             f"{', '.join(RETRY_KEYS)}; got {node.describe()}", node)
+            return None
+        kw: dict[str, Any] = {}
+        ok = True
+        for k, n in node.value:
+            val = n.value
+            if k == "max_attempts" and n.is_scalar and isinstance(val, int) and not isinstance(val, bool) and val >= 1:
+                kw[k] = val
+            elif k in ("interval", "backoff_rate") and n.is_scalar and _is_number(val) and val >= 0:
+                kw[k] = float(val)
+            elif k == "max_delay" and n.is_scalar and (val is None or (_is_number(val) and val >= 0)):
+                kw[k] = None if val is None else float(val)
+            elif k == "jitter" and n.is_scalar and isinstance(val, bool):
+                kw[k] = val
+            elif k == "errors" and (errs := self.strings(n, "E103", "_retry.errors")) is not None:
+                kw[k] = errs
+            elif k in RETRY_KEYS:
+                if k != "errors":
+                    self.err("E103", f"_retry.{k} has the wrong type or value", n)
+                ok = False
+            else:
+                self.err("E103", f"unknown _retry field {k!r}{_suggest(k, RETRY_KEYS)}; expected "
+                                 f"{', '.join(RETRY_KEYS)}", n)
+                ok = False
+        return RetryPolicy(**kw) if ok else None
+
+    def call(self, node: LocatedNode) -> Call | None:
+        if not node.is_object:
+            self.err("E102", f"a call must be an object with a \"_tool\" property, got {node.describe()}", node)
+            return None
+        ok = True
+        tool_node = node.get("_tool")
+        tool = None
+        if tool_node is None:
+            keys = ", ".join(node.keys()[:5])
+            self.err("E102", f"call lacks \"_tool\" (keys: {keys or 'none'})", node)
+            ok = False
+        elif not (tool_node.is_string and tool_node.value.strip()):
+            self.err("E102", f"_tool must be a non-empty string naming the tool, got {tool_node.describe()}",
+                     tool_node)
+            ok = False
+        else:
+            tool = tool_node.value
+        kw: dict[str, Any] = {}
+        params: list[Param] = []
+        attr_spans: list[tuple[str, Span]] = []
+        path_node = method_node = None
+        parsed_path: Any = None
+        for key, vnode in node.value:
+            if not key.startswith("_"):
+                val = self.value(vnode)
+                if val is None:
+                    ok = False
+                else:
+                    params.append(Param(key, val, node.entry_span(key)))
+                continue
+            if key not in META_PROPERTIES:
+                self.err("E104", f"unknown meta-property {key!r}{_suggest(key, META_PROPERTIES)}",
+                         node.key_span(key), vnode.path)
+                ok = False
+                continue
+            attr_spans.append((key, vnode.span))
+            res: Any = None
+            if key == "_tool":
+                continue
+            elif key == "_outputPath":
+                path_node = vnode
+                res = parsed_path = self.output_path(vnode)
+            elif key == "_outputMethod":
+                method_node = vnode
+                if vnode.is_string and vnode.value in ARGUMENT_METHODS:
+                    res = OutputMethod(vnode.value)
+                else:
+                    self.err("E103", f"_outputMethod must be one of {', '.join(ARGUMENT_METHODS)}", vnode)
+            elif key == "_output":
+                res = self.value(vnode)
+                kw["inline_output"] = res
+            elif key in ("_id", "_activity", "_instance", "_delegate", "_reasoningForCall",
+                         "_successCriterion"):
+                res = self.string(vnode, "E103", key)
+                field_name = {"_id": "id", "_reasoningForCall": "reasoning",
+                              "_successCriterion": "success_criterion"}.get(key, key[1:])
+                kw[field_name] = res
+            elif key in ("_scopes", "_after"):
+                res = self.strings(vnode, "E103", key)
+                kw[key[1:]] = res
+            elif key == "_risk":
+                try:
+                    res = Risk.parse(vnode.value) if vnode.is_string else None
+                except ValueError as exc:
+                    self.err("E103", f"_risk: {exc}", vnode)
+                else:
+                    if res is None:
+                        self.err("E103", f"_risk must be a string, got {vnode.describe()}", vnode)
+                kw["risk"] = res
+            elif key == "_retry":
+                res = kw["retry"] = self.retry(vnode)
+            elif key == "_timeout":
+                if vnode.is_scalar and _is_number(vnode.value) and vnode.value > 0:
+                    res = kw["timeout"] = float(vnode.value)
+                else:
+                    self.err("E103", "_timeout must be a positive number of seconds", vnode)
+            elif key == "_modelHint":
+                if vnode.is_object:
+                    res = kw["model_hint"] = vnode.to_data()
+                else:
+                    self.err("E103", f"_modelHint must be an object such as "
+                                     f"{{\"requiresReasoning\": true}}, got {vnode.describe()}", vnode)
+            if res is None:
+                ok = False
+        if method_node is not None and path_node is None:
+            self.err("E103", "_outputMethod needs an _outputPath", method_node)
+            ok = False
+        if not ok or tool is None:
+            return None
+        output = None
+        if path_node is not None:
+            paths, op = parsed_path
+            method = OutputMethod(method_node.value) if method_node is not None else OutputMethod.SET
+            output = OutputTarget(paths, op, method, path_node.span)
+        return Call(tool=tool, params=tuple(params), output=output, span=node.span,
+                    tool_span=tool_node.span if tool_node is not None else None,
+                    attr_spans=tuple(attr_spans), **kw)
+
+    # ------------------------------------------------------------------- steps
+    def steps(self, node: LocatedNode) -> list[Call]:
+        """Sophon PlanSteps and JarvisCore PlannedSteps -> ``agent.step`` calls."""
+        if not node.is_array:
+            self.err("E107", f"steps must be an array, got {node.describe()}", node)
+            return []
+        ids: list[str] = []
+        for i, item in enumerate(node.value, 1):
+            idn = item.get("id") if item.is_object else None
+            if idn is not None and idn.is_scalar and (idn.is_string and idn.value.strip()
+                                                      or isinstance(idn.value, int) and not isinstance(idn.value, bool)):
+                ids.append(str(idn.value))
+            else:
+                ids.append(f"step{i}")
+        out = []
+        for i, item in enumerate(node.value):
+            call = self.step(item, ids[i], ids)
+            if call is not None:
+                out.append(call)
+        return out
+
+    def _dep(self, n: LocatedNode, ids: list[str]) -> str | None:
+        v = n.value
+        if n.is_string and v.strip():
+            return v
+        if n.is_scalar and isinstance(v, int) and not isinstance(v, bool):
+            if 1 <= v <= len(ids):
+                return ids[v - 1]
+            self.err("E103", f"step number {v} is out of range 1..{len(ids)}", n)
+            return None
+        self.err("E103", f"a dependency must be a step id or a 1-based step number, got {n.describe()}", n)
+        return None
+
+    def step(self, node: LocatedNode, step_id: str, ids: list[str]) -> Call | None:
+        if not node.is_object:
+            self.err("E102", f"a step must be an object, got {node.describe()}", node)
+            return None
+        ok = True
+        params: list[Param] = []
+        kw: dict[str, Any] = {}
+        attr_spans: list[tuple[str, Span]] = []
+        for key, v in node.value:
+            if key == "id":
+                attr_spans.append(("_id", v.span))
+                if not (v.is_scalar and (v.is_string and v.value.strip() or
+                                         isinstance(v.value, int) and not isinstance(v.value, bool))):
+                    self.err("E103", f"step id must be a non-empty string, got {v.describe()}", v)
+                    ok = False
+            elif key in ("dependsOn", "depends_on"):
+                attr_spans.append(("_after", v.span))
+                items = v.value if v.is_array else [v] if v.is_scalar and v.value is not None else []
+                deps = [self._dep(n, ids) for n in items]
+                if v.is_object or any(d is None for d in deps):
+                    if v.is_object:
+                        self.err("E103", f"{key} must be a list of step ids", v)
+                    ok = False
+                else:
+                    kw["after"] = tuple(deps)
+            elif key in ("estimatedRisk", "risk"):
+                attr_spans.append(("_risk", v.span))
+                try:
+                    if not v.is_string:
+                        raise ValueError(f"must be a string, got {v.describe()}")
+                    kw["risk"] = Risk.parse(v.value)
+                except ValueError as exc:
+                    self.err("E103", f"{key}: {exc}", v)
+                    ok = False
+            elif key == "modelHint":
+                attr_spans.append(("_modelHint", v.span))
+                if v.is_object:
+                    kw["model_hint"] = v.to_data()
+                elif not (v.is_scalar and v.value is None):
+                    self.err("E103", f"modelHint must be an object, got {v.describe()}", v)
+                    ok = False
+            elif key in ("success_criterion", "successCriterion"):
+                attr_spans.append(("_successCriterion", v.span))
+                s = self.string(v, "E103", key, allow_empty=True)
+                if s is None:
+                    ok = False
+                kw["success_criterion"] = s
+            else:
+                val = self.value(v)
+                if val is None:
+                    ok = False
+                else:
+                    params.append(Param(key, val, node.entry_span(key)))
+        if not ok:
+            return None
+        return Call(tool=STEP_TOOL, params=tuple(params), id=step_id, span=node.span,
+                    tool_span=node.span, attr_spans=tuple(attr_spans), **kw)
+
+    # ------------------------------------------------------------------- tools
+    def tool_decls(self, node: LocatedNode) -> list[ToolDecl]:
+        decls: list[ToolDecl] = []
+        if node.is_object and not _acts_name(node):
+            for name, v in node.value:
+                d = self.tool_decl(v, name, node.key_span(name))
+                if d is not None:
+                    decls.append(d)
+        elif node.is_array or node.is_object:
+            items = node.value if node.is_array else [node]
+            for item in items:
+                d = self.tool_decl(item)
+                if d is not None:
+                    decls.append(d)
+        else:
+            self.err("E109", f"tools must be an object {{name: declaration}} or a list, "
+                             f"got {node.describe()}", node)
+            return []
+        seen: dict[str, ToolDecl] = {}
+        out = []
+        for d in decls:
+            if d.name in seen:
+                self.err("E108", f"tool {d.name!r} is declared twice", d.span, node.path)
+            else:
+                seen[d.name] = d
+                out.append(d)
+        return out
+
+    def tool_decl(self, node: LocatedNode, name: str | None = None,
+                  name_span: Span | None = None) -> ToolDecl | None:
+        if not node.is_object:
+            self.err("E109", f"a tool declaration must be an object, got {node.describe()}", node)
+            return None
+        acts = _acts_name(node)
+        if acts is not None:
+            return self.acts_decl(node, acts)
+        kw: dict[str, Any] = {}
+        ok = True
+        for key, v in node.value:
+            field_name = _TOOL_ALIASES.get(key, key)
+            if field_name == "name":
+                if name is None and v.is_string and v.value.strip():
+                    name = v.value
+                elif name is None:
+                    self.err("E109", "tool name must be a non-empty string", v)
+                    ok = False
+            elif field_name == "description":
+                if v.is_string:
+                    kw["description"] = v.value
+                else:
+                    self.err("E109", f"tool description must be a string, got {v.describe()}", v)
+                    ok = False
+            elif field_name in ("input", "output"):
+                if _is_schema(v):
+                    kw[f"{field_name}_schema"] = v.to_data()
+                elif not (v.is_scalar and v.value is None):
+                    self.err("E109", f"tool {field_name} must be a JSON Schema object, got {v.describe()}", v)
+                    ok = False
+            elif field_name == "risk":
+                try:
+                    if not v.is_string:
+                        raise ValueError(f"must be a string, got {v.describe()}")
+                    kw["risk"] = Risk.parse(v.value)
+                except ValueError as exc:
+                    self.err("E109", f"tool risk: {exc}", v)
+                    ok = False
+            elif field_name == "latent":
+                if v.is_scalar and isinstance(v.value, bool):
+                    kw["latent"] = v.value
+                else:
+                    self.err("E109", f"tool latent must be true or false, got {v.describe()}", v)
+                    ok = False
+            else:
+                self.err("E109", f"unknown tool declaration field {key!r}{_suggest(key, TOOL_DECL_KEYS)}; "
+                                 f"expected {', '.join(TOOL_DECL_KEYS)}", node.key_span(key), v.path)
+                ok = False
+        if name is None:
+            self.err("E109", "tool declaration lacks a \"name\"", node)
+            return None
+        if not ok:
+            return None
+        return ToolDecl(name=name, span=name_span or node.span, **kw)
+
+    def acts_decl(self, node: LocatedNode, name: str) -> ToolDecl | None:
+        """``{"type": "object", "properties": {"_tool": {"const": name}, p: schema, "_output": schema}}``."""
+        data = node.to_data()
+        props = data.get("properties") or {}
+        in_props = {k: v for k, v in props.items() if not k.startswith("_")}
+        input_schema: dict[str, Any] = {"type": "object", "properties": in_props}
+        req = [r for r in data.get("required") or [] if isinstance(r, str) and not r.startswith("_")]
+        if req:
+            input_schema["required"] = req
+        if data.get("additionalProperties") is False:
+            input_schema["additionalProperties"] = False
+        desc = data.get("description")
+        if desc is None:
+            desc = (props.get("_tool") or {}).get("description", "")
+        risk = Risk.NONE
+        raw_risk = data.get("x-risk", data.get("risk"))
+        if raw_risk is not None:
+            try:
+                risk = Risk.parse(raw_risk)
+            except ValueError as exc:
+                self.err("E109", f"tool risk: {exc}", node)
+                return None
+        return ToolDecl(name=name, description=desc if isinstance(desc, str) else "",
+                        input_schema=input_schema, output_schema=props.get("_output"), risk=risk,
+                        latent=True, span=node.span)
+
+    # --------------------------------------------------------------- documents
+    def document(self, node: LocatedNode) -> dict[str, Any]:
+        if node.is_array:
+            return self.array_document(node)
+        if node.is_object:
+            if "_tool" in node:
+                call = self.call(node)
+                return {"calls": [call] if call else []}
+            if "context" in node:
+                return self.request(node)
+            t = node.get("type")
+            if (t is not None and t.is_string and t.value == "plan") or _DOC_MARKERS & set(node.keys()):
+                return self.plan_document(node)
+        self.err("E101", "document shape not recognised: expected a list of calls, a solution "
+                         "{\"calls\": [...], \"output\": ...}, a plan document {\"goal\", \"tools\", "
+                         "\"calls\", ...}, a {\"type\": \"plan\", \"plan\": [...]} message, a context list, "
+                         "a request {\"schema\", \"context\"}, a Sophon ExecutionPlan {\"steps\": [...]} or "
+                         f"a list of PlannedSteps; got {_shape_name(node)}", node)
+        return {}
+
+    def array_document(self, node: LocatedNode) -> dict[str, Any]:
+        objs = [n for n in node.value if n.is_object]
+        if any("_tool" in o for o in objs):
+            return {"calls": self.calls(node)}
+        if objs and len(objs) == len(node.value) and all(
+                (t := o.get("type")) is not None and t.is_string for o in objs):
+            return self.context(node)
+        if any("task" in o for o in objs) or any(
+                "description" in o and ({"dependsOn", "toolHints", "id"} & set(o.keys())) for o in objs):
+            return {"calls": self.steps(node)}
+        return {"calls": self.calls(node)}
+
+    def header_schema(self, node: LocatedNode, key: str) -> Any:
+        if _is_schema(node):
+            return node.to_data()
+        if node.is_scalar and node.value is None:
+            return None
+        self.err("E107", f"{key} must be a JSON Schema (an object), got {node.describe()}", node)
+        return None
+
+    def plan_document(self, node: LocatedNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        calls_key = None
+        for key, v in node.value:
+            if key == "type":
+                if not (v.is_string and v.value == "plan"):
+                    self.err("E107", "\"type\" of a plan document must be \"plan\"", v)
+            elif key in ("goal", "id"):
+                if v.is_string:
+                    out[key] = v.value
+                elif not (v.is_scalar and v.value is None):
+                    self.err("E107", f"{key} must be a string, got {v.describe()}", v)
+            elif key == "mode":
+                if v.is_string and v.value.lower() in ("eager", "lazy"):
+                    out["mode"] = Mode(v.value.lower())
+                else:
+                    self.err("E107", "mode must be \"eager\" or \"lazy\"", v)
+            elif key in ("inputSchema", "stateSchema", "outputSchema"):
+                out[{"inputSchema": "input_schema", "stateSchema": "state_schema",
+                     "outputSchema": "output_schema"}[key]] = self.header_schema(v, key)
+            elif key == "tools":
+                out["tools"] = self.tool_decls(v)
+            elif key in ("calls", "plan", "steps"):
+                if calls_key is not None:
+                    self.err("E108", f"both {calls_key!r} and {key!r} given; a plan has one list of calls",
+                             node.key_span(key), v.path)
+                    continue
+                calls_key = key
+                out["calls"] = self.steps(v) if key == "steps" else self.calls(v)
+            elif key == "output":
+                if not (v.is_scalar and v.value is None):
+                    val = self.value(v)
+                    if val is not None:
+                        out["output"] = val
+            else:
+                self.err("E107", f"unknown plan document field {key!r}{_suggest(key, HEADER_KEYS)}",
+                         node.key_span(key), v.path)
+        return out
+
+    def context(self, node: LocatedNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        input_props: dict[str, Any] = {}
+        tools: list[ToolDecl] = []
+        for msg in node.value:
+            t = msg.get("type")
+            assert t is not None
+            kind = t.value
+            if kind == "plan":
+                fields = self.plan_document(msg)
+                fields.setdefault("calls", [])
+                tools.extend(fields.pop("tools", []))
+                out.update(fields)
+            elif kind == "state":
+                schema = msg.get("schema")
+                if schema is not None:
+                    out["state_schema"] = self.header_schema(schema, "state schema")
+            elif kind == "input":
+                for key, v in msg.value:
+                    if key != "type":
+                        input_props[key] = _infer_schema(v)
+            elif kind == "tool":
+                tool = msg.get("tool")
+                if tool is not None and tool.is_object:
+                    d = self.tool_decl(tool)
+                    if d is not None:
+                        tools.append(d)
+                elif tool is None and "name" in msg:
+                    fields = [(k, v) for k, v in msg.value if k != "type"]
+                    d = self.tool_decl(LocatedNode("object", fields, msg.span, msg.path,
+                                                   msg.key_spans))
+                    if d is not None:
+                        tools.append(d)
+        if input_props:
+            out["input_schema"] = {"type": "object", "properties": input_props}
+        if tools:
+            seen = {d.name for d in out.get("tools", [])}
+            merged = list(out.get("tools", []))
+            for d in tools:
+                if d.name not in seen:
+                    seen.add(d.name)
+                    merged.append(d)
+            out["tools"] = merged
+        return out
+
+    def request(self, node: LocatedNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        schema_node = None
+        for key, v in node.value:
+            if key == "context":
+                if v.is_array and all(m.is_object and (t := m.get("type")) is not None and t.is_string
+                                      for m in v.value):
+                    out.update(self.context(v))
+                else:
+                    self.err("E107", "context must be a list of messages, each an object with a "
+                                     "string \"type\"", v)
+            elif key == "schema":
+                schema_node = v
+            elif key == "type":
+                if not (v.is_string and v.value == "request"):
+                    self.err("E107", "\"type\" of a request must be \"request\"", v)
+            elif key != "config":
+                self.err("E107", f"unknown request field {key!r}{_suggest(key, REQUEST_KEYS)}",
+                         node.key_span(key), v.path)
+        if schema_node is not None:
+            schema = self.header_schema(schema_node, "schema")
+            if isinstance(schema, dict):
+                props = schema.get("properties")
+                if isinstance(props, dict) and "calls" in props and "output" in props:
+                    schema = props["output"]
+            if schema is not None:
+                out["output_schema"] = schema
+        return out
+
+
+def _acts_name(node: LocatedNode) -> str | None:
+    props = node.get("properties")
+    tool = props.get("_tool") if props is not None else None
+    const = tool.get("const") if tool is not None else None
+    if const is not None and const.is_string and const.value:
+        return const.value
+    return None
+
+
+def _infer_schema(node: LocatedNode) -> dict[str, Any]:
+    if node.is_object:
+        return {"type": "object"}
+    if node.is_array:
+        return {"type": "array"}
+    v = node.value
+    if v is None:
+        return {"type": "null"}
+    if isinstance(v, bool):
+        return {"type": "boolean"}
+    if isinstance(v, int):
+        return {"type": "integer"}
+    if isinstance(v, float):
+        return {"type": "number"}
+    return {"type": "string"}
+
+
+def _shape_name(node: LocatedNode) -> str:
+    if node.is_object:
+        keys = node.keys()
+        shown = ", ".join(repr(k) for k in keys[:6])
+        return f"an object with keys {shown}" if keys else "an empty object"
+    if node.is_array:
+        return "an array"
+    return f"a {node.describe()}"
+
+
+def document_to_plan(node: LocatedNode | None, file: str | None = None, source: str | None = None,
+                     form: str = "json") -> tuple[Plan, list[Diagnostic]]:
+    """Build a :class:`Plan` from a located document. Never raises.
+
+    A call with any problem is reported and left out; the rest still load.
+    """
+    reader = _Reader(file)
+    fields: dict[str, Any] = {}
+    if node is not None:
+        try:
+            fields = reader.document(node)
+        except RecursionError:
+            reader.err("E101", "document nested too deeply", node)
+            fields = {}
+    fields["calls"] = tuple(fields.get("calls", ()))
+    fields["tools"] = tuple(fields.get("tools", ()))
+    plan = Plan(**fields, file=file, source=source, form=form)
+    return plan, reader.diags
+
+
+def tool_decls_from_node(node: LocatedNode | None,
+                         file: str | None = None) -> tuple[list[ToolDecl], list[Diagnostic]]:
+    """Tool declarations from a schema-only file.
+
+    Accepted: ``{"tools": {name: decl}}``, ``{"tools": [decl, ...]}``, a list of
+    declarations, a single Acts-style tool schema, or ``{"anyOf"|"oneOf": [schemas]}``.
+    A declaration is ``{name?, description, input, output, risk, latent}`` or an
+    Acts-style schema ``{"type": "object", "properties": {"_tool": {"const": name}, ...}}``.
+    """
+    reader = _Reader(file)
+    if node is None:
+        return [], []
+    decls: list[ToolDecl] = []
+    if node.is_object and "tools" in node:
+        for key, v in node.value:
+            if key == "tools":
+                decls = reader.tool_decls(v)
+            elif key not in ("$schema", "version", "description"):
+                reader.err("E109", f"unknown field {key!r} in a tool declaration file; expected \"tools\"",
+                           node.key_span(key), v.path)
+    elif node.is_array:
+        decls = reader.tool_decls(node)
+    elif node.is_object and _acts_name(node) is not None:
+        decls = reader.tool_decls(LocatedNode("array", [node], node.span, node.path))
+    elif node.is_object and any(k in node for k in ("anyOf", "oneOf")):
+        alts = node.get("anyOf") or node.get("oneOf")
+        decls = reader.tool_decls(alts) if alts is not None and alts.is_array else []
+    else:
+        reader.err("E101", "not a tool declaration file: expected {\"tools\": {...}}, a list of "
+                           f"declarations or an Acts-style tool schema; got {_shape_name(node)}", node)
+    return decls, reader.diags
