@@ -1,0 +1,117 @@
+"""``Plan`` -> JSON/YAML data, the inverse of :mod:`sophon_dsl.syntax.documents`.
+
+Shape chosen by :func:`plan_to_document`:
+
+* a plain list of calls when the plan has no header and no output;
+* a solution ``{"calls": [...], "output": ...}`` when it has an output but no header;
+* otherwise a plan document ``{"goal", "mode", "id", "inputSchema", "stateSchema",
+  "outputSchema", "tools", "calls", "output"}`` (absent / default fields left out).
+
+Each call lists ``_tool`` first, then the parameters in order, then
+``_outputPath``, ``_outputMethod`` (only when not ``set``), ``_output``, ``_id``,
+``_activity``, ``_instance``, ``_delegate``, ``_scopes``, ``_reasoningForCall``,
+``_risk``, ``_retry``, ``_timeout``, ``_after``, ``_modelHint``,
+``_successCriterion``.
+
+Round trip: ``document_to_plan(parse(dump(plan))) == plan`` for plans whose
+parameter names do not start with ``_``, whose ``output`` is not
+``Literal(None)`` (``"output": null`` means "no output") and whose output targets
+with one path have ``op=None``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import yaml
+
+from ..model import Call, OutputMethod, Plan, value_to_json
+
+__all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
+
+
+def _number(x: float) -> Any:
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
+        return int(x)
+    return x
+
+
+def call_to_document(call: Call) -> dict[str, Any]:
+    out: dict[str, Any] = {"_tool": call.tool}
+    for p in call.params:
+        out[p.name] = value_to_json(p.value)
+    if call.output is not None:
+        sep = f" {call.output.op} " if call.output.op else " "
+        out["_outputPath"] = sep.join(r.text() for r in call.output.paths)
+        if call.output.method is not OutputMethod.SET:
+            out["_outputMethod"] = call.output.method.value
+    if call.inline_output is not None:
+        out["_output"] = value_to_json(call.inline_output)
+    if call.id is not None:
+        out["_id"] = call.id
+    if call.activity is not None:
+        out["_activity"] = call.activity
+    if call.instance is not None:
+        out["_instance"] = call.instance
+    if call.delegate is not None:
+        out["_delegate"] = call.delegate
+    if call.scopes is not None:
+        out["_scopes"] = list(call.scopes)
+    if call.reasoning is not None:
+        out["_reasoningForCall"] = call.reasoning
+    if call.risk is not None:
+        out["_risk"] = call.risk.label
+    if call.retry is not None:
+        r = call.retry.to_json()
+        out["_retry"] = r["max_attempts"] if list(r) == ["max_attempts"] else r
+    if call.timeout is not None:
+        out["_timeout"] = _number(call.timeout)
+    if call.after:
+        out["_after"] = list(call.after)
+    if call.model_hint is not None:
+        out["_modelHint"] = call.model_hint
+    if call.success_criterion is not None:
+        out["_successCriterion"] = call.success_criterion
+    return out
+
+
+def plan_to_document(plan: Plan) -> Any:
+    """JSON-able data for ``plan`` (see the module docstring for the shape)."""
+    calls = [call_to_document(c) for c in plan.calls]
+    if not plan.has_header:
+        if plan.output is None:
+            return calls
+        return {"calls": calls, "output": value_to_json(plan.output)}
+    doc: dict[str, Any] = {}
+    if plan.goal is not None:
+        doc["goal"] = plan.goal
+    if plan.mode.value != "eager":
+        doc["mode"] = plan.mode.value
+    if plan.id is not None:
+        doc["id"] = plan.id
+    if plan.input_schema is not None:
+        doc["inputSchema"] = plan.input_schema
+    if plan.state_schema is not None:
+        doc["stateSchema"] = plan.state_schema
+    if plan.output_schema is not None:
+        doc["outputSchema"] = plan.output_schema
+    if plan.tools:
+        names = [t.name for t in plan.tools]
+        if len(set(names)) == len(names):
+            doc["tools"] = {t.name: t.to_json() for t in plan.tools}
+        else:
+            doc["tools"] = [{"name": t.name, **t.to_json()} for t in plan.tools]
+    doc["calls"] = calls
+    if plan.output is not None:
+        doc["output"] = value_to_json(plan.output)
+    return doc
+
+
+def dump_json(plan: Plan) -> str:
+    return json.dumps(plan_to_document(plan), indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_yaml(plan: Plan) -> str:
+    return yaml.safe_dump(plan_to_document(plan), sort_keys=False, allow_unicode=True)
