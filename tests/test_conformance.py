@@ -60,10 +60,6 @@ def _registry(tools: dict):
     return ToolRegistry(specs)
 
 
-def _key(d, with_pos: bool):
-    return (d.code, d.line, d.column) if with_pos else (d.code,)
-
-
 def test_corpus_is_well_formed():
     names = Counter(p.id for p in CASES)
     assert not [n for n, k in names.items() if k > 1], "duplicate case names"
@@ -96,22 +92,20 @@ def test_conformance(file_name, file_tools, case):
     if case.get("valid"):
         assert not got, f"expected a valid plan, got:\n{shown}"
         return
-    expected = case["diagnostics"] or []
-    with_pos = [("line" in e or "column" in e) for e in expected]
-    want = Counter()
-    for e, pos in zip(expected, with_pos):
-        want[(e["code"], e.get("line"), e.get("column")) if pos else (e["code"],)] += 1
-    # Diagnostics are matched first against positioned expectations, then code-only ones.
-    have = Counter()
-    positioned_codes = {e["code"] for e, pos in zip(expected, with_pos) if pos}
-    code_only = Counter(e["code"] for e, pos in zip(expected, with_pos) if not pos)
-    for d in got:
-        if d.code in positioned_codes and (want[_key(d, True)] > have[_key(d, True)]):
-            have[_key(d, True)] += 1
-        elif code_only[d.code] > have[(d.code,)]:
-            have[(d.code,)] += 1
+    expected = list(case["diagnostics"] or [])
+    # Each expectation gives a code and optionally line / column; a diagnostic
+    # satisfies it when every given field matches.  Most specific first.
+    expected.sort(key=lambda e: -(("line" in e) + ("column" in e)))
+    unmatched = list(got)
+    missing = []
+    for e in expected:
+        for d in unmatched:
+            if d.code == e["code"] and e.get("line", d.line) == d.line \
+                    and e.get("column", d.column) == d.column:
+                unmatched.remove(d)
+                break
         else:
-            have[_key(d, True)] += 1
-    assert have == want, (
-        f"expected {sorted(want.elements(), key=str)}\n"
-        f"got      {sorted(have.elements(), key=str)}\n{shown}")
+            missing.append(e)
+    extra = [(d.code, d.line, d.column) for d in unmatched]
+    assert not missing and not extra, (
+        f"missing  {missing}\nextra    {extra}\n{shown}")
