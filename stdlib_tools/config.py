@@ -1,0 +1,64 @@
+"""Configuration of the standard tool library."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StdlibConfig"]
+
+
+@dataclass(frozen=True)
+class StdlibConfig:
+    """Everything the standard tools need to know about the machine they run on.
+
+    Tools are built per config (closures), so two configs never share state.
+    """
+
+    # files, documents, shell: every path is confined to this directory
+    sandbox_root: str | os.PathLike[str] = field(default_factory=Path.cwd)
+    files_max_bytes: int = 1_000_000
+
+    # http: hosts ("api.local", "*.corp.example") or IPs / CIDRs ("127.0.0.1", "10.1.0.0/16")
+    # let through the SSRF guard
+    http_allow_list: tuple[str, ...] = ()
+    http_timeout: float = 20.0
+    http_max_response_bytes: int = 1_000_000
+    http_max_redirects: int = 5
+    http_user_agent: str = "sophon-dsl-stdlib/0.1"
+    http_transport: Any = None  # an httpx.AsyncBaseTransport (tests: httpx.MockTransport)
+
+    # memory
+    memory_db_path: str = ":memory:"
+
+    # email
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_user: str | None = None
+    smtp_password: str | None = None
+    smtp_sender: str | None = None
+    smtp_starttls: bool | None = None  # None: use STARTTLS when the server offers it
+    smtp_ssl: bool = False             # implicit TLS (port 465)
+    smtp_timeout: float = 30.0
+
+    # shell (off unless enabled)
+    enable_shell: bool = False
+    shell_timeout: float = 30.0
+    shell_max_timeout: float = 300.0
+    shell_max_output: int = 100_000
+
+    # time
+    max_sleep: float = 60.0
+
+    # text
+    truncate_chars: int = 8000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "http_allow_list", tuple(self.http_allow_list or ()))
+
+    @property
+    def root(self) -> Path:
+        """The sandbox root, absolute and with symlinks resolved."""
+        return Path(self.sandbox_root).expanduser().resolve()

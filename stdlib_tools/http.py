@@ -1,0 +1,215 @@
+"""HTTP tools: ``http.request`` and ``http.get`` over an httpx AsyncClient.
+
+Every hop (the first URL and each redirect, which are followed by hand) passes the
+SSRF guard of :mod:`stdlib_tools.netguard` after DNS resolution; the connection
+itself is also pinned to the checked addresses, so a DNS answer that changes
+between the check and the connect (rebinding) cannot reach a private address.
+Responses are read as a stream and cut at ``http_max_response_bytes``.
+"""
+
+from __future__ import annotations
+
+import json as _json
+from typing import Annotated, Any, Literal
+
+import httpx
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from sophon_dsl.model import Risk
+from sophon_dsl.tools import ToolSpec
+
+from . import netguard
+from ._common import make_tool
+from .config import StdlibConfig
+from .errors import ToolError
+
+__all__ = ["HttpResponse", "build", "GuardedBackend"]
+
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+class HttpResponse(TypedDict):
+    status: int
+    url: str
+    headers: dict[str, str]
+    content_type: str | None
+    text: str
+    json: Any
+    truncated: bool
+    bytes: int
+    redirects: list[str]
+
+
+class GuardedBackend:
+    """An httpcore network backend that checks (and pins) every address it connects to."""
+
+    def __init__(self, inner: Any, allow: netguard.AllowList):
+        self._inner = inner
+        self._allow = allow
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None, socket_options: Any = None) -> Any:
+        addrs = await netguard.check_host_async(host, self._allow, port)
+        last: Exception | None = None
+        for addr in addrs:
+            try:
+                return await self._inner.connect_tcp(addr, port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except Exception as exc:  # try the next address
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        raise ToolError("Http.Blocked", "unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _make_transport(config: StdlibConfig, allow: netguard.AllowList) -> httpx.AsyncBaseTransport:
+    if config.http_transport is not None:
+        return config.http_transport
+    transport = httpx.AsyncHTTPTransport(trust_env=False, retries=0)
+    pool = getattr(transport, "_pool", None)
+    inner = getattr(pool, "_network_backend", None)
+    if inner is not None:
+        pool._network_backend = GuardedBackend(inner, allow)  # type: ignore[union-attr]
+    return transport
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        if size + len(chunk) > cap:
+            chunks.append(chunk[: cap - size])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+def build(config: StdlibConfig) -> list[ToolSpec]:
+    allow = netguard.AllowList(config.http_allow_list)
+
+    async def request(method: str, url: str, headers: dict[str, str] | None = None,
+                      params: dict[str, Any] | None = None, json: Any = None,
+                      body: str | None = None, timeout: float | None = None,
+                      follow_redirects: bool = True) -> HttpResponse:
+        method = str(method).upper()
+        if method not in Method.__args__:  # type: ignore[attr-defined]
+            raise ToolError("Http.InvalidMethod", f"method {method!r} is not supported")
+        if json is not None and body is not None:
+            raise ToolError("Http.InvalidRequest", "give either json or body, not both")
+        tmo = config.http_timeout if timeout is None else min(float(timeout), config.http_timeout)
+        hdrs = {str(k): str(v) for k, v in (headers or {}).items()}
+        hdrs.setdefault("User-Agent", config.http_user_agent)
+        content: bytes | None = None
+        if json is not None:
+            content = _json.dumps(json).encode()
+            if not any(k.lower() == "content-type" for k in hdrs):
+                hdrs["Content-Type"] = "application/json"
+        elif body is not None:
+            content = str(body).encode()
+        query = {str(k): v if isinstance(v, (str, int, float)) else _json.dumps(v)
+                 for k, v in (params or {}).items()}
+
+        redirects: list[str] = []
+        try:
+            current = httpx.URL(str(url), params=query or None)
+        except Exception as exc:
+            raise ToolError("Http.InvalidUrl", f"invalid URL {url!r}: {exc}") from None
+        transport = _make_transport(config, allow)
+        async with httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False,
+                                     timeout=httpx.Timeout(tmo)) as client:
+            while True:
+                await netguard.check_url_async(str(current), allow)
+                try:
+                    req = client.build_request(method, current, headers=hdrs, content=content)
+                    response = await client.send(req, stream=True)
+                except ToolError:
+                    raise
+                except httpx.TimeoutException as exc:
+                    raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
+                except httpx.HTTPError as exc:
+                    raise ToolError("Http.ConnectionError", f"{method} {current} failed: {exc}") from exc
+                try:
+                    location = response.headers.get("location")
+                    if follow_redirects and response.status_code in REDIRECT_STATUSES and location:
+                        if len(redirects) >= config.http_max_redirects:
+                            raise ToolError("Http.TooManyRedirects",
+                                            f"more than {config.http_max_redirects} redirects")
+                        try:
+                            nxt = current.join(location)
+                        except Exception as exc:
+                            raise ToolError("Http.InvalidUrl", f"bad redirect {location!r}: {exc}") from None
+                        if response.status_code == 303 or (
+                                response.status_code in (301, 302) and method == "POST"):
+                            if method != "HEAD":
+                                method = "GET"
+                            content = None
+                            hdrs = {k: v for k, v in hdrs.items() if k.lower() != "content-type"}
+                        if nxt.host != current.host:
+                            hdrs = {k: v for k, v in hdrs.items()
+                                    if k.lower() not in ("authorization", "cookie")}
+                        redirects.append(str(nxt))
+                        current = nxt
+                        continue
+                    try:
+                        raw, truncated = await _read_capped(response, config.http_max_response_bytes)
+                    except httpx.TimeoutException as exc:
+                        raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
+                    except httpx.HTTPError as exc:
+                        raise ToolError("Http.ConnectionError", f"reading {current} failed: {exc}") from exc
+                finally:
+                    await response.aclose()
+                break
+
+        encoding = response.charset_encoding or "utf-8"
+        try:
+            text = raw.decode(encoding, errors="replace")
+        except LookupError:
+            text = raw.decode("utf-8", errors="replace")
+        ctype = response.headers.get("content-type")
+        parsed: Any = None
+        if not truncated and ctype and "json" in ctype.lower():
+            try:
+                parsed = _json.loads(text)
+            except ValueError:
+                parsed = None
+        return HttpResponse(status=response.status_code, url=str(current),
+                            headers={k: v for k, v in response.headers.items()},
+                            content_type=ctype, text=text, json=parsed, truncated=truncated,
+                            bytes=len(raw), redirects=redirects)
+
+    async def get(url: str, headers: dict[str, str] | None = None,
+                  params: dict[str, Any] | None = None, timeout: float | None = None) -> HttpResponse:
+        return await request("GET", url, headers=headers, params=params, timeout=timeout)
+
+    # precise input annotations for the schema (the functions take plain values)
+    request.__annotations__.update({
+        "method": Annotated[Method, Field(description="HTTP method")],
+        "url": Annotated[str, Field(description="absolute http(s) URL")],
+        "json": Annotated[Any, Field(description="JSON request body (sets Content-Type)")],
+        "body": Annotated[str | None, Field(description="raw text request body")],
+        "timeout": Annotated[float | None, Field(gt=0, description="seconds; capped by configuration")],
+    })
+    get.__annotations__.update({
+        "url": Annotated[str, Field(description="absolute http(s) URL")],
+        "timeout": Annotated[float | None, Field(gt=0, description="seconds; capped by configuration")],
+    })
+    return [
+        make_tool(request, "http.request", Risk.MEDIUM,
+                  "Send an HTTP request (any method) to a public http(s) URL and return the status, "
+                  "headers and body (text, plus parsed JSON when the response is JSON). Private and "
+                  "metadata addresses are refused, redirects are checked hop by hop, the body is cut "
+                  f"at {config.http_max_response_bytes} bytes."),
+        make_tool(get, "http.get", Risk.LOW,
+                  "Fetch a public http(s) URL with GET and return the status, headers and body "
+                  "(text, plus parsed JSON when the response is JSON). Private and metadata addresses "
+                  "are refused, redirects are checked hop by hop."),
+    ]
