@@ -1,0 +1,125 @@
+"""The run-time view of a plan's data flow: who writes what, who waits on whom.
+
+A reference ``†k.p`` depends on every *other* call with an output path that
+overlaps it (one is a prefix of the other: writing ``†state.user`` affects
+``†state.user.name`` and writing ``†state.user.name`` affects ``†state.user``).
+``@after`` adds control dependencies.  This mirrors the compiler's ``deps``
+and ``writers`` but keeps references apart, which the scheduler needs for
+``||`` (decided as soon as the alternatives to its left are settled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..diagnostics import Diagnostic
+from ..model import Call, Plan, Reference, iter_references
+
+__all__ = ["Analysis", "analyze", "overlaps"]
+
+
+def overlaps(a: tuple, b: tuple) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+@dataclass
+class Analysis:
+    ids: list[str]
+    refs: list[list[Reference]]                 # references read by each call (params + inline output)
+    ref_writers: list[dict[tuple, tuple[int, ...]]]  # per call: ref key -> writer indexes (not itself)
+    after: list[tuple[int, ...]]                # control deps
+    deps: list[frozenset[int]]                  # all deps (data + control)
+    dependents: list[tuple[int, ...]]           # reverse of deps
+    out_keys: list[list[tuple]]                 # output path keys per call
+    diagnostics: list[Diagnostic]
+
+    def topo_order(self) -> list[int] | None:
+        """Plan-order-stable topological order, or None on a cycle."""
+        import heapq
+
+        n = len(self.ids)
+        indeg = [len(d) for d in self.deps]
+        heap = [i for i in range(n) if indeg[i] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            i = heapq.heappop(heap)
+            order.append(i)
+            for j in self.dependents[i]:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    heapq.heappush(heap, j)
+        return order if len(order) == n else None
+
+
+def _call_refs(call: Call) -> list[Reference]:
+    out: list[Reference] = []
+    for p in call.params:
+        out.extend(iter_references(p.value))
+    if call.inline_output is not None:
+        out.extend(iter_references(call.inline_output))
+    return out
+
+
+def analyze(plan: Plan, ids: list[str] | None = None) -> Analysis:
+    calls = plan.calls
+    ids = list(ids) if ids is not None else plan.call_ids()
+    n = len(calls)
+    out_keys: list[list[tuple]] = [
+        [r.key for r in c.output.paths] if c.output is not None else [] for c in calls]
+    exact: dict[tuple, list[int]] = {}
+    below: dict[tuple, list[int]] = {}   # proper prefix -> writers of a longer key
+    for i, keys in enumerate(out_keys):
+        for k in keys:
+            exact.setdefault(k, []).append(i)
+            for m in range(1, len(k)):
+                below.setdefault(k[:m], []).append(i)
+    index_of = {cid: i for i, cid in enumerate(ids)}
+    diags: list[Diagnostic] = []
+    refs: list[list[Reference]] = []
+    ref_writers: list[dict[tuple, tuple[int, ...]]] = []
+    after: list[tuple[int, ...]] = []
+    deps: list[frozenset[int]] = []
+    for i, call in enumerate(calls):
+        rs = _call_refs(call)
+        refs.append(rs)
+        rw: dict[tuple, tuple[int, ...]] = {}
+        for r in rs:
+            k = r.key
+            if k in rw:
+                continue
+            ws: set[int] = set()
+            for m in range(1, len(k) + 1):
+                ws.update(exact.get(k[:m], ()))
+            ws.update(below.get(k, ()))
+            ws.discard(i)
+            rw[k] = tuple(sorted(ws))
+        ref_writers.append(rw)
+        a: list[int] = []
+        for name in call.after:
+            j = index_of.get(name)
+            if j is None:
+                diags.append(Diagnostic("E304", f"'after' names an unknown call {name!r}", call.span))
+            elif j != i:
+                a.append(j)
+        after.append(tuple(a))
+        d: set[int] = set(a)
+        for ws_ in rw.values():
+            d.update(ws_)
+        deps.append(frozenset(d))
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for i, d in enumerate(deps):
+        for j in d:
+            dependents[j].append(i)
+    return Analysis(ids, refs, ref_writers, after, deps, [tuple(x) for x in dependents], out_keys, diags)
+
+
+def effective_risk(call: Call, spec: Any):
+    from ..model import Risk
+
+    r = call.risk if call.risk is not None else Risk.NONE
+    if spec is not None and getattr(spec, "risk", None) is not None and spec.risk > r:
+        r = spec.risk
+    return r

@@ -1,0 +1,297 @@
+"""Public entry points: :func:`run`, :func:`arun`, :func:`start`.
+
+::
+
+    result = sophon_dsl.runtime.run(plan, tools=[search, send], input={"topic": "x"}, approve=True)
+    result.status, result.state, result.to_json()
+
+    handle = sophon_dsl.runtime.start(plan, tools=...)        # inside a running event loop
+    async for ev in handle.events(): ...
+    result = await handle.result()                             # or handle.cancel()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import fields
+from typing import Any, AsyncIterator
+
+from ..diagnostics import Diagnostic, Severity
+from ..model import Plan, Risk
+from ..tools import ToolRegistry, as_registry
+from .analysis import analyze, effective_risk
+from .approval import ApprovalRequest, decide, normalize_approver
+from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
+from .events import Event, EventBus
+from .result import CallRecord, RunResult
+from .scheduler import RunOptions, Scheduler
+
+__all__ = ["Prepared", "RunHandle", "arun", "prepare", "run", "start"]
+
+_OPTION_NAMES = {f.name for f in fields(RunOptions)}
+
+
+class Prepared:
+    """A plan ready to run: checked, with its effective tool registry and call ids."""
+
+    def __init__(self, plan: Plan, registry: ToolRegistry, ids: list[str], diagnostics: list[Diagnostic]):
+        self.plan = plan
+        self.registry = registry
+        self.ids = ids
+        self.diagnostics = diagnostics
+        self.analysis = analyze(plan, ids)
+
+
+def _load(plan: Any) -> Plan:
+    if isinstance(plan, Plan):
+        return plan
+    compiled_plan = getattr(plan, "plan", None)
+    if isinstance(compiled_plan, Plan):
+        return compiled_plan
+    if isinstance(plan, str):
+        from ..loader import parse
+
+        text = plan.lstrip()
+        fmt = "json" if text.startswith(("{", "[")) else "dsl"
+        res = parse(plan, fmt)
+        if not res.ok:
+            raise PlanInvalid([d for d in res.diagnostics if d.is_error], plan)
+        return res.plan
+    raise TypeError(f"expected a Plan (or plan text), got {type(plan).__name__}")
+
+
+def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
+            initial_kinds: Any = ()) -> Prepared:
+    """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
+
+    Uses :func:`sophon_dsl.compiler.compile_plan` when it is available (E206,
+    latent call without executor, is ignored when an ``executor`` is given).
+    """
+    plan = _load(plan)
+    registry = as_registry(tools)
+    ids = plan.call_ids()
+    diags: list[Diagnostic] = []
+    compiled = None
+    if check:
+        try:
+            from ..compiler import compile_plan
+        except ImportError:
+            compile_plan = None  # type: ignore[assignment]
+        if compile_plan is not None:
+            compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
+            diags = list(compiled.diagnostics)
+            registry = compiled.tools
+            ids = list(compiled.ids)
+    if compiled is None:
+        registry = registry.with_plan_decls(plan.tools)
+    # E301 (nothing writes a path) is the run's business when initial data is supplied.
+    errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
+              and not (d.code == "E301" and initial_kinds)]
+    prepared = Prepared(plan, registry, ids, diags)
+    an = prepared.analysis
+    errors.extend(an.diagnostics if compiled is None else ())
+    if compiled is None:
+        for i, call in enumerate(plan.calls):
+            if call.tool not in registry:
+                errors.append(Diagnostic("E201", f"unknown tool {call.tool!r} (call {ids[i]})", call.tool_span or call.span))
+        if an.topo_order() is None:
+            errors.append(Diagnostic("E302", "dependency cycle between calls"))
+    if executor is None and compiled is None:
+        for i, call in enumerate(plan.calls):
+            spec = registry.get(call.tool)
+            if call.inline_output is None and (spec is None or spec.func is None) and call.tool in registry:
+                errors.append(Diagnostic(
+                    "E206", f"call {ids[i]} uses the latent tool {call.tool!r} without an inline _output; "
+                            "running it needs an LLM executor (pass executor=...)", call.span))
+    if errors:
+        raise PlanInvalid(errors, plan.source)
+    return prepared
+
+
+def _split_options(options: dict) -> tuple[RunOptions, dict]:
+    opts = RunOptions()
+    rest = {}
+    for k, v in options.items():
+        if k in _OPTION_NAMES:
+            setattr(opts, k, v)
+        else:
+            rest[k] = v
+    return opts, rest
+
+
+def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
+    out = []
+    for i, call in enumerate(prep.plan.calls):
+        r = effective_risk(call, prep.registry.get(call.tool))
+        if r >= threshold:
+            out.append({"id": prep.ids[i], "tool": call.tool, "risk": r.label, "index": i})
+    return out
+
+
+def _validate_input(plan: Plan, input: Any) -> None:
+    if plan.input_schema is None or not isinstance(plan.input_schema, dict):
+        return
+    import jsonschema
+
+    value = {} if input is None else input
+    err = next(iter(jsonschema.validators.validator_for(plan.input_schema)(plan.input_schema).iter_errors(value)), None)
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path)
+        raise PlanInvalid([Diagnostic("E107", f"input does not match the plan's input schema: {err.message}"
+                                      + (f" (at /{where})" if where else ""), severity=Severity.ERROR)])
+
+
+class RunHandle:
+    """A run in progress: ``.events()``, ``.cancel()``, ``await .result()``, ``.plan_id``."""
+
+    def __init__(self, bus: EventBus, plan_id: str):
+        self.bus = bus
+        self.plan_id = plan_id
+        self._scheduler: Scheduler | None = None
+        self._cancel_requested = False
+        self._task: asyncio.Task | None = None
+
+    def events(self, replay: bool = True) -> AsyncIterator[Event]:
+        """Async iterator over the run's events; ends after plan_complete / plan_failed."""
+        return self.bus.subscribe(replay=replay)
+
+    def cancel(self) -> None:
+        """Cancel: running calls see it at their next await; pending calls become cancelled."""
+        self._cancel_requested = True
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def result(self) -> RunResult:
+        assert self._task is not None
+        return await asyncio.shield(self._task)
+
+    def __await__(self):
+        return self.result().__await__()
+
+
+async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: Any,
+                   opts: RunOptions, context: dict | None, prep: Prepared | None = None) -> RunResult:
+    bus = handle.bus
+    prep = prep or prepare(plan, tools, executor=opts.executor)
+    _validate_input(prep.plan, input)
+    plan_obj = prep.plan
+    plan_id = handle.plan_id
+
+    def rejected(reason: str) -> RunResult:
+        err = ErrorInfo(APPROVAL_REJECTED, reason)
+        recs = [CallRecord(cid, c.tool, i) for i, (cid, c) in enumerate(zip(prep.ids, plan_obj.calls))]
+        n = len(recs)
+        bus.emit(Event("plan_failed", plan_id, plan_obj.goal, None, n, "rejected", error=err.to_json(),
+                       reason=reason))
+        return RunResult("rejected", {}, None, recs, [], plan_id, plan_obj.goal, err, list(bus.history))
+
+    risky = _risky_calls(prep, opts.approval_risk)
+    if risky:
+        max_risk = max(Risk.parse(c["risk"]) for c in risky)
+        req = ApprovalRequest("plan", plan_obj, tuple(risky), plan_id=plan_id, max_risk=max_risk)
+        bus.emit(Event("approval_requested", plan_id, plan_obj.goal, None, len(plan_obj.calls), "pending", data=req))
+        decision = await decide(opts.approver, req, opts.approval_timeout)
+        if handle._cancel_requested:
+            return _cancelled_before_start(bus, prep, plan_id)
+        if decision.action == "reject":
+            bus.emit(Event("approval_rejected", plan_id, plan_obj.goal, None, len(plan_obj.calls), "rejected",
+                           reason=decision.reason))
+            return rejected(decision.reason)
+        if decision.action == "edit" and decision.plan is not None:
+            try:
+                prep = prepare(decision.plan, prep.registry, executor=opts.executor,
+                               initial_kinds=[k for k in ("state",) if state is not None] + list(context or ()))
+            except PlanInvalid as exc:
+                bus.emit(Event("approval_rejected", plan_id, plan_obj.goal, None, len(plan_obj.calls), "rejected",
+                               reason="the edited plan has errors"))
+                return rejected("the edited plan has errors: " + "; ".join(d.message for d in exc.diagnostics))
+            plan_obj = prep.plan
+            bus.emit(Event("approval_edited", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
+                           reason=decision.reason))
+        else:
+            bus.emit(Event("approval_granted", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
+                           reason=decision.reason))
+    sched = Scheduler(plan_obj, prep.registry, ids=prep.ids, input=input, state=state, context=context,
+                      options=opts, bus=bus, plan_id=plan_id, analysis=prep.analysis)
+    handle._scheduler = sched
+    if handle._cancel_requested:
+        sched.cancel()
+    return await sched.run()
+
+
+def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunResult:
+    from .errors import PLAN_CANCELLED
+
+    err = ErrorInfo(PLAN_CANCELLED, "the run was cancelled")
+    recs = [CallRecord(cid, c.tool, i, status="cancelled", error=err, reason="not started: cancelled")
+            for i, (cid, c) in enumerate(zip(prep.ids, prep.plan.calls))]
+    bus.emit(Event("plan_failed", plan_id, prep.plan.goal, None, len(recs), "cancelled", error=err.to_json()))
+    return RunResult("cancelled", {}, None, recs, [], plan_id, prep.plan.goal, err, list(bus.history))
+
+
+def _make(plan: Any, tools: Any, options: dict, state: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared]:
+    opts, rest = _split_options(options)
+    approve = rest.pop("approve", None)
+    if approve is not None:
+        opts.approver = normalize_approver(approve)
+    elif opts.approver is not None:
+        opts.approver = normalize_approver(opts.approver)
+    on_event = rest.pop("on_event", None)
+    context = rest.pop("context", None)
+    plan_id = rest.pop("plan_id", None)
+    if rest:
+        raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
+    kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
+    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds)
+    bus = EventBus(on_event)
+    pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
+    return RunHandle(bus, pid), opts, context, prep
+
+
+async def arun(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
+    """Run ``plan`` to the end and return its :class:`RunResult` (see :func:`run` for options)."""
+    handle, opts, context, prep = _make(plan, tools, options, state)
+    task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
+    handle._task = task
+    try:
+        result = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        handle.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    await handle.bus.drain()
+    return result
+
+
+def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
+    """Run ``plan`` synchronously (creates an event loop; use :func:`arun` inside one).
+
+    Options: ``approve`` (True/False/"yes"/"no"/"ask"/async callable), ``approval_timeout``
+    (600), ``approve_calls`` (per-call gate), ``approval_risk`` (Risk.MEDIUM),
+    ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s),
+    ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
+    ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
+    ``validate_output``, ``validate_input``, ``preview_chars``.
+    Raises :class:`PlanInvalid` before anything runs if the plan cannot run.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(plan, tools, input=input, state=state, **options))
+    raise RuntimeError("sophon_dsl.run() was called inside a running event loop; use 'await sophon_dsl.arun(...)'")
+
+
+def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunHandle:
+    """Start ``plan`` in the running event loop and return a :class:`RunHandle` at once.
+
+    Plan errors raise :class:`PlanInvalid` here, before anything runs.
+    """
+    asyncio.get_running_loop()
+    handle, opts, context, prep = _make(plan, tools, options, state)
+    handle._task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
+    return handle

@@ -1,0 +1,109 @@
+"""Named run-time errors in the style of the AWS States Language.
+
+Every failure the runtime records is an :class:`ErrorInfo` ``{error, cause}``:
+``error`` is a stable dotted name, ``cause`` a human-readable explanation.  The
+same object is what a branching output path's last alternative (the *catch*)
+receives when the activity raised.
+
+A tool may raise :class:`RunError` (or a subclass) to choose the error name
+itself, e.g. ``raise RunError("Payment.Declined", "card expired")``; any other
+exception becomes ``Tool.Failed``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from ..diagnostics import DiagnosticError
+
+__all__ = [
+    "APPROVAL_REJECTED",
+    "ErrorInfo",
+    "LATENT_NO_EXECUTOR",
+    "NON_RETRYABLE",
+    "PLAN_CANCELLED",
+    "PLAN_TIMEOUT",
+    "PlanInvalid",
+    "REF_UNRESOLVED",
+    "RunError",
+    "TOOL_FAILED",
+    "TOOL_INPUT_INVALID",
+    "TOOL_OUTPUT_INVALID",
+    "TOOL_TIMEOUT",
+    "error_from_exception",
+    "matches",
+]
+
+TOOL_FAILED = "Tool.Failed"
+TOOL_TIMEOUT = "Tool.Timeout"
+TOOL_OUTPUT_INVALID = "Tool.OutputInvalid"
+TOOL_INPUT_INVALID = "Tool.InputInvalid"
+REF_UNRESOLVED = "Ref.Unresolved"
+APPROVAL_REJECTED = "Approval.Rejected"
+APPROVAL_TIMEOUT = "Approval.Timeout"
+PLAN_CANCELLED = "Plan.Cancelled"
+PLAN_TIMEOUT = "Plan.Timeout"
+LATENT_NO_EXECUTOR = "Latent.NoExecutor"
+
+# Errors a retry policy never retries (they are not about the tool's attempt).
+NON_RETRYABLE = frozenset({REF_UNRESOLVED, APPROVAL_REJECTED, APPROVAL_TIMEOUT, PLAN_CANCELLED,
+                           PLAN_TIMEOUT, TOOL_INPUT_INVALID, LATENT_NO_EXECUTOR})
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """``{error, cause}``: what failed, by name, and why."""
+
+    error: str
+    cause: str = ""
+
+    def to_json(self) -> dict:
+        return {"error": self.error, "cause": self.cause}
+
+    def __str__(self) -> str:
+        return f"{self.error}: {self.cause}" if self.cause else self.error
+
+
+class RunError(Exception):
+    """An exception carrying a named error. Tools may raise it to name their failure."""
+
+    def __init__(self, error: str, cause: str = ""):
+        super().__init__(f"{error}: {cause}" if cause else error)
+        self.error = error
+        self.cause = cause
+
+    @property
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(self.error, self.cause)
+
+
+def error_from_exception(exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, RunError):
+        return exc.info
+    if isinstance(exc, TimeoutError):
+        return ErrorInfo(TOOL_TIMEOUT, str(exc) or "the call timed out")
+    return ErrorInfo(TOOL_FAILED, f"{type(exc).__name__}: {exc}")
+
+
+def matches(error: str, patterns) -> bool:
+    """Does ``error`` match a retry filter? Empty filter = every retryable error.
+
+    Patterns are exact names or globs (``Tool.*``); ``*`` / ``States.ALL`` match all.
+    """
+    if not patterns:
+        return error not in NON_RETRYABLE
+    for pat in patterns:
+        if pat in ("*", "States.ALL") and error not in NON_RETRYABLE:
+            return True
+        if pat == error or fnmatch.fnmatchcase(error, pat):
+            return True
+    return False
+
+
+class PlanInvalid(DiagnosticError):
+    """Raised before anything runs: the plan has errors, or cannot run as configured
+    (e.g. a latent call without ``_output`` and no LLM executor: code E206).
+
+    ``diagnostics`` lists every problem (``sophon_dsl.diagnostics.Diagnostic``).
+    """

@@ -1,0 +1,633 @@
+"""The concurrent scheduler: eager data-flow dispatch on asyncio.
+
+Each call starts the moment its inputs are settled (not in Kahn waves): when a
+call ends, only the calls that read what it may have written are re-examined,
+and every one of them whose inputs are now decided is dispatched at once.
+
+Input decisions (deterministic, whatever the timing):
+
+* a reference is *settled* when every other call that writes an overlapping
+  path has ended; it then *has a value*, is *missing* (writers wrote, but
+  nothing is at that path, or there are no writers and no initial data), or
+  is *broken* (it has writers and none of them wrote: they failed, were
+  skipped, or took another branch);
+* ``a || b``: the leftmost alternative with a value, decided once every
+  alternative to its left is settled; ``a && b``: all must have values, the
+  value is the last;
+* a call with a broken input is skipped (with the reason); otherwise a call
+  with a missing input fails with ``Ref.Unresolved``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import random
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+from ..model import Call, Expression, ListValue, Literal, ObjectValue, Plan, Reference, RetryPolicy, Risk, Template
+from ..tools import ToolRegistry, ToolSpec
+from .analysis import Analysis, analyze, effective_risk, overlaps
+from .approval import ApprovalRequest, decide
+from .errors import (
+    APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
+    TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, RunError, error_from_exception, matches,
+)
+from .events import Event, EventBus, preview
+from .protocols import Branch, LatentRequest
+from .result import CallRecord, RunResult
+from .state import MISSING, StateLog, json_copy, now_iso, to_json_value
+
+__all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay"]
+
+TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+
+# Input states
+_HAS, _MISSING, _BROKEN, _PENDING = 0, 1, 2, 3
+
+
+@dataclass
+class RunOptions:
+    """Every knob of a run (all optional). See docs/runtime.md."""
+
+    max_concurrency: int | None = None        # concurrent tool invocations; None = unlimited
+    max_workers: int | None = None            # thread pool size for sync tools
+    timeout: float | None = None              # default per-call timeout (s); call @timeout wins
+    max_time: float | None = None             # plan wall-clock limit (s) -> Plan.Timeout
+    retry: Any = None                         # RetryPolicy (all tools) or {tool name: RetryPolicy}
+    approver: Any = None                      # normalised approver callable or None
+    approval_timeout: float | None = 600.0
+    approve_calls: bool = False               # per-call gate before each risky ready call
+    approval_risk: Risk = Risk.MEDIUM         # threshold for both gates
+    executor: Any = None                      # LatentExecutor for latent calls without _output
+    validate_output: bool = True
+    validate_input: bool = True
+    preview_chars: int = 200
+    sleep: Callable[[float], Any] = asyncio.sleep  # for retry delays (tests may replace it)
+    rng: random.Random = field(default_factory=random.Random)
+
+
+def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> float:
+    """Delay before attempt ``attempt + 1`` (``attempt`` >= 1 failed attempts so far)."""
+    delay = max(policy.interval, 0.0) * (policy.backoff_rate ** (attempt - 1))
+    if policy.max_delay is not None:
+        delay = min(delay, policy.max_delay)
+    if policy.jitter:
+        delay = (rng or random).uniform(0, delay)
+    return delay
+
+
+def render_text_value(value: Any) -> str:
+    """How a value is interpolated into a template: strings as-is, others compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Acc:
+    __slots__ = ("broken", "missing", "pending")
+
+    def __init__(self) -> None:
+        self.broken: list[str] = []
+        self.missing: list[str] = []
+        self.pending = False
+
+
+class Scheduler:
+    """Runs one plan once. Use :func:`sophon_dsl.runtime.arun` rather than this class directly."""
+
+    def __init__(self, plan: Plan, registry: ToolRegistry, *, ids: list[str] | None = None,
+                 input: Any = None, state: Any = None, context: dict | None = None,
+                 options: RunOptions | None = None, bus: EventBus | None = None,
+                 plan_id: str | None = None, analysis: Analysis | None = None) -> None:
+        self.plan = plan
+        self.registry = registry
+        self.opts = options or RunOptions()
+        self.bus = bus or EventBus()
+        self.an = analysis or analyze(plan, ids)
+        self.ids = self.an.ids
+        self.plan_id = plan_id or plan.id or "plan"
+        self.n = len(plan.calls)
+        self.log = StateLog()
+        if input is not None:
+            self.log.append("input", (), to_json_value(input))
+        if state is not None:
+            self.log.append("state", (), to_json_value(state))
+        for kind, data in (context or {}).items():
+            self.log.append(kind, (), to_json_value(data))
+        self.records = [CallRecord(cid, c.tool, i) for i, (cid, c) in enumerate(zip(self.ids, plan.calls))]
+        self.specs: list[ToolSpec | None] = [registry.get(c.tool) for c in plan.calls]
+        self.wrote: list[list[tuple]] = [[] for _ in range(self.n)]
+        self._decided = [False] * self.n          # dispatched or terminal
+        self._remaining = self.n
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._done = asyncio.Event()
+        self._stopping: str | None = None        # None | "cancelled" | "timeout"
+        self._sem = asyncio.Semaphore(self.opts.max_concurrency) if self.opts.max_concurrency else None
+        self._pool: ThreadPoolExecutor | None = None
+        self._validators: dict[str, Any] = {}
+        self._in_validators: dict[str, Any] = {}
+        self.plan_error: ErrorInfo | None = None
+        self.waited_on: list[set[int]] = [set() for _ in range(self.n)]  # for dry-run predictions
+
+    # ------------------------------------------------------------------ events
+
+    def _emit(self, type_: str, status: str, i: int | None = None, **kw: Any) -> None:
+        rec = self.records[i] if i is not None else None
+        self.bus.emit(Event(type_, self.plan_id, self.plan.goal, i, self.n, status,
+                            call_id=rec.id if rec else None, tool=rec.tool if rec else None, **kw))
+
+    # ------------------------------------------------------------------ inputs
+
+    def _ref_state(self, i: int, ref: Reference) -> tuple[int, Any]:
+        key = ref.key
+        writers = self.an.ref_writers[i].get(key, ())
+        wrote_any = False
+        for j in writers:
+            if self.records[j].status not in TERMINAL:
+                return _PENDING, None
+        reasons = []
+        for j in writers:
+            if any(overlaps(key, k) for k in self.wrote[j]):
+                wrote_any = True
+                break
+        if writers and not wrote_any:
+            for j in writers:
+                rec = self.records[j]
+                if self.wrote[j]:
+                    reasons.append(f"{rec.id} took another branch ({rec.branch or rec.written[0]})")
+                elif rec.status == "succeeded":
+                    reasons.append(f"{rec.id} wrote nothing")
+                else:
+                    reasons.append(f"{rec.id} {rec.status}")
+            return _BROKEN, f"{ref.text()} has no value ({', '.join(reasons)})"
+        value = self.log.get(ref.kind, ref.path)
+        if value is MISSING:
+            return _MISSING, ref.text()
+        return _HAS, value
+
+    def _eval(self, i: int, v: Any, acc: _Acc) -> Any:
+        if isinstance(v, Literal):
+            return v.value
+        if isinstance(v, Reference):
+            st, val = self._ref_state(i, v)
+            if st == _HAS:
+                return json_copy(val)
+            if st == _PENDING:
+                acc.pending = True
+            elif st == _BROKEN:
+                acc.broken.append(val)
+            else:
+                acc.missing.append(val)
+            return None
+        if isinstance(v, ObjectValue):
+            return {k: self._eval(i, x, acc) for k, x in v.entries}
+        if isinstance(v, ListValue):
+            return [self._eval(i, x, acc) for x in v.items]
+        if isinstance(v, Template):
+            out = []
+            for part in v.parts:
+                if isinstance(part, str):
+                    out.append(part)
+                    continue
+                st, val = self._ref_state(i, part)
+                if st == _HAS:
+                    out.append(render_text_value(val))
+                elif st == _PENDING:
+                    acc.pending = True
+                elif st == _BROKEN:
+                    acc.broken.append(val)
+                else:
+                    acc.missing.append(val)
+            return "".join(out)
+        if isinstance(v, Expression):
+            if v.op == "||":
+                broken, missing = [], []
+                for r in v.operands:
+                    st, val = self._ref_state(i, r)
+                    if st == _HAS:
+                        return json_copy(val)
+                    if st == _PENDING:
+                        acc.pending = True
+                        return None
+                    (broken if st == _BROKEN else missing).append(val)
+                if broken:
+                    acc.broken.append(f"no alternative of {v.text()} has a value: " + "; ".join(broken))
+                else:
+                    acc.missing.append(v.text())
+                return None
+            last = None
+            for r in v.operands:
+                last = self._eval(i, r, acc)
+            return last
+        raise TypeError(f"not a plan value: {v!r}")
+
+    def _after_state(self, i: int, acc: _Acc) -> None:
+        for j in self.an.after[i]:
+            rec = self.records[j]
+            if rec.status not in TERMINAL:
+                acc.pending = True
+            elif rec.status != "succeeded" and not rec.caught:
+                acc.broken.append(f"@after({rec.id}): {rec.id} {rec.status}")
+
+    def evaluate(self, i: int) -> tuple[str, Any]:
+        """("ready", (args, inline)) | ("wait", None) | ("skip", reason) | ("fail", ErrorInfo)."""
+        call = self.plan.calls[i]
+        acc = _Acc()
+        self._after_state(i, acc)
+        if acc.broken:
+            return "skip", "; ".join(acc.broken)
+        args = {p.name: self._eval(i, p.value, acc) for p in call.params}
+        inline = self._eval(i, call.inline_output, acc) if call.inline_output is not None else None
+        if acc.broken:
+            return "skip", "; ".join(acc.broken)
+        if acc.pending:
+            return "wait", None
+        if acc.missing:
+            return "fail", ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(acc.missing))
+        return "ready", (args, inline)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _finish(self, i: int, status: str) -> None:
+        rec = self.records[i]
+        rec.status = status
+        rec.ended_at = now_iso()
+        rec.ended = time.perf_counter()
+        self._decided[i] = True
+        self._remaining -= 1
+        if status == "succeeded":
+            self._emit("plan_step_complete", status, i, attempt=rec.attempts,
+                       preview=preview(rec.output, self.opts.preview_chars))
+        elif status == "failed":
+            self._emit("plan_step_failed", status, i, attempt=rec.attempts,
+                       error=rec.error.to_json() if rec.error else None, reason=rec.reason)
+        elif status == "skipped":
+            self._emit("plan_step_skipped", status, i, reason=rec.reason)
+        else:
+            self._emit("plan_step_cancelled", status, i, reason=rec.reason,
+                       error=rec.error.to_json() if rec.error else None)
+        if self._remaining == 0:
+            self._done.set()
+
+    def _settled(self, i: int) -> None:
+        """Re-examine the dependents of ``i`` (and transitively of anything skipped)."""
+        work = deque([i])
+        while work:
+            k = work.popleft()
+            if self._stopping:
+                return
+            for j in self.an.dependents[k]:
+                if not self._decided[j] and self._consider(j):
+                    work.append(j)
+
+    def _consider(self, j: int) -> bool:
+        """Dispatch, skip or fail ``j`` if its inputs are decided. True if it ended here."""
+        verdict, payload = self.evaluate(j)
+        if verdict == "wait":
+            return False
+        rec = self.records[j]
+        self._record_waits(j)
+        if verdict == "skip":
+            rec.reason = payload
+            self._finish(j, "skipped")
+            return True
+        if verdict == "fail":
+            rec.error = payload
+            rec.reason = payload.cause
+            self._finish(j, "failed")
+            return True
+        self._decided[j] = True
+        args, inline = payload
+        self._tasks[j] = asyncio.ensure_future(self._run_call(j, args, inline))
+        return False
+
+    def _record_waits(self, j: int) -> None:
+        ws = self.waited_on[j]
+        ws.update(self.an.after[j])
+        for ref in self.an.refs[j]:
+            for w in self.an.ref_writers[j].get(ref.key, ()):
+                if self.records[w].status in TERMINAL:
+                    ws.add(w)
+
+    # ------------------------------------------------------------------ one call
+
+    def _policy(self, i: int) -> RetryPolicy | None:
+        call = self.plan.calls[i]
+        if call.retry is not None:
+            return call.retry
+        r = self.opts.retry
+        if isinstance(r, RetryPolicy):
+            return r
+        if isinstance(r, dict):
+            return r.get(call.tool) or r.get("*")
+        return None
+
+    async def _run_call(self, i: int, args: dict, inline: Any) -> None:
+        rec = self.records[i]
+        call = self.plan.calls[i]
+        try:
+            if self.opts.approve_calls:
+                risk = effective_risk(call, self.specs[i])
+                if risk >= self.opts.approval_risk:
+                    ok, call, args, inline = await self._call_gate(i, call, args, inline, risk)
+                    if not ok:
+                        return
+            rec.status = "running"
+            rec.started_at = now_iso()
+            rec.started = time.perf_counter()
+            self._emit("plan_step_start", "running", i)
+            policy = self._policy(i)
+            max_attempts = max(policy.max_attempts, 1) if policy else 1
+            while True:
+                rec.attempts += 1
+                err = await self._attempt(i, call, args, inline)
+                if err is None:
+                    self._finish(i, "succeeded")
+                    break
+                if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
+                    self._emit("plan_step_retry", "retrying", i, attempt=rec.attempts, error=err.to_json())
+                    delay = retry_delay(policy, rec.attempts, self.opts.rng)
+                    if delay > 0:
+                        await self.opts.sleep(delay)
+                    continue
+                self._fail(i, err)
+                break
+        except asyncio.CancelledError:
+            if rec.status not in TERMINAL:
+                why = PLAN_TIMEOUT if self._stopping == "timeout" else PLAN_CANCELLED
+                rec.error = ErrorInfo(why, "the plan hit its time limit" if why == PLAN_TIMEOUT
+                                      else "the run was cancelled")
+                rec.reason = rec.error.cause
+                self._finish(i, "cancelled")
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug here must not hang the run
+            if rec.status not in TERMINAL:
+                rec.error = ErrorInfo(TOOL_FAILED, f"internal error: {type(exc).__name__}: {exc}")
+                self._finish(i, "failed")
+        self._settled(i)
+
+    async def _call_gate(self, i, call, args, inline, risk):
+        rec = self.records[i]
+        req = ApprovalRequest("call", self.plan, ({"id": rec.id, "tool": call.tool, "risk": risk.label,
+                                                   "index": i},), call, rec.id, args, self.plan_id, risk)
+        self._emit("approval_requested", "pending", i, data=req)
+        decision = await decide(self.opts.approver, req, self.opts.approval_timeout)
+        if decision.action == "reject":
+            self._emit("approval_rejected", "rejected", i, reason=decision.reason)
+            rec.error = ErrorInfo(APPROVAL_REJECTED, decision.reason)
+            rec.reason = decision.reason
+            self._finish(i, "failed")
+            self._settled(i)
+            return False, call, args, inline
+        if decision.action == "edit" and decision.call is not None:
+            self._emit("approval_edited", "approved", i, reason=decision.reason)
+            call = decision.call
+            acc = _Acc()
+            args = {p.name: self._eval(i, p.value, acc) for p in call.params}
+            inline = self._eval(i, call.inline_output, acc) if call.inline_output is not None else None
+            if acc.pending or acc.broken or acc.missing:
+                rec.error = ErrorInfo(REF_UNRESOLVED, "the edited call reads values that are not available")
+                self._finish(i, "failed")
+                self._settled(i)
+                return False, call, args, inline
+        else:
+            self._emit("approval_granted", "approved", i, reason=decision.reason)
+        return True, call, args, inline
+
+    def _timeout_for(self, call: Call) -> float | None:
+        return call.timeout if call.timeout is not None else self.opts.timeout
+
+    async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:
+        if call.inline_output is not None:
+            return inline
+        spec = self.specs[i]
+        if spec is not None and spec.func is not None:
+            func = spec.func
+            if spec.is_async or inspect.iscoroutinefunction(func):
+                out = func(**args)
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.opts.max_workers,
+                                                    thread_name_prefix="sophon-tool")
+                out = asyncio.get_running_loop().run_in_executor(self._pool, partial(func, **args))
+            if inspect.isawaitable(out):
+                out = await out
+            return out
+        if self.opts.executor is None:
+            raise RunError(TOOL_FAILED, f"latent call {self.records[i].id} ({call.tool}) needs an LLM executor")
+        return await self.opts.executor.execute(
+            LatentRequest(call, self.records[i].id, spec, args, self.plan, self.records[i].attempts))
+
+    def _validator(self, schema: Any, cache: dict, name: str):
+        if name in cache:
+            return cache[name]
+        v = None
+        if isinstance(schema, dict) and schema:
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(schema)
+            try:
+                cls.check_schema(schema)
+                v = cls(schema)
+            except jsonschema.SchemaError:
+                v = None
+        cache[name] = v
+        return v
+
+    def _check(self, validator, value) -> str | None:
+        if validator is None:
+            return None
+        err = next(iter(validator.iter_errors(value)), None)
+        if err is None:
+            return None
+        where = "/".join(str(p) for p in err.absolute_path)
+        return f"{err.message}" + (f" (at /{where})" if where else "")
+
+    async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
+        rec = self.records[i]
+        spec = self.specs[i]
+        if self.opts.validate_input and spec is not None and spec.func is not None:
+            msg = self._check(self._validator(spec.input_schema, self._in_validators, spec.name), args)
+            if msg:
+                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
+        timeout = self._timeout_for(call)
+        try:
+            if self._sem is not None:
+                async with self._sem:
+                    result = await self._timed(self._invoke(i, call, args, inline), timeout)
+            else:
+                result = await self._timed(self._invoke(i, call, args, inline), timeout)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001
+            return error_from_exception(exc)
+        # pick the target paths
+        out = call.output
+        branch: int | None = None
+        if isinstance(result, Branch):
+            paths = out.paths if out is not None else ()
+            tgt = result.target
+            if isinstance(tgt, int) and not isinstance(tgt, bool):
+                branch = tgt if 0 <= tgt < len(paths) else None
+            else:
+                text = str(tgt).lstrip("†$")
+                for k, p in enumerate(paths):
+                    if p.text("") == text:
+                        branch = k
+                        break
+            if branch is None or (branch > 0 and not (out is not None and out.op == "||")):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
+                                 "alternative of its output path")
+            result = result.value
+        try:
+            value = to_json_value(result)
+        except (TypeError, ValueError) as exc:
+            return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
+        if self.opts.validate_output and spec is not None and call.inline_output is None:
+            msg = self._check(self._validator(spec.output_schema, self._validators, spec.name), value)
+            if msg:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
+        rec.output = value
+        if out is not None:
+            if out.op == "&&":
+                targets = list(out.paths)
+            elif out.op == "||":
+                targets = [out.paths[branch or 0]]
+            else:
+                targets = [out.paths[0]]
+            if out.op == "||" and len(out.paths) > 1:
+                rec.branch = targets[0].text()
+            for p in targets:
+                self.log.append(p.kind, p.path, value, out.method, rec.id)
+                self.wrote[i].append(p.key)
+                rec.written.append(p.text())
+        rec.error = None
+        return None
+
+    async def _timed(self, aw, timeout: float | None):
+        if timeout is None:
+            return await aw
+        async with asyncio.timeout(timeout):
+            return await aw
+
+    def _fail(self, i: int, err: ErrorInfo) -> None:
+        rec = self.records[i]
+        call = self.plan.calls[i]
+        rec.error = err
+        out = call.output
+        if out is not None and out.is_branching:
+            catch = out.paths[-1]
+            self.log.append(catch.kind, catch.path, err.to_json(), out.method, rec.id)
+            self.wrote[i].append(catch.key)
+            rec.written.append(catch.text())
+            rec.caught = True
+            rec.branch = catch.text()
+            rec.reason = f"error delivered to {catch.text()}"
+        self._finish(i, "failed")
+
+    # ------------------------------------------------------------------ run
+
+    def cancel(self) -> None:
+        if self._stopping is None:
+            self._stopping = "cancelled"
+            self._done.set()
+
+    async def run(self) -> RunResult:
+        self._emit("plan_start", "running")
+        try:
+            for i in range(self.n):
+                if not self._decided[i] and not self._stopping:
+                    if self._consider(i):
+                        self._settled(i)
+            if self._remaining and not self._stopping:
+                if self.opts.max_time is not None:
+                    try:
+                        await asyncio.wait_for(self._done.wait(), self.opts.max_time)
+                    except asyncio.TimeoutError:
+                        self._stopping = "timeout"
+                else:
+                    await self._done.wait()
+        except asyncio.CancelledError:
+            self._stopping = self._stopping or "cancelled"
+            await self._shutdown()
+            raise
+        if self._stopping:
+            await self._shutdown()
+        # fire-and-forget calls and anything still finishing
+        pending = [t for t in self._tasks.values() if not t.done()]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+        return self._result()
+
+    async def _shutdown(self) -> None:
+        why = self._stopping
+        for t in self._tasks.values():
+            if not t.done():
+                t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit") if why == "timeout" else \
+            ErrorInfo(PLAN_CANCELLED, "the run was cancelled")
+        self.plan_error = err
+        for i, rec in enumerate(self.records):
+            if rec.status not in TERMINAL:
+                rec.error = err
+                rec.reason = "not started: " + err.cause
+                self._finish(i, "cancelled")
+
+    def status(self) -> str:
+        if self._stopping == "cancelled":
+            return "cancelled"
+        if self._stopping == "timeout":
+            return "failed"
+        if any(r.status == "failed" and not r.caught for r in self.records):
+            return "failed"
+        return "succeeded"
+
+    def _output(self) -> Any:
+        if self.plan.output is None:
+            return None
+        return evaluate_loose(self.plan.output, self.log)
+
+    def _result(self) -> RunResult:
+        status = self.status()
+        output = self._output()
+        if status == "succeeded":
+            self._emit("plan_complete", status, preview=preview(output, self.opts.preview_chars))
+        else:
+            self._emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
+        return RunResult(status, self.log.resolved(exclude=("input",)), output, self.records,
+                         self.log.to_json(), self.plan_id, self.plan.goal, self.plan_error,
+                         list(self.bus.history))
+
+
+def evaluate_loose(v: Any, log: StateLog) -> Any:
+    """Evaluate a value against the final state; unresolved references become None."""
+    if isinstance(v, Literal):
+        return v.value
+    if isinstance(v, Reference):
+        val = log.get(v.kind, v.path)
+        return None if val is MISSING else json_copy(val)
+    if isinstance(v, ObjectValue):
+        return {k: evaluate_loose(x, log) for k, x in v.entries}
+    if isinstance(v, ListValue):
+        return [evaluate_loose(x, log) for x in v.items]
+    if isinstance(v, Template):
+        return "".join(p if isinstance(p, str) else render_text_value(evaluate_loose(p, log)) for p in v.parts)
+    if isinstance(v, Expression):
+        vals = [log.get(r.kind, r.path) for r in v.operands]
+        if v.op == "||":
+            return next((json_copy(x) for x in vals if x is not MISSING), None)
+        return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
+    return None

@@ -1,0 +1,188 @@
+"""The run's context: an append-only log of data messages and its resolved view.
+
+Every write is a :class:`Message` ``(kind, path, value, method, call, date)``
+appended to the log; nothing is ever changed in place.  Reads resolve as in
+Acts 008: newest to oldest, a ``set`` stops the search, ``merge`` (deep),
+``assign`` (shallow), ``push`` and ``concat`` collect and are applied oldest
+to newest.  Folding the log chronologically with path-scoped writes gives
+exactly that result, so :class:`StateLog` keeps one materialised view per
+kind, updated incrementally on each append.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from ..model import OutputMethod
+
+__all__ = ["MISSING", "Message", "StateLog", "apply_write", "get_path", "json_copy", "now_iso",
+           "to_json_value"]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (fast path for scalars)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return copy.deepcopy(value)
+
+
+def get_path(root: Any, path: Iterable) -> Any:
+    """The value at ``path`` inside ``root``, or :data:`MISSING`."""
+    cur = root
+    for seg in path:
+        if isinstance(seg, int) and not isinstance(seg, bool):
+            if isinstance(cur, list) and -len(cur) <= seg < len(cur):
+                cur = cur[seg]
+            else:
+                return MISSING
+        elif isinstance(cur, dict) and seg in cur:
+            cur = cur[seg]
+        else:
+            return MISSING
+    return cur
+
+
+def _deep_merge(old: Any, new: Any) -> Any:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for k, v in new.items():
+            out[k] = _deep_merge(out[k], v) if k in out else v
+        return out
+    return new
+
+
+def _combine(old: Any, new: Any, method: OutputMethod) -> Any:
+    if method is OutputMethod.SET or old is MISSING:
+        if method is OutputMethod.PUSH:
+            return [new]
+        if method is OutputMethod.CONCAT:
+            return list(new) if isinstance(new, list) else [new]
+        return new
+    if method is OutputMethod.MERGE:
+        return _deep_merge(old, new)
+    if method is OutputMethod.ASSIGN:
+        if isinstance(old, dict) and isinstance(new, dict):
+            return {**old, **new}
+        return new
+    if method is OutputMethod.PUSH:
+        return [*old, new] if isinstance(old, list) else [old, new]
+    if method is OutputMethod.CONCAT:
+        items = new if isinstance(new, list) else [new]
+        return [*old, *items] if isinstance(old, list) else [old, *items]
+    raise ValueError(f"unknown output method {method!r}")
+
+
+def apply_write(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any:
+    """Return a new root with ``value`` combined at ``path``; ``root`` is not mutated
+    (containers along the path are copied, the rest is shared)."""
+    if not path:
+        return _combine(root, value, method)
+    seg, rest = path[0], path[1:]
+    if isinstance(seg, int) and not isinstance(seg, bool):
+        lst = list(root) if isinstance(root, list) else []
+        old = lst[seg] if seg < len(lst) else MISSING
+        while len(lst) <= seg:
+            lst.append(None)
+        lst[seg] = apply_write(old, rest, value, method)
+        return lst
+    obj = dict(root) if isinstance(root, dict) else {}
+    obj[seg] = apply_write(obj.get(seg, MISSING), rest, value, method)
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One data message of the log. ``call`` is the writing call's id (None for initial data)."""
+
+    seq: int
+    kind: str
+    path: tuple
+    value: Any
+    method: OutputMethod
+    call: str | None
+    date: str
+
+    def to_json(self) -> dict:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "path": list(self.path),
+            "value": self.value,
+            "method": self.method.value,
+            "call": self.call,
+            "date": self.date,
+        }
+
+
+class StateLog:
+    """Append-only log with an incrementally maintained resolved view per kind."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._views: dict[str, Any] = {}
+
+    def append(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
+               call: str | None = None, date: str | None = None) -> Message:
+        value = json_copy(value)
+        msg = Message(len(self.messages), kind, tuple(path), value, method, call, date or now_iso())
+        self.messages.append(msg)
+        self._views[kind] = apply_write(self._views.get(kind, MISSING), msg.path, value, method)
+        return msg
+
+    def get(self, kind: str, path: tuple = ()) -> Any:
+        """The resolved value at ``kind.path`` (shared; copy before handing out), or MISSING."""
+        root = self._views.get(kind, MISSING)
+        if root is MISSING:
+            return MISSING
+        return get_path(root, path)
+
+    def kinds(self) -> list[str]:
+        return list(self._views)
+
+    def resolved(self, exclude: Iterable[str] = ()) -> dict[str, Any]:
+        skip = set(exclude)
+        return {k: json_copy(v) for k, v in self._views.items() if k not in skip and v is not MISSING}
+
+    def to_json(self) -> list[dict]:
+        return [m.to_json() for m in self.messages]
+
+
+def to_json_value(value: Any) -> Any:
+    """Normalise a tool result to plain JSON (pydantic models, tuples, sets, dataclasses)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json_value(dataclasses.asdict(value))
+    if isinstance(value, (set, frozenset)):
+        return [to_json_value(v) for v in sorted(value, key=repr)]
+    return json.loads(json.dumps(value, default=str))
