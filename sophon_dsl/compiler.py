@@ -428,6 +428,7 @@ class _Compiler:
         if cyclic:
             self.report_cycles(deps, data_deps, control)
         self.check_concurrent_writers(deps, order)
+        self.check_unread_branches()
         diags = tuple(sorted(self.diags, key=sort_key))
         return CompiledPlan(
             plan=self.plan, tools=self.tools, ids=self.ids, deps=deps, data_deps=data_deps,
@@ -816,8 +817,14 @@ class _Compiler:
                     continue
                 wpath = self.calls[j].output.paths[pidx].text()  # type: ignore[union-attr]
                 via = "" if k == len(key) else f" (inside {wpath})"
+                wref = self.calls[j].output.paths[pidx]  # type: ignore[union-attr]
+                wspan = wref.span or self.calls[j].span
+                wloc = (f"{self.plan.file or '<plan>'}:{wspan.line}:{wspan.column}" if wspan
+                        else self.loc(j))
                 self.diag("E205", f"{head} but {ref.text()} is written by {self.ids[j]} "
-                                  f"({self.loc(j)}) as {_fmt_types(produced)}{via}", span)
+                                  f"({self.loc(j)}) as {_fmt_types(produced)}{via}", span,
+                          [f"{self.ids[j]} writes {wpath} at {wloc} (output of tool "
+                           f"'{self.calls[j].tool}': {_fmt_types(produced)})"])
         if found_writer or self.below.get(key):
             return
         # No writer: compare with the declared input / state schema.
@@ -959,6 +966,12 @@ class _Compiler:
         pos = [0] * self.n
         for k, i in enumerate(order):
             pos[i] = k
+        setters_of: dict[tuple, list[int]] = {}
+        for key, ws in self.writers.items():
+            js = sorted({j for j, _ in ws if self.calls[j].output.method is OutputMethod.SET})  # type: ignore[union-attr]
+            if js:
+                setters_of[key] = js
+        self.check_prefix_overlaps(deps, pos, setters_of)
         for key, ws in self.writers.items():
             setters = sorted({j for j, _ in ws
                               if self.calls[j].output.method is OutputMethod.SET},  # type: ignore[union-attr]
@@ -977,6 +990,73 @@ class _Compiler:
                                       f"them; the final value depends on timing (add @after, or use "
                                       f"a merging output method)",
                               (spans[0] if spans else None) or self.call_span(b))
+
+    def check_prefix_overlaps(self, deps, pos, setters_of) -> None:
+        """W301 for a ``set`` of a path and an unordered ``set`` of a path below it."""
+        for key, lower in setters_of.items():
+            for k in range(1, len(key)):
+                upper = setters_of.get(key[:k])
+                if not upper:
+                    continue
+                pair = self.unordered_pair(upper, lower, deps, pos)
+                if pair is None:
+                    continue
+                a, b = sorted(pair, key=lambda j: pos[j])
+                up = Reference(key[0], tuple(key[1:k])).text()
+                low = Reference(key[0], tuple(key[1:])).text()
+                spans = [r.span for r in self.calls[b].output.paths  # type: ignore[union-attr]
+                         if r.key in (key, key[:k])]
+                self.diag("W301", f"calls {self.ids[a]} ({self.loc(a)}) and {self.ids[b]} "
+                                  f"({self.loc(b)}) set overlapping paths {up} and {low} with no "
+                                  f"order between them; the final value depends on timing (add "
+                                  f"@after, or use a merging output method)",
+                          (spans[0] if spans else None) or self.call_span(b))
+
+    def unordered_pair(self, xs, ys, deps, pos, budget: int = 64):
+        tried = 0
+        for x in xs:
+            for y in ys:
+                if x == y:
+                    continue
+                ix, iy = self.calls[x].instance, self.calls[y].instance
+                if ix is not None and iy is not None and ix != iy:
+                    continue
+                a, b = (x, y) if pos[x] < pos[y] else (y, x)
+                if not self.reaches(a, b, deps, pos):
+                    return (x, y)
+                tried += 1
+                if tried >= budget:
+                    return None
+        return None
+
+    # -- unread branch alternatives (W302) ---------------------------------
+
+    def check_unread_branches(self) -> None:
+        read_keys: set[tuple] = set()
+        read_below: set[tuple] = set()
+        all_reads = [r for reads in self.reads for r in reads]
+        all_reads.extend(iter_references(self.plan.output))
+        for r in all_reads:
+            key = r.key
+            read_keys.add(key)
+            for k in range(1, len(key)):
+                read_below.add(key[:k])
+        schema = self.plan.state_schema
+        for i, call in enumerate(self.calls):
+            out = call.output
+            if out is None or not out.is_branching:
+                continue
+            for ref in out.paths:
+                key = ref.key
+                if key in read_below or any(key[:k] in read_keys for k in range(1, len(key) + 1)):
+                    continue
+                if (ref.kind == "state" and isinstance(schema, dict) and ref.path
+                        and _descend(schema, schema, ref.path) is not None):
+                    continue
+                self.diag("W302", f"branch alternative {ref.text()} of call {self.ids[i]} is never "
+                                  f"read; when that branch is taken nothing reacts (add a call "
+                                  f"reading it, or declare it in the state schema)",
+                          ref.span or out.span or self.call_span(i))
 
     def reaches(self, a: int, b: int, deps, pos) -> bool:
         """Whether ``b`` (transitively) depends on ``a``; prunes by topological position."""

@@ -315,6 +315,7 @@ def test_e205_reference_type_mismatch_cwltool_style():
     d = only(check(plan, TOOLS), "E205")[0]
     assert d.message == ("parameter 'n' of call c3 (t.sophon:3:1) expects integer but †state.a is "
                          "written by c2 (t.sophon:2:1) as string")
+    assert d.related == ("c2 writes †state.a at t.sophon:2:1 (output of tool 'summarize': string)",)
     assert (d.line, d.column) == (3, 20)
 
 
@@ -333,7 +334,7 @@ def test_e205_sub_path_and_compatible_cases():
 
 def test_e205_branch_error_alternative_and_methods_skipped():
     plan = P(C("summarize", 1, {"profile": {}}, ["†state.ok", "†state.err"], op="||"),
-             C("count", 2, {"n": "†state.err"}))
+             C("count", 2, {"n": "†state.err"}), C("any", 3, {"x": "†state.ok"}))
     assert check(plan, TOOLS) == []  # last alternative may hold an error object
     plan = P(C("summarize", 1, {"profile": {}}, "†state.list", method=OutputMethod.PUSH),
              C("count", 2, {"n": "†state.list"}))
@@ -512,7 +513,7 @@ def test_w301_not_when_ordered_or_merging_or_same_call():
     merging = P(C("any", 1, {}, "†state.x", method=OutputMethod.CONCAT),
                 C("any", 2, {}, "†state.x", method=OutputMethod.CONCAT))
     assert check(merging, TOOLS) == []
-    one_call = P(C("any", 1, {}, ["†state.x", "†state.x"], op="||"))
+    one_call = P(C("any", 1, {}, ["†state.x", "†state.x"], op="||"), C("any", 2, {"x": "†state.x"}))
     assert check(one_call, TOOLS) == []
     instances = P(C("any", 1, {}, "†state.x", instance="1"), C("any", 2, {}, "†state.x", instance="2"))
     assert check(instances, TOOLS) == []
@@ -520,8 +521,33 @@ def test_w301_not_when_ordered_or_merging_or_same_call():
 
 def test_w301_branches_of_different_calls():
     plan = P(C("any", 1, {}, ["†state.ok", "†state.err"], op="||"),
-             C("any", 2, {}, ["†state.ok2", "†state.err"], op="||"))
+             C("any", 2, {}, ["†state.ok2", "†state.err"], op="||"),
+             C("any", 3, {"x": "†state"}))
     assert codes(check(plan, TOOLS)) == ["W301"]
+
+
+def test_w301_prefix_overlap():
+    plan = P(C("any", 1, {}, "†state.x"), C("any", 2, {}, "†state.x.y"))
+    d = only(check(plan, TOOLS), "W301")
+    assert len(d) == 1 and "overlapping" in d[0].message and (d[0].line, d[0].column) == (2, 1)
+    ordered = P(C("any", 1, {}, "†state.x", id="a"), C("any", 2, {}, "†state.x.y", after=("a",)))
+    assert check(ordered, TOOLS) == []
+
+
+def test_w302_unread_branch_alternative():
+    plan = P(C("any", 1, {}, ["†state.receipt", "†state.error"], op="||"),
+             C("any", 2, {"r": "†state.receipt"}))
+    d = only(check(plan, TOOLS), "W302")
+    assert len(d) == 1 and "†state.error" in d[0].message and (d[0].line, d[0].column) == (1, 13)
+    assert compile_plan(plan, TOOLS).ok
+    # read through a prefix / extension, by the plan output, or declared in the state schema
+    assert check(P(*plan.calls, C("any", 3, {"e": "†state"})), TOOLS) == []
+    assert check(P(*plan.calls, C("any", 3, {"e": "†state.error.message"})), TOOLS) == []
+    assert check(P(*plan.calls, output=json_to_value("†state.error")), TOOLS) == []
+    schema = {"type": "object", "properties": {"error": {"type": "object"}}}
+    assert check(P(*plan.calls, state_schema=schema), TOOLS) == []
+    # fan-out (&&) paths need no reader
+    assert check(P(C("any", 1, {}, ["†state.a", "†state.b"], op="&&")), TOOLS) == []
 
 
 # ---------------------------------------------------------------------------
@@ -547,7 +573,7 @@ def test_w401_branching_inline_output_eager():
     d = only(check(plan, TOOLS), "W401")[0]
     assert d.severity.value == "warning"
     assert check(P(C("any", 1, {}, ["†state.a", "†state.b"], op="&&", inline_output=1)), TOOLS) == []
-    assert check(P(C("any", 1, {}, ["†state.a", "†state.b"], op="||")), TOOLS) == []
+    assert codes(check(P(C("any", 1, {}, ["†state.a", "†state.b"], op="||")), TOOLS)) == ["W302"] * 2
 
 
 # ---------------------------------------------------------------------------
