@@ -1,0 +1,1022 @@
+"""Parser for the text DSL: ``grammar/sophon.lark`` -> :class:`~sophon_dsl.model.Plan`.
+
+One Lark LALR parser with a basic lexer, a bracket-aware post-lexer and an
+inline transformer builds the model while parsing (no parse tree).  Spans are
+computed from tokens.  :func:`parse_dsl` never raises: every problem becomes a
+:class:`~sophon_dsl.diagnostics.Diagnostic`; after a syntax error the parser
+resynchronises at the next line that starts in column 1 so several errors are
+reported in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from difflib import get_close_matches
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..diagnostics import Diagnostic, Span
+from ..model import (
+    Call,
+    Expression,
+    ListValue,
+    Literal,
+    Mode,
+    ObjectValue,
+    OutputMethod,
+    OutputTarget,
+    Param,
+    Plan,
+    Reference,
+    RetryPolicy,
+    Risk,
+    Template,
+    ToolDecl,
+    value_to_json,
+)
+from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+
+__all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
+
+HEADER_FIELDS = ("goal", "mode", "id", "input", "state", "output")
+
+# decorator name -> JSON spelling of the attribute it sets
+DECORATORS = {
+    "id": "_id",
+    "risk": "_risk",
+    "retry": "_retry",
+    "timeout": "_timeout",
+    "after": "_after",
+    "model": "_modelHint",
+    "success": "_successCriterion",
+    "activity": "_activity",
+    "instance": "_instance",
+    "delegate": "_delegate",
+    "scopes": "_scopes",
+    "reason": "_reasoningForCall",
+}
+
+# `_name=value` keyword arguments accepted inside a call's argument list
+META_KWARGS = frozenset(DECORATORS.values()) | {"_outputPath", "_outputMethod", "_output"}
+
+SETOPS = {
+    "=": OutputMethod.SET,
+    "|=": OutputMethod.ASSIGN,
+    "&=": OutputMethod.MERGE,
+    "+=": OutputMethod.CONCAT,
+    "<<=": OutputMethod.PUSH,
+}
+
+_BARE_CONSTANTS = {
+    "true": True, "false": False, "null": None,
+    "True": True, "False": False, "None": None,
+}
+
+_RETRY_KEYS = ("max_attempts", "interval", "backoff_rate", "max_delay", "jitter", "errors")
+
+_TOKEN_NAMES = {
+    "NAME": "a name",
+    "DOTTED": "a dotted tool name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "REF": "a reference",
+    "BADREF": "a reference",
+    "DECO": "a decorator",
+    "SETOP": "an output operator ('|=', '&=', '+=', '<<=')",
+    "OROR": "'||'",
+    "ANDAND": "'&&'",
+    "ARROW": "'->'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "_COMMA": "','",
+    "_COLON": "':'",
+    "_EQ": "'='",
+    "_SEMI": "';'",
+    "_NL": "a new line",
+    "$END": "end of input",
+}
+_OPEN = frozenset(("LPAR", "LSQB", "LBRACE"))
+_CLOSE = frozenset(("RPAR", "RSQB", "RBRACE"))
+_MAX_ERRORS = 50
+
+
+# ---------------------------------------------------------------------------
+# Parse state (one per parse_dsl call; the module-level parser is guarded by a lock)
+
+
+class _Ctx:
+    __slots__ = ("calls", "diags", "header", "header_spans", "tools", "output", "output_seen",
+                 "raw", "bad")
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.diags: list[Diagnostic] = []
+        self.header: dict[str, Any] = {}
+        self.header_spans: dict[str, Span] = {}
+        self.tools: dict[str, ToolDecl] = {}
+        self.output: Any = None
+        self.output_seen = False
+        # id(value) -> (value, raw text) for strings containing a dagger, so that
+        # raw-JSON contexts (schemas, decorators) get the text back unchanged.
+        self.raw: dict[int, tuple[Any, str]] = {}
+        # id(value) -> (value, diagnostic) for values that are errors in a call
+        # (bare words, malformed references) but fine in raw contexts.
+        self.bad: dict[int, tuple[Any, Diagnostic]] = {}
+
+
+class _PostLex:
+    """Drops newlines inside brackets, maps top-level ';' to a newline, collapses separators."""
+
+    always_accept = ("_SEMI",)
+
+    def process(self, stream):
+        depth = 0
+        prev_sep = True
+        for tok in stream:
+            t = tok.type
+            if t == "_NL" or t == "_SEMI":
+                if depth:
+                    if t == "_SEMI":
+                        yield tok
+                    continue
+                if prev_sep:
+                    continue
+                prev_sep = True
+                if t == "_SEMI":
+                    tok.type = "_NL"
+                yield tok
+                continue
+            prev_sep = False
+            if t in _OPEN:
+                depth += 1
+            elif t in _CLOSE and depth:
+                depth -= 1
+            yield tok
+
+
+def _tspan(tok: Token) -> Span:
+    return Span(tok.line, tok.column, tok.end_line, tok.end_column)
+
+
+def _join(start: Span, end: Span) -> Span:
+    return Span(start.line, start.column, end.end_line, end.end_column)
+
+
+def _decode_string(tok: str) -> str:
+    if tok[0] == '"':
+        if "\\" not in tok and not _CTRL.search(tok):
+            return tok[1:-1]
+        return json.loads(tok)
+    body = tok[1:-1]
+    body = _SQ_ESC.sub(_sq_repl, body)
+    return json.loads('"' + body + '"')
+
+
+_SQ_ESC = re.compile(r"\\.|\"")
+_CTRL = re.compile(r"[\x00-\x1f]")
+
+
+def _sq_repl(m: re.Match) -> str:
+    g = m.group(0)
+    if g == '"':
+        return '\\"'
+    if g == "\\'":
+        return "'"
+    return g
+
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class _Builder(Transformer):
+    """Inline transformer: each method gets the children of one reduced rule."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+        self.ctx = _Ctx()
+
+    # -- helpers ----------------------------------------------------------
+
+    def _err(self, code: str, message: str, span: Span | None) -> None:
+        self.ctx.diags.append(Diagnostic(code, message, span))
+
+    def _to_json(self, v: Any) -> Any:
+        """A parsed value in a raw-JSON context (schemas, decorators): plain data, strings unparsed."""
+        ctx = self.ctx
+        key = id(v)
+        if ctx.raw or ctx.bad:
+            hit = ctx.raw.pop(key, None)
+            bad = ctx.bad.pop(key, None)
+            if hit is not None:
+                return hit[1]
+            if bad is not None:
+                return v.value
+        if isinstance(v, Literal):
+            return v.value
+        if isinstance(v, ListValue):
+            return [self._to_json(x) for x in v.items]
+        if isinstance(v, ObjectValue):
+            return {k: self._to_json(x) for k, x in v.entries}
+        return value_to_json(v)
+
+    def _flush_bad(self) -> None:
+        ctx = self.ctx
+        if ctx.bad:
+            for _, diag in ctx.bad.values():
+                ctx.diags.append(diag)
+            ctx.bad.clear()
+        if ctx.raw:
+            ctx.raw.clear()
+
+    def _drop_pending(self) -> None:
+        self.ctx.bad.clear()
+        self.ctx.raw.clear()
+
+    # -- values -----------------------------------------------------------
+
+    def string(self, c):
+        tok = c[0]
+        span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
+        try:
+            text = _decode_string(tok)
+        except ValueError as e:
+            v = Literal(str(tok)[1:-1], span)
+            self.ctx.bad[id(v)] = (v, Diagnostic("E001", f"invalid string literal: {e}", span))
+            return v
+        if "†" not in text:
+            return Literal(text, span)
+        try:
+            v = parse_string_value(text, span)
+        except ReferenceSyntaxError as e:
+            v = Literal(text, span)
+            col = tok.column + 1 + e.offset if "\\" not in tok else tok.column
+            col = min(col, tok.end_column - 1)
+            self.ctx.bad[id(v)] = (v, Diagnostic(
+                "E105", f"{e} (write '††' for a literal dagger)", Span(tok.line, col, tok.line, col + 1)))
+        self.ctx.raw[id(v)] = (v, text)
+        return v
+
+    def number(self, c):
+        tok = c[0]
+        span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
+        try:
+            if "." in tok or "e" in tok or "E" in tok:
+                val: Any = float(tok)
+                if val != val or val in (float("inf"), float("-inf")):
+                    raise ValueError("out of range")
+            else:
+                val = int(tok)
+        except ValueError:
+            self._err("E001", f"number {str(tok)[:30]!r} is out of range", span)
+            val = 0
+        return Literal(val, span)
+
+    def bare(self, c):
+        tok = c[0]
+        span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
+        name = str(tok)
+        if name in _BARE_CONSTANTS:
+            return Literal(_BARE_CONSTANTS[name], span)
+        v = Literal(name, span)
+        self.ctx.bad[id(v)] = (v, Diagnostic(
+            "E001",
+            f"bare word {name!r} is not a value; quote it (\"{name}\") or write a reference "
+            f"such as †state.{name}", span))
+        return v
+
+    def ref(self, c):
+        tok = c[0]
+        span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
+        text = str(tok)
+        if "{" in text or "[" in text:
+            return parse_reference(text, span, "†$")
+        parts = text[1:].split(".")
+        return Reference(parts[0], tuple(parts[1:]), span)
+
+    def _refs(self, toks):
+        out = []
+        for tok in toks:
+            if tok.type == "REF":
+                out.append(self.ref((tok,)))
+        return tuple(out)
+
+    def or_expr(self, c):
+        refs = self._refs(c)
+        return Expression("||", refs, _join(refs[0].span, refs[-1].span))
+
+    def and_expr(self, c):
+        refs = self._refs(c)
+        return Expression("&&", refs, _join(refs[0].span, refs[-1].span))
+
+    def badref(self, c):
+        tok = c[0]
+        span = _tspan(tok)
+        v = Literal(str(tok), span)
+        self.ctx.bad[id(v)] = (v, Diagnostic(
+            "E105", f"malformed reference {str(tok)!r}: expected †kind.name.name[index] "
+            "(`$` is the ASCII alias of `†`)", span))
+        self.ctx.raw[id(v)] = (v, str(tok))
+        return v
+
+    def list(self, c):
+        return ListValue(tuple(c[1:-1]), _join(_tspan(c[0]), _tspan(c[-1])))
+
+    def pair(self, c):
+        k = c[0]
+        if k.type == "STRING":
+            try:
+                key = _decode_string(k)
+            except ValueError as e:
+                self._err("E001", f"invalid string literal: {e}", _tspan(k))
+                key = str(k)[1:-1]
+        else:
+            key = str(k)
+        return (key, c[1], k)
+
+    def object(self, c):
+        pairs = c[1:-1]
+        entries = tuple((k, v) for k, v, _ in pairs)
+        if len(pairs) > 1:
+            seen = set()
+            for k, _, tok in pairs:
+                if k in seen:
+                    self._err("E108", f"duplicate key {k!r} in object", _tspan(tok))
+                seen.add(k)
+        return ObjectValue(entries, _join(_tspan(c[0]), _tspan(c[-1])))
+
+    # -- statements -------------------------------------------------------
+
+    def header(self, c):
+        tok, value = c
+        name = str(tok)
+        span = _join(_tspan(tok), value.span)
+        data = self._to_json(value)
+        self._drop_pending()
+        ctx = self.ctx
+        if name not in HEADER_FIELDS:
+            hint = get_close_matches(name, HEADER_FIELDS, 1)
+            msg = f"unknown header field {name!r}; expected one of {', '.join(HEADER_FIELDS)}"
+            if hint:
+                msg += f" (did you mean {hint[0]!r}?)"
+            if name == "tool":
+                msg += "; declare tools as `tool name = {...}`"
+            self._err("E107", msg, _tspan(tok))
+            return
+        if name in ctx.header_spans:
+            prev = ctx.header_spans[name]
+            self._err("E108", f"duplicate header field {name!r} (first set on line {prev.line})", _tspan(tok))
+            return
+        if name in ("goal", "id"):
+            if not isinstance(data, str):
+                self._err("E107", f"header field {name!r} must be a string, got {_type_name(data)}", value.span)
+                return
+        elif name == "mode":
+            if not isinstance(data, str) or data.lower() not in ("eager", "lazy"):
+                self._err("E107", f"mode must be 'eager' or 'lazy', got {data!r}", value.span)
+                return
+            data = Mode(data.lower())
+        else:
+            if data is not None and not isinstance(data, (dict, bool)):
+                self._err("E107", f"header field {name!r} must be a JSON Schema object, got {_type_name(data)}",
+                          value.span)
+                return
+        ctx.header[name] = data
+        ctx.header_spans[name] = span
+
+    def tooldecl(self, c):
+        kw, ntok, value = c
+        data = self._to_json(value)
+        self._drop_pending()
+        if str(kw) != "tool":
+            self._err("E001", f"unexpected {_describe(ntok)} after {str(kw)!r}; "
+                      f"a call needs '(' and a tool declaration starts with 'tool'", _tspan(ntok))
+            return
+        if ntok.type == "STRING":
+            try:
+                name = _decode_string(ntok)
+            except ValueError:
+                name = str(ntok)[1:-1]
+        else:
+            name = str(ntok)
+        span = _join(_tspan(kw), value.span)
+        if not isinstance(data, dict):
+            self._err("E109", f"tool declaration {name!r} must be an object "
+                      "{description, input, output, risk, latent}", value.span)
+            return
+        kwargs: dict[str, Any] = {}
+        ok = True
+        for k, v in data.items():
+            if k == "description":
+                if not isinstance(v, str):
+                    self._err("E109", f"tool {name!r}: description must be a string", value.span)
+                    ok = False
+                else:
+                    kwargs["description"] = v
+            elif k in ("input", "output"):
+                if v is not None and not isinstance(v, (dict, bool)):
+                    self._err("E109", f"tool {name!r}: {k} must be a JSON Schema object", value.span)
+                    ok = False
+                else:
+                    kwargs[k + "_schema"] = v
+            elif k == "risk":
+                try:
+                    kwargs["risk"] = Risk.parse(v) if isinstance(v, str) else Risk(-1)
+                except ValueError:
+                    self._err("E109", f"tool {name!r}: risk must be one of none, low, medium, high, "
+                              f"critical, got {v!r}", value.span)
+                    ok = False
+            elif k == "latent":
+                if not isinstance(v, bool):
+                    self._err("E109", f"tool {name!r}: latent must be true or false", value.span)
+                    ok = False
+                else:
+                    kwargs["latent"] = v
+            else:
+                self._err("E109", f"tool {name!r}: unknown field {k!r}; expected description, input, "
+                          "output, risk, latent", value.span)
+                ok = False
+        if not ok:
+            return
+        if name in self.ctx.tools:
+            self._err("E108", f"duplicate declaration of tool {name!r}", _tspan(ntok))
+            return
+        self.ctx.tools[name] = ToolDecl(name, span=span, **kwargs)
+
+    def ret(self, c):
+        kw, value = c
+        if str(kw) != "return":
+            self._drop_pending()
+            self._err("E001", f"unexpected value after {str(kw)!r}; expected '(' (a call), '=' "
+                      "(a header field) or ':' (a label)", value.span)
+            return
+        self._flush_bad()
+        ctx = self.ctx
+        if ctx.output_seen:
+            self._err("E108", "duplicate 'return' statement", _tspan(kw))
+            return
+        ctx.output_seen = True
+        ctx.output = value
+
+    # -- calls ------------------------------------------------------------
+
+    def decorator(self, c):
+        tok = c[0]
+        args: list = []
+        kwargs: dict = {}
+        end = tok
+        dup = None
+        for ch in c[1:]:
+            if type(ch) is Token:
+                end = ch
+            elif type(ch) is tuple:
+                if ch[0] in kwargs:
+                    dup = ch
+                kwargs[ch[0]] = self._to_json(ch[1])
+            else:
+                args.append(self._to_json(ch))
+        if dup is not None:
+            self._err("E108", f"duplicate argument {dup[0]!r} in @{str(tok)[1:]}", _join(dup[2], dup[1].span))
+        return ("@", str(tok)[1:], args, kwargs, _join(_tspan(tok), _tspan(end)), c[1:] != [])
+
+    def dkwarg(self, c):
+        return (str(c[0]), c[1], _tspan(c[0]))
+
+    def darg(self, c):
+        return c[0]
+
+    def label(self, c):
+        return ("label", str(c[0]), _tspan(c[0]))
+
+    def output(self, c):
+        first, last = c[0], c[-1]
+        method = OutputMethod.SET
+        if last.type == "SETOP":
+            method = SETOPS[str(last)]
+            c = c[:-1]
+        span = _join(_tspan(first), _tspan(c[-1]))
+        if first.type == "BADREF":
+            self._err("E106", f"malformed output path {str(first)!r}: expected †kind.name.name[index]",
+                      _tspan(first))
+            return None
+        if len(c) == 1:
+            return OutputTarget((self.ref((first,)),), None, method, span)
+        op = "||" if c[1].type == "OROR" else "&&"
+        return OutputTarget(self._refs(c), op, method, span)
+
+    def arg(self, c):
+        tok, value = c
+        name = str(tok)
+        if name[0] == "_":
+            return ("meta", name, value, _join(_tspan(tok), value.span), tok)
+        return Param(name, value, Span(tok.line, tok.column, value.span.end_line, value.span.end_column))
+
+    def qarg(self, c):
+        tok, value = c
+        try:
+            name = _decode_string(tok)
+        except ValueError as e:
+            self._err("E001", f"invalid string literal: {e}", _tspan(tok))
+            name = str(tok)[1:-1]
+        return Param(name, value, _join(_tspan(tok), value.span))
+
+    def call_stmt(self, c):
+        fields: dict[str, Any] = {}
+        spans: list[tuple[str, Span]] = []
+        params: list[Param] = []
+        attrs: list = []
+        output = None
+        out_seen = False
+        tool_tok = None
+        start = None
+        end = None
+        inline = None
+        it = iter(c)
+        for ch in it:
+            tp = type(ch)
+            if tp is Param:
+                params.append(ch)
+            elif tp is Token:
+                tt = ch.type
+                if tt == "RPAR":
+                    end = _tspan(ch)
+                elif tt == "LPAR":
+                    pass
+                elif tt == "ARROW":
+                    inline = next(it)
+                    end = inline.span
+                else:
+                    tool_tok = ch
+                    if start is None:
+                        start = _tspan(ch)
+            elif tp is tuple:
+                if ch[0] == "meta":
+                    attrs.append(ch)
+                else:
+                    if start is None:
+                        start = ch[-1] if ch[0] == "label" else ch[4]
+                    attrs.append(ch)
+            elif tp is OutputTarget:
+                output = ch
+                out_seen = True
+                if start is None:
+                    start = ch.span
+            elif ch is None:  # malformed output path, already reported
+                out_seen = True
+        if tool_tok.type == "STRING":
+            try:
+                tool = _decode_string(tool_tok)
+            except ValueError:
+                tool = str(tool_tok)[1:-1]
+        else:
+            tool = str(tool_tok)
+        tool_span = _tspan(tool_tok)
+        span = _join(start, end)
+        if output is not None:
+            spans.append(("_outputPath", output.span))
+        if inline is not None:
+            fields["inline_output"] = inline
+            spans.append(("_output", inline.span))
+        if attrs:
+            out_method_attr = None
+            for a in attrs:
+                kind = a[0]
+                if kind == "label":
+                    self._set(fields, spans, "_id", a[1], a[2])
+                elif kind == "@":
+                    self._decorator(fields, spans, a)
+                else:  # meta kwarg
+                    _, name, value, aspan, tok = a
+                    if name not in META_KWARGS:
+                        hint = get_close_matches(name, sorted(META_KWARGS), 1)
+                        msg = f"unknown meta-property {name!r}"
+                        if hint:
+                            msg += f"; did you mean {hint[0]!r}?"
+                        msg += " (quote the name, \"" + name + "\"=..., for a parameter starting with '_')"
+                        self._err("E104", msg, _tspan(tok))
+                        continue
+                    if name == "_output":
+                        if "inline_output" in fields:
+                            self._err("E108", "inline output given twice ('->' and _output)", aspan)
+                            continue
+                        fields["inline_output"] = value
+                        spans.append(("_output", aspan))
+                    elif name == "_outputPath":
+                        if out_seen:
+                            self._err("E108", "output path given twice", aspan)
+                            continue
+                        out_seen = True
+                        output = self._meta_output(value, aspan)
+                        if output is not None:
+                            spans.append(("_outputPath", aspan))
+                    elif name == "_outputMethod":
+                        data = self._to_json(value)
+                        if not isinstance(data, str) or data not in {m.value for m in OutputMethod}:
+                            self._err("E103", "_outputMethod must be one of "
+                                      + ", ".join(m.value for m in OutputMethod) + f", got {data!r}", aspan)
+                            continue
+                        out_method_attr = (OutputMethod(data), aspan)
+                    else:
+                        self._set(fields, spans, name, self._to_json(value), aspan)
+            if out_method_attr is not None:
+                if output is None:
+                    if not out_seen:
+                        self._err("E103", "_outputMethod without an output path", out_method_attr[1])
+                else:
+                    output = OutputTarget(output.paths, output.op, out_method_attr[0], output.span)
+                    spans.append(("_outputMethod", out_method_attr[1]))
+        if len(params) > 1:
+            seen = set()
+            for p in params:
+                if p.name in seen:
+                    self._err("E108", f"duplicate parameter {p.name!r} in call to {tool!r}", p.span)
+                seen.add(p.name)
+        self._flush_bad()
+        call = Call(tool, tuple(params), output, span=span, tool_span=tool_span,
+                    attr_spans=tuple(spans), **fields)
+        self.ctx.calls.append(call)
+
+    def _meta_output(self, value: Any, span: Span) -> OutputTarget | None:
+        if isinstance(value, Reference):
+            self.ctx.raw.pop(id(value), None)
+            return OutputTarget((value,), None, OutputMethod.SET, value.span)
+        if isinstance(value, Expression):
+            self.ctx.raw.pop(id(value), None)
+            return OutputTarget(value.operands, value.op, OutputMethod.SET, value.span)
+        if id(value) not in self.ctx.bad:
+            self._err("E106", "_outputPath must be a reference such as \"†state.x\" or an expression "
+                      "\"†state.a || †state.b\"", span)
+        return None
+
+    def _decorator(self, fields, spans, a) -> None:
+        _, name, args, kwargs, span, has_parens = a
+        attr = DECORATORS.get(name)
+        if attr is None:
+            hint = get_close_matches(name, list(DECORATORS), 1)
+            msg = f"unknown decorator @{name}; expected one of " + ", ".join("@" + d for d in DECORATORS)
+            if hint:
+                msg = f"unknown decorator @{name}; did you mean @{hint[0]}?"
+            self._err("E104", msg, span)
+            return
+        if attr in ("_after", "_scopes"):
+            if kwargs:
+                self._err("E103", f"@{name} takes names, not keyword arguments", span)
+                return
+            self._set(fields, spans, attr, args, span)
+            return
+        if attr == "_modelHint":
+            if kwargs and args:
+                self._err("E103", "@model takes keyword arguments or one value, not both", span)
+                return
+            if kwargs:
+                self._set(fields, spans, attr, kwargs, span)
+            elif len(args) == 1:
+                self._set(fields, spans, attr, args[0], span)
+            elif not args:
+                self._set(fields, spans, attr, {}, span)
+            else:
+                self._err("E103", "@model takes keyword arguments or one value", span)
+            return
+        if attr == "_retry" and kwargs:
+            if args:
+                self._err("E103", "@retry takes a number of attempts or keyword arguments, not both", span)
+                return
+            self._set(fields, spans, attr, kwargs, span)
+            return
+        if kwargs or len(args) != 1:
+            self._err("E103", f"@{name} takes exactly one value", span)
+            return
+        self._set(fields, spans, attr, args[0], span)
+
+    def _set(self, fields, spans, attr: str, data: Any, span: Span) -> None:
+        """Validate one attribute given in JSON form and store it on the call fields."""
+        field_name, value, err = _convert_attr(attr, data)
+        if err:
+            self._err("E103", err, span)
+            return
+        if field_name in fields:
+            self._err("E108", f"attribute {attr} given twice", span)
+            return
+        fields[field_name] = value
+        spans.append((attr, span))
+
+
+def _convert_attr(attr: str, data: Any) -> tuple[str, Any, str | None]:
+    """(field name, value, error message) for an attribute in its JSON spelling."""
+    if attr in ("_id", "_activity", "_instance", "_delegate", "_reasoningForCall", "_successCriterion"):
+        fname = {"_id": "id", "_activity": "activity", "_instance": "instance", "_delegate": "delegate",
+                 "_reasoningForCall": "reasoning", "_successCriterion": "success_criterion"}[attr]
+        if not isinstance(data, str):
+            return fname, None, f"{attr} must be a string, got {_type_name(data)}"
+        return fname, data, None
+    if attr == "_risk":
+        if not isinstance(data, str):
+            return "risk", None, f"_risk must be a level name, got {_type_name(data)}"
+        try:
+            return "risk", Risk.parse(data), None
+        except ValueError as e:
+            return "risk", None, str(e)
+    if attr == "_timeout":
+        if not _is_number(data) or not data > 0:
+            return "timeout", None, f"_timeout must be a positive number of seconds, got {data!r}"
+        return "timeout", data, None
+    if attr in ("_after", "_scopes"):
+        fname = "after" if attr == "_after" else "scopes"
+        if isinstance(data, str):
+            data = [data]
+        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+            return fname, None, f"{attr} must be a list of names"
+        return fname, tuple(data), None
+    if attr == "_modelHint":
+        return "model_hint", data, None
+    if attr == "_retry":
+        if _is_number(data) and isinstance(data, int):
+            if data < 1:
+                return "retry", None, "_retry must be at least 1 attempt"
+            return "retry", RetryPolicy(max_attempts=data), None
+        if isinstance(data, dict):
+            kw: dict[str, Any] = {}
+            for k, v in data.items():
+                if k not in _RETRY_KEYS:
+                    return "retry", None, f"unknown retry setting {k!r}; expected one of {', '.join(_RETRY_KEYS)}"
+                if k == "max_attempts":
+                    if not (_is_number(v) and isinstance(v, int) and v >= 1):
+                        return "retry", None, "max_attempts must be an integer >= 1"
+                elif k in ("interval", "backoff_rate"):
+                    if not (_is_number(v) and v >= 0):
+                        return "retry", None, f"{k} must be a non-negative number"
+                elif k == "max_delay":
+                    if v is not None and not (_is_number(v) and v >= 0):
+                        return "retry", None, "max_delay must be a non-negative number"
+                elif k == "jitter":
+                    if not isinstance(v, bool):
+                        return "retry", None, "jitter must be true or false"
+                elif k == "errors":
+                    if isinstance(v, str):
+                        v = [v]
+                    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                        return "retry", None, "errors must be a list of error names"
+                    v = tuple(v)
+                kw[k] = v
+            return "retry", RetryPolicy(**kw), None
+        return "retry", None, f"_retry must be a number of attempts or an object, got {_type_name(data)}"
+    return attr, None, f"unknown attribute {attr}"
+
+
+# ---------------------------------------------------------------------------
+# Lark instance
+
+
+def _grammar_text() -> str:
+    try:
+        from importlib.resources import files
+
+        res = files("sophon_dsl").joinpath("_grammar", "sophon.lark")
+        if res.is_file():
+            return res.read_text(encoding="utf-8")
+    except Exception:  # pragma: no cover - not an installed wheel
+        pass
+    here = Path(__file__).resolve()
+    return (here.parents[2] / "grammar" / "sophon.lark").read_text(encoding="utf-8")
+
+
+_LOCK = threading.Lock()
+_PARSER: Lark | None = None
+_BUILDER: _Builder | None = None
+
+
+def _get_parser() -> tuple[Lark, _Builder]:
+    global _PARSER, _BUILDER
+    if _PARSER is None:
+        builder = _Builder()
+        _PARSER = Lark(
+            _grammar_text(),
+            parser="lalr",
+            lexer="basic",
+            postlex=_PostLex(),
+            transformer=builder,
+            maybe_placeholders=False,
+            propagate_positions=False,
+        )
+        _BUILDER = builder
+    assert _BUILDER is not None
+    return _PARSER, _BUILDER
+
+
+# ---------------------------------------------------------------------------
+# Errors
+
+
+def _describe(tok: Any) -> str:
+    t = getattr(tok, "type", None)
+    if t == "$END":
+        return "end of input"
+    if t == "_NL":
+        return "end of line" if str(tok) != ";" else "';'"
+    text = str(tok)
+    if len(text) > 30:
+        text = text[:27] + "..."
+    name = _TOKEN_NAMES.get(t or "", "token").split(" ", 1)[-1]
+    if t in ("NAME", "DOTTED", "STRING", "NUMBER", "REF", "DECO", "BADREF"):
+        return f"{name} {text!r}" if t != "DECO" else f"decorator {text}"
+    return f"{text!r}"
+
+
+def _expected(names) -> str:
+    shown = []
+    for n in sorted(set(names)):
+        d = _TOKEN_NAMES.get(n)
+        if d is None or n in ("BADREF", "_SEMI"):
+            continue
+        if d not in shown:
+            shown.append(d)
+    if not shown:
+        return ""
+    if len(shown) > 8:
+        shown = shown[:8] + ["..."]
+    return "; expected " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1])
+
+
+def _syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
+    line = getattr(e, "line", None)
+    col = getattr(e, "column", None)
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else ""
+        if ch in "\"'":
+            msg = "unterminated string literal (strings end on the same line; write \\n for a line break)"
+        elif ch == "@":
+            msg = "'@' must be followed by a decorator name"
+        else:
+            msg = f"unexpected character {ch!r}"
+        allowed = getattr(e, "allowed", None) or ()
+        if ch not in "\"'" and allowed:
+            msg += _expected(allowed)
+    elif isinstance(e, UnexpectedToken):
+        tok = e.token
+        expected = e.expected
+        try:
+            if e.interactive_parser is not None:
+                expected = e.interactive_parser.accepts() or expected
+        except Exception:
+            pass
+        msg = f"unexpected {_describe(tok)}" + _expected(expected)
+        if tok.type == "$END":
+            line, col = _end_position(lines)
+        else:
+            line, col = tok.line, tok.column
+    elif isinstance(e, UnexpectedEOF):
+        msg = "unexpected end of input" + _expected(getattr(e, "expected", ()) or ())
+        line, col = _end_position(lines)
+    else:  # pragma: no cover
+        msg = str(e)
+    line, col = _clamp(line, col, lines)
+    return Diagnostic("E001", msg, Span(line, col, line, col + 1))
+
+
+def _end_position(lines: list[str]) -> tuple[int, int]:
+    n = len(lines)
+    while n > 1 and not lines[n - 1].strip():
+        n -= 1
+    return n, len(lines[n - 1]) + 1
+
+
+def _clamp(line: Any, col: Any, lines: list[str]) -> tuple[int, int]:
+    if not isinstance(line, int) or line < 1:
+        line = 1
+    if line > len(lines):
+        line = len(lines)
+    if not isinstance(col, int) or col < 1:
+        col = 1
+    col = min(col, len(lines[line - 1]) + 1)
+    return line, col
+
+
+def _resume_line(lines: list[str], after: int) -> int | None:
+    """Index (0-based) of the first line after ``after`` (1-based) that looks like a new statement."""
+    for i in range(max(after, 0), len(lines)):
+        s = lines[i]
+        if s and s[0] not in " \t\r\f)]},#;" and not s.startswith("->"):
+            return i
+    return None
+
+
+def _clamp_diag(d: Diagnostic, lines: list[str]) -> Diagnostic:
+    s = d.span
+    if s is None:
+        return d
+    line, col = _clamp(s.line, s.column, lines)
+    eline, ecol = _clamp(s.end_line, s.end_column, lines)
+    if (eline, ecol) < (line, col):
+        eline, ecol = line, col
+    if (line, col, eline, ecol) == (s.line, s.column, s.end_line, s.end_column):
+        return d
+    return Diagnostic(d.code, d.message, Span(line, col, eline, ecol), d.file, d.path, d.severity, d.related)
+
+
+# ---------------------------------------------------------------------------
+# Public API
+
+
+def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic]]:
+    """Parse DSL text into a :class:`Plan` and diagnostics. Never raises."""
+    if not isinstance(text, str):
+        try:
+            text = text.decode("utf-8")  # type: ignore[union-attr]
+        except Exception:
+            text = str(text)
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]
+    with _LOCK:
+        parser, builder = _get_parser()
+        ctx = builder.ctx = _Ctx()
+        try:
+            _run(parser, builder, text)
+        except Exception as e:  # pragma: no cover - defensive
+            ctx.diags.append(Diagnostic("E001", f"cannot parse: {type(e).__name__}: {e}", Span(1, 1, 1, 2)))
+        finally:
+            builder.ctx = _Ctx()
+    diags = ctx.diags
+    lines = text.split("\n")
+    diags = [_clamp_diag(d, lines) for d in diags]
+    if file is not None:
+        diags = [d.with_file(file) for d in diags]
+    diags.sort(key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
+    h = ctx.header
+    try:
+        plan = Plan(
+            calls=tuple(ctx.calls),
+            goal=h.get("goal"),
+            mode=h.get("mode", Mode.EAGER),
+            id=h.get("id"),
+            input_schema=h.get("input"),
+            state_schema=h.get("state"),
+            output_schema=h.get("output"),
+            tools=tuple(ctx.tools.values()),
+            output=ctx.output,
+            file=file,
+            source=text,
+            form="dsl",
+        )
+    except Exception as e:  # pragma: no cover - defensive
+        diags.append(Diagnostic("E001", f"cannot build plan: {e}", Span(1, 1, 1, 2), file))
+        plan = Plan(file=file, source=text, form="dsl")
+    return plan, diags
+
+
+def _run(parser: Lark, builder: _Builder, text: str) -> None:
+    ctx = builder.ctx
+    lines: list[str] | None = None
+    chunk = text
+    errors = 0
+    while True:
+        try:
+            parser.parse(chunk)
+            return
+        except UnexpectedInput as e:
+            if lines is None:
+                lines = text.split("\n")
+            ctx.diags.append(_syntax_diag(e, chunk, lines))
+            ctx.bad.clear()
+            ctx.raw.clear()
+            errors += 1
+            if errors >= _MAX_ERRORS or isinstance(e, UnexpectedEOF):
+                return
+            if isinstance(e, UnexpectedToken) and e.token.type == "$END":
+                return
+            line = getattr(e, "line", None)
+            if isinstance(e, UnexpectedToken):
+                line = e.token.line
+            if not isinstance(line, int) or line < 1:
+                return
+            nxt = _resume_line(lines, line)
+            if nxt is None:
+                return
+            chunk = "\n" * nxt + "\n".join(lines[nxt:])
+        except RecursionError:
+            ctx.diags.append(Diagnostic("E001", "values are nested too deeply", Span(1, 1, 1, 2)))
+            return
