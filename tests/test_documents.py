@@ -360,7 +360,7 @@ plans = st.builds(
     output=st.one_of(st.none(), values.filter(lambda v: v != Literal(None) or not isinstance(v, Literal))))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans)
 def test_round_trip_json_and_yaml(plan):
     if isinstance(plan.output, Literal) and plan.output.value is None:
