@@ -634,12 +634,17 @@ class _Compiler:
                 what = f"activity '{call.activity}'" if call.activity else f"activity tool '{call.tool}'"
                 self.diag("E402", f"call {cid} has an inline _output but runs {what}; only latent "
                                   f"calls carry their output inline", out_span)
-            elif (self.plan.mode is Mode.EAGER and call.output is not None
-                  and call.output.is_branching):
-                self.diag("W401", f"latent call {cid} has an inline _output but a branching output "
-                                  f"path ({' || '.join(r.text() for r in call.output.paths)}); in "
-                                  f"eager mode the branch collapses: write the single path taken",
-                          call.output.span or out_span)
+        if (self.plan.mode is Mode.EAGER and spec is not None and latent and not is_activity
+                and call.output is not None and call.output.is_branching):
+            alts = " || ".join(r.text() for r in call.output.paths)
+            if call.inline_output is not None:
+                why = "its inline _output was produced on one branch only"
+            else:
+                why = "the model resolves the call while planning and picks one alternative"
+            self.diag("W401", f"latent call {cid} has a branching output path ({alts}) in eager "
+                              f"mode; the branch collapses ({why}): write the single path taken, "
+                              f"or use lazy mode to keep the branch",
+                      call.output.span or self.call_span(i))
         if (self.require_executor and spec is not None and latent and not is_activity
                 and call.inline_output is None):
             self.diag("E206", f"call {cid} uses latent tool '{call.tool}' (no implementation) "
