@@ -119,14 +119,18 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                  for k, v in (params or {}).items()}
 
         redirects: list[str] = []
+        await netguard.check_url_async(str(url), allow)  # the URL as written, before httpx parses it
         try:
-            current = httpx.URL(str(url), params=query or None)
+            current = httpx.URL(str(url))
+            if query:
+                current = current.copy_merge_params(query)
         except Exception as exc:
             raise ToolError("Http.InvalidUrl", f"invalid URL {url!r}: {exc}") from None
         transport = _make_transport(config, allow)
         async with httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False,
                                      timeout=httpx.Timeout(tmo)) as client:
             while True:
+                # every hop, as httpx parsed it (the first one was also checked as written)
                 await netguard.check_url_async(str(current), allow)
                 try:
                     req = client.build_request(method, current, headers=hdrs, content=content)

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from stdlib_tools import StdlibConfig, all_tools
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def tools_by_name(config: StdlibConfig, only: list[str] | None = None) -> dict[str, Any]:
+    return {t.name: t for t in all_tools(config, only=only)}
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    root = tmp_path / "sandbox"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def fake_dns(monkeypatch):
+    """Map host names to addresses in netguard's resolver; unknown names fail to resolve."""
+    from stdlib_tools import netguard
+    from stdlib_tools.errors import ToolError
+
+    table: dict[str, list[str]] = {}
+    calls: list[str] = []
+
+    def resolve(host: str, port: int | None = None) -> list[str]:
+        calls.append(host)
+        if host not in table:
+            raise ToolError("Http.DnsFailure", f"cannot resolve {host!r}")
+        value = table[host]
+        return list(value() if callable(value) else value)
+
+    monkeypatch.setattr(netguard, "resolve_host", resolve)
+    table_calls = table
+    table_calls["__calls__"] = calls  # type: ignore[assignment]
+    return table
