@@ -1,0 +1,230 @@
+"""Dry-run: run a plan with every tool mocked (like the Step Functions TestState API).
+
+Nothing real runs.  Each call answers from ``mocks`` (by call id first, then by
+tool name) or, failing that, from a sample derived from the tool's output
+schema.  A mock entry is ``{"result": ...}``, ``{"error": "Name"}`` /
+``{"error": {"error": ..., "cause": ...}}``, optionally with ``"latency"``
+(seconds), or a list of such entries answered in turn (the last repeats), so
+retries can be simulated.  Mocks files are YAML or JSON::
+
+    web.search: {result: {hits: [a, b]}, latency: 0.8}
+    s5: [{error: Tool.Timeout, latency: 30}, {result: {sent: true}, latency: 1}]
+
+The report gives the order, which calls would run in parallel, which branches
+are taken and which skipped (with reasons), the approvals that would be asked
+for, and the makespan predicted from the latencies (unbounded concurrency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..model import Plan, Risk
+from ..tools import ToolRegistry
+from .api import _risky_calls, prepare
+from .errors import ErrorInfo, RunError
+from .events import EventBus
+from .protocols import LatentRequest
+from .result import RunResult
+from .scheduler import RunOptions, Scheduler, retry_delay
+
+__all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "sample_from_schema"]
+
+
+def load_mocks(source: Any) -> dict:
+    """Mocks from a dict, a JSON/YAML file path, or JSON/YAML text."""
+    if source is None:
+        return {}
+    if isinstance(source, dict):
+        return source
+    text = None
+    if isinstance(source, (str, os.PathLike)) and os.path.exists(source):
+        text = Path(source).read_text(encoding="utf-8")
+    elif isinstance(source, str):
+        text = source
+    if text is None:
+        raise TypeError(f"cannot read mocks from {source!r}")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        import yaml
+
+        data = yaml.safe_load(text)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("a mocks file maps tool names or call ids to mock entries")
+    return data
+
+
+def sample_from_schema(schema: Any, root: Any = None, depth: int = 0) -> Any:
+    """A small value valid for common JSON Schemas (const, enum, default, examples, types)."""
+    root = root if root is not None else schema
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if "$ref" in schema and isinstance(schema["$ref"], str) and schema["$ref"].startswith("#/"):
+        node: Any = root
+        for part in schema["$ref"][2:].split("/"):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        return sample_from_schema(node, root, depth + 1)
+    for key in ("const", "default"):
+        if key in schema:
+            return schema[key]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if schema.get("examples"):
+        return schema["examples"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return sample_from_schema(schema[key][0], root, depth + 1)
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), typ[0] if typ else None)
+    if typ == "object" or (typ is None and "properties" in schema):
+        props = schema.get("properties", {})
+        return {k: sample_from_schema(v, root, depth + 1) for k, v in props.items()}
+    if typ == "array":
+        n = max(int(schema.get("minItems", 1)), 1)
+        return [sample_from_schema(schema.get("items", {}), root, depth + 1) for _ in range(n)]
+    if typ == "string":
+        fmt = schema.get("format")
+        sample = {"date-time": "2025-01-01T00:00:00Z", "date": "2025-01-01", "email": "user@example.com",
+                  "uri": "https://example.com/", "uuid": "00000000-0000-0000-0000-000000000000"}.get(fmt, "string")
+        return sample + "x" * max(int(schema.get("minLength", 0)) - len(sample), 0)
+    if typ in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        return int(lo) + (1 if "exclusiveMinimum" in schema else 0) if typ == "integer" else lo
+    if typ == "boolean":
+        return False
+    return None
+
+
+@dataclass
+class DryRunReport:
+    status: str
+    order: list[str]
+    parallel_groups: list[list[str]]
+    schedule: list[dict]
+    branches: list[dict]
+    skipped: list[dict]
+    approvals: list[dict]
+    makespan: float
+    sequential_time: float
+    result: RunResult = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status, "order": self.order, "parallel_groups": self.parallel_groups,
+            "schedule": self.schedule, "branches": self.branches, "skipped": self.skipped,
+            "approvals": self.approvals, "predicted_makespan": round(self.makespan, 6),
+            "sequential_time": round(self.sequential_time, 6),
+            "calls": [c.to_json() for c in self.result.calls] if self.result else [],
+            "state": self.result.state if self.result else {},
+        }
+
+    def to_text(self) -> str:
+        lines = [f"dry-run: {self.status}; predicted makespan {self.makespan:.3f} s "
+                 f"(sequential {self.sequential_time:.3f} s)"]
+        if self.approvals:
+            lines.append("approval needed for: " + ", ".join(f"{a['id']} ({a['tool']}, {a['risk']})"
+                                                              for a in self.approvals))
+        for k, group in enumerate(self.parallel_groups, 1):
+            lines.append(f"  step {k}: " + ", ".join(group))
+        for b in self.branches:
+            lines.append(f"  branch {b['id']}: took {b['taken']}; not taken: {', '.join(b['not_taken']) or '-'}")
+        for s in self.skipped:
+            lines.append(f"  skipped {s['id']}: {s['reason']}")
+        return "\n".join(lines)
+
+
+class _MockExecutor:
+    def __init__(self, mocks: dict, registry: ToolRegistry):
+        self.mocks = mocks
+        self.registry = registry
+        self.seen: dict[str, int] = {}
+        self.latency: dict[str, list[float]] = {}
+
+    async def execute(self, request: LatentRequest) -> Any:
+        cid = request.call_id
+        entry = self.mocks.get(cid, self.mocks.get(request.call.tool))
+        k = self.seen.get(cid, 0)
+        self.seen[cid] = k + 1
+        if isinstance(entry, list):
+            entry = entry[min(k, len(entry) - 1)] if entry else None
+        if not isinstance(entry, dict) or not ({"result", "error", "latency"} & set(entry)):
+            entry = {"result": entry} if entry is not None else {}
+        self.latency.setdefault(cid, []).append(float(entry.get("latency", 0.0) or 0.0))
+        if "error" in entry and entry["error"] is not None:
+            err = entry["error"]
+            if isinstance(err, dict):
+                raise RunError(str(err.get("error", "Tool.Failed")), str(err.get("cause", "")))
+            raise RunError(str(err), "mocked error")
+        if "result" in entry:
+            return entry["result"]
+        spec = self.registry.get(request.call.tool)
+        schema = spec.output_schema if spec is not None else None
+        return sample_from_schema(schema) if schema else f"<{request.call.tool} result>"
+
+
+async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: Any = None, state: Any = None,
+                   retry: Any = None, approval_risk: Risk = Risk.MEDIUM) -> DryRunReport:
+    mocks = load_mocks(mocks)
+    prep = prepare(plan, tools, executor=object(), initial_kinds=["state"] if state is not None else ())
+    mock_reg = ToolRegistry([replace(s, func=None, is_async=False) for s in prep.registry.values()])
+    ex = _MockExecutor(mocks, prep.registry)
+
+    async def no_sleep(_d: float) -> None:
+        return None
+
+    opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
+    sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
+                      bus=EventBus(), analysis=prep.analysis)
+    result = await sched.run()
+    order = prep.analysis.topo_order() or list(range(len(prep.ids)))
+    start = [0.0] * len(order)
+    end = [0.0] * len(order)
+    sequential = 0.0
+    for i in order:
+        rec = result.calls[i]
+        lat = ex.latency.get(rec.id, [])
+        dur = sum(lat)
+        pol = sched._policy(i)
+        if pol is not None and rec.attempts > 1:
+            dur += sum(retry_delay(pol, k) for k in range(1, rec.attempts))
+        s = max((end[j] for j in sched.waited_on[i]), default=0.0)
+        start[i], end[i] = s, s + dur
+        sequential += dur
+    ran = [i for i in order if result.calls[i].status not in ("skipped", "cancelled")]
+    groups: dict[float, list[str]] = {}
+    for i in ran:
+        groups.setdefault(round(start[i], 9), []).append(prep.ids[i])
+    branches = []
+    for i, call in enumerate(prep.plan.calls):
+        if call.output is not None and call.output.is_branching:
+            rec = result.calls[i]
+            alts = [p.text() for p in call.output.paths]
+            branches.append({"id": rec.id, "taken": rec.branch,
+                             "not_taken": [a for a in alts if a != rec.branch]})
+    return DryRunReport(
+        status=result.status,
+        order=[prep.ids[i] for i in ran],
+        parallel_groups=[groups[k] for k in sorted(groups)],
+        schedule=[{"id": prep.ids[i], "start": round(start[i], 6), "end": round(end[i], 6),
+                   "status": result.calls[i].status} for i in order],
+        branches=branches,
+        skipped=[{"id": r.id, "reason": r.reason} for r in result.calls if r.status == "skipped"],
+        approvals=_risky_calls(prep, approval_risk),
+        makespan=max(end, default=0.0),
+        sequential_time=sequential,
+        result=result,
+    )
+
+
+def dry_run(plan: Any, tools: Any = None, **kw: Any) -> DryRunReport:
+    """Synchronous :func:`adry_run`: ``dry_run(plan, tools=None, mocks=None, input=None, state=None)``."""
+    return asyncio.run(adry_run(plan, tools, **kw))

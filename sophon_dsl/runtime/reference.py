@@ -1,0 +1,273 @@
+"""A reference interpreter: sequential, simple, obviously right.
+
+It shares no scheduling or state code with :mod:`.scheduler`: calls run one
+at a time in a topological order (smallest plan position first), every read
+re-folds the whole message log from the beginning, writers are found by
+comparing every pair of calls.  It exists to check the concurrent scheduler
+(tests/runtime/test_reference_agreement.py); it supports the same semantics
+except approval gates, timeouts, cancellation and events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+from typing import Any
+
+from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
+from ..tools import as_registry
+from .errors import REF_UNRESOLVED, TOOL_OUTPUT_INVALID, ErrorInfo, error_from_exception, matches
+from .protocols import Branch
+from .result import CallRecord, RunResult
+
+__all__ = ["reference_run", "areference_run"]
+
+_NOTHING = object()
+
+
+def _prefix_related(a: tuple, b: tuple) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _write(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any:
+    """Return root with value combined at path (works on a private deep copy)."""
+    if len(path) == 0:
+        old = root
+        if method == OutputMethod.SET or old is _NOTHING:
+            if method == OutputMethod.PUSH:
+                return [value]
+            if method == OutputMethod.CONCAT:
+                return list(value) if isinstance(value, list) else [value]
+            return value
+        if method == OutputMethod.MERGE:
+            def merge(a, b):
+                if isinstance(a, dict) and isinstance(b, dict):
+                    out = dict(a)
+                    for k in b:
+                        out[k] = merge(a[k], b[k]) if k in a else b[k]
+                    return out
+                return b
+            return merge(old, value)
+        if method == OutputMethod.ASSIGN:
+            return {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+        old_list = old if isinstance(old, list) else [old]
+        if method == OutputMethod.PUSH:
+            return old_list + [value]
+        return old_list + (value if isinstance(value, list) else [value])
+    head = path[0]
+    if isinstance(head, int):
+        lst = root if isinstance(root, list) else []
+        child = lst[head] if head < len(lst) else _NOTHING
+        while len(lst) <= head:
+            lst.append(None)
+        lst[head] = _write(child, path[1:], value, method)
+        return lst
+    obj = root if isinstance(root, dict) else {}
+    obj[head] = _write(obj.get(head, _NOTHING), path[1:], value, method)
+    return obj
+
+
+def _read(messages: list, kind: str, path: tuple) -> Any:
+    root: Any = _NOTHING
+    for m_kind, m_path, m_value, m_method in messages:
+        if m_kind == kind:
+            root = _write(copy.deepcopy(root) if root is not _NOTHING else _NOTHING, m_path,
+                          copy.deepcopy(m_value), m_method)
+    cur = root
+    for seg in path:
+        if isinstance(seg, int):
+            if isinstance(cur, list) and seg < len(cur):
+                cur = cur[seg]
+            else:
+                return _NOTHING
+        elif isinstance(cur, dict) and seg in cur:
+            cur = cur[seg]
+        else:
+            return _NOTHING
+    return copy.deepcopy(cur)
+
+
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, state: Any = None,
+                         retry: Any = None, executor: Any = None, validate_output: bool = True) -> RunResult:
+    registry = as_registry(tools).with_plan_decls(plan.tools)
+    calls = list(plan.calls)
+    n = len(calls)
+    ids = plan.call_ids()
+    messages: list = []
+    if input is not None:
+        messages.append(("input", (), copy.deepcopy(input), OutputMethod.SET))
+    if state is not None:
+        messages.append(("state", (), copy.deepcopy(state), OutputMethod.SET))
+    outputs = [[r.key for r in c.output.paths] if c.output else [] for c in calls]
+
+    def writers(i: int, key: tuple) -> list[int]:
+        return [j for j in range(n) if j != i and any(_prefix_related(key, k) for k in outputs[j])]
+
+    deps = []
+    for i, c in enumerate(calls):
+        d = {ids.index(a) for a in c.after if a in ids and ids.index(a) != i}
+        vals = [p.value for p in c.params] + ([c.inline_output] if c.inline_output is not None else [])
+        for v in vals:
+            for r in _refs(v):
+                d.update(writers(i, r.key))
+        deps.append(d)
+    # topological order, smallest position first
+    order, done = [], set()
+    while len(order) < n:
+        ready = [i for i in range(n) if i not in done and deps[i] <= done]
+        if not ready:
+            raise ValueError("dependency cycle")
+        order.append(ready[0])
+        done.add(ready[0])
+
+    recs = [CallRecord(ids[i], c.tool, i) for i, c in enumerate(calls)]
+    wrote: list[list[tuple]] = [[] for _ in range(n)]
+
+    for i in order:
+        call, rec = calls[i], recs[i]
+        broken: list[str] = []
+        missing: list[str] = []
+        for a in call.after:
+            j = ids.index(a)
+            if recs[j].status != "succeeded" and not recs[j].caught:
+                broken.append(a)
+
+        def ref_value(r: Reference):
+            ws = writers(i, r.key)
+            if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
+                return "broken", None
+            v = _read(messages, r.kind, r.path)
+            return ("missing", None) if v is _NOTHING else ("has", v)
+
+        def ev(v: Any) -> Any:
+            if isinstance(v, Literal):
+                return v.value
+            if isinstance(v, ListValue):
+                return [ev(x) for x in v.items]
+            if isinstance(v, ObjectValue):
+                return {k: ev(x) for k, x in v.entries}
+            if isinstance(v, Reference):
+                st, val = ref_value(v)
+                if st == "broken":
+                    broken.append(v.text())
+                elif st == "missing":
+                    missing.append(v.text())
+                return val
+            if isinstance(v, Template):
+                out = ""
+                for part in v.parts:
+                    out += part if isinstance(part, str) else _text(ev(part))
+                return out
+            if isinstance(v, Expression):
+                if v.op == "&&":
+                    return [ev(r) for r in v.operands][-1]
+                states = [ref_value(r) for r in v.operands]
+                for st, val in states:
+                    if st == "has":
+                        return val
+                if any(st == "broken" for st, _ in states):
+                    broken.append(v.text())
+                else:
+                    missing.append(v.text())
+                return None
+            raise TypeError(v)
+
+        args = {p.name: ev(p.value) for p in call.params}
+        inline = ev(call.inline_output) if call.inline_output is not None else None
+        if broken:
+            rec.status, rec.reason = "skipped", "broken input: " + ", ".join(broken)
+            continue
+        if missing:
+            rec.status, rec.error = "failed", ErrorInfo(REF_UNRESOLVED, ", ".join(missing))
+            continue
+
+        spec = registry.get(call.tool)
+        policy = call.retry
+        if policy is None and retry is not None:
+            policy = retry if not isinstance(retry, dict) else retry.get(call.tool)
+        max_attempts = policy.max_attempts if policy else 1
+        while True:
+            rec.attempts += 1
+            err = None
+            target = 0
+            try:
+                if call.inline_output is not None:
+                    result = inline
+                elif spec is not None and spec.func is not None:
+                    result = spec.func(**copy.deepcopy(args))
+                    if inspect.isawaitable(result):
+                        result = await result
+                else:
+                    result = await executor.execute(args)  # pragma: no cover - minimal
+                if isinstance(result, Branch):
+                    paths = call.output.paths if call.output else ()
+                    t = result.target
+                    names = [p.text("") for p in paths]
+                    target = t if isinstance(t, int) else (names.index(str(t).lstrip("†$"))
+                                                           if str(t).lstrip("†$") in names else -1)
+                    if not (0 <= target < len(paths)) or (target > 0 and call.output.op != "||"):
+                        raise _Invalid(f"bad branch {t!r}")
+                    result = result.value
+                result = json.loads(json.dumps(result))
+                if validate_output and spec is not None and call.inline_output is None and spec.output_schema:
+                    import jsonschema
+                    try:
+                        jsonschema.validate(result, spec.output_schema)
+                    except jsonschema.ValidationError as exc:
+                        raise _Invalid(exc.message) from None
+            except _Invalid as exc:
+                err = ErrorInfo(TOOL_OUTPUT_INVALID, str(exc))
+            except Exception as exc:  # noqa: BLE001
+                err = error_from_exception(exc)
+            if err is None:
+                out = call.output
+                if out is not None:
+                    if out.op == "&&":
+                        targets = list(out.paths)
+                    else:
+                        targets = [out.paths[target]]
+                    for p in targets:
+                        messages.append((p.kind, p.path, copy.deepcopy(result), out.method))
+                        wrote[i].append(p.key)
+                rec.status = "succeeded"
+                break
+            if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
+                continue
+            rec.status, rec.error = "failed", err
+            if call.output is not None and call.output.op == "||" and len(call.output.paths) > 1:
+                catch = call.output.paths[-1]
+                messages.append((catch.kind, catch.path, err.to_json(), call.output.method))
+                wrote[i].append(catch.key)
+                rec.caught = True
+            break
+
+    kinds = []
+    for kind, *_ in messages:
+        if kind != "input" and kind not in kinds:
+            kinds.append(kind)
+    final = {k: _read(messages, k, ()) for k in kinds}
+    final = {k: v for k, v in final.items() if v is not _NOTHING}
+    status = "failed" if any(r.status == "failed" and not r.caught for r in recs) else "succeeded"
+    log = [{"kind": k, "path": list(p), "value": v, "method": m.value} for k, p, v, m in messages]
+    return RunResult(status, final, None, recs, log, plan.id or "plan", plan.goal)
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _refs(v: Any):
+    from ..model import iter_references
+    return iter_references(v)
+
+
+def reference_run(plan: Plan, tools: Any = None, **kw: Any) -> RunResult:
+    """Run ``plan`` with the reference interpreter (synchronous wrapper)."""
+    return asyncio.run(areference_run(plan, tools, **kw))
