@@ -70,9 +70,10 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
             raise ToolError("Files.IsADirectory", f"{path!r} is a directory") from None
         except OSError as exc:
             raise ToolError("Files.Error", f"cannot open {path!r}: {exc.strerror}") from None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ToolError("Files.IsADirectory", f"{path!r} is a directory")
         with os.fdopen(fd, "rb") as fh:
-            if stat.S_ISDIR(os.fstat(fh.fileno()).st_mode):
-                raise ToolError("Files.IsADirectory", f"{path!r} is a directory")
             size = os.fstat(fh.fileno()).st_size
             data = fh.read(cap + 1)
         truncated = len(data) > cap
