@@ -22,6 +22,32 @@ Dependency rules
 * ``after`` adds control edges.  ``deps`` is the union of data and control
   predecessors.
 
+Checks (all in one pass; spans point at the offending node)
+---------------------------------------------------------
+E201 unknown tool (did you mean); E202 missing required parameter (span: the
+tool name); E203 unknown parameter when the input schema is *closed*:
+``properties`` given and ``additionalProperties`` absent or false (or no
+``properties`` and ``additionalProperties: false``), names matching
+``patternProperties`` excepted; E204 a literal value (no reference anywhere
+inside) that fails the parameter's JSON Schema (span: the innermost failing
+node); E205 a whole-value reference (each ``||`` operand, the last ``&&``
+operand) whose writers' output schema (or the plan's input/state schema when
+nothing writes it) has no JSON type the parameter accepts, and a template
+passed where no string is accepted; E206 (only with ``require_executor``) a
+latent call without inline output; E301 a read with no source (``input``:
+free without an input schema, else declared in it; ``state``: a writer or the
+state schema; other kinds: a writer; for ``||`` one sourced operand is
+enough); E302 one cycle per strongly connected component; E303 duplicate ids;
+E304 unknown ``after`` id; E305 more than ``max_calls`` calls; E306 a read of
+a kind that is not ``input``/``state``/``data`` and that no call writes;
+E307 a write to ``input``; E401 inline ``_output`` in lazy mode; E402 inline
+``_output`` on an activity (tool with an implementation, or ``_activity``
+set); W301 two ``set`` writers of one path, or of a path and a path below it,
+with no order between them (calls of different instances excepted); W302 a
+``||`` alternative nothing reads (same path, prefix or extension, plan output
+included) and the state schema does not declare; W401 a latent call with a
+``||`` output path in eager mode.
+
 The writer index maps each written key to its writers and each proper prefix
 of a written key to the writers below it, so wiring costs one dictionary
 lookup per prefix of each read: linear in the size of the plan (plus the

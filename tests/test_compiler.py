@@ -597,3 +597,19 @@ def test_all_problems_reported_together():
     diags = check(plan, TOOLS, max_calls=3)
     assert codes(diags) == ["E201", "E204", "E203", "E301", "E304", "E305", "E307", "E303"]
     assert [d.line for d in diags] == [1, 2, 2, 3, 3, 4, 4, 4]
+
+
+def test_with_the_dsl_parser():
+    dsl = pytest.importorskip("sophon_dsl.syntax.dsl_parser")
+    plan, diags = dsl.parse_dsl(
+        '†state.a = f(x=†state.b)\n'
+        '†state.b = g(y=†state.a, n="three")\n'
+        '@after(s9) h(z="Hi †state.nope")\n', file="x.plan")
+    assert not diags
+    tools = [ToolSpec("f"), ToolSpec("h"), ToolSpec("g", input_schema={
+        "type": "object", "properties": {"y": {}, "n": {"type": "integer"}}})]
+    got = [(d.code, d.line, d.column) for d in check(plan, tools)]
+    assert ("E302", 1, 12) in got
+    assert ("E204", 2, 28) in got
+    assert ("E304", 3, 1) in got
+    assert ("E301", 3, 16) in got
