@@ -2,7 +2,8 @@
 
 Each YAML file holds ``description``, optional shared ``tools`` and a list of
 ``cases``.  A case gives a plan (``form``: dsl, json or yaml), optional
-``tools`` merged over the file's, optional ``max_calls``, and either
+``tools`` merged over the file's, optional ``max_calls`` and
+``require_executor``, and either
 ``valid: true`` or the exact multiset of expected error/warning
 ``diagnostics`` (``code`` plus optional ``line`` / ``column``; notes are
 ignored).  ``xfail: reason`` marks a case the implementation is known to get
@@ -18,7 +19,8 @@ import pytest
 import yaml
 
 CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
-CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "valid", "diagnostics", "xfail"}
+CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "valid",
+             "diagnostics", "xfail"}
 
 
 def _collect():
@@ -85,6 +87,8 @@ def test_conformance(file_name, file_tools, case):
         kwargs = {"tools": registry}
         if "max_calls" in case:
             kwargs["max_calls"] = case["max_calls"]
+        if case.get("require_executor"):  # no LLM executor available: latent calls are E206
+            kwargs["require_executor"] = True
         diags.extend(compiler.check(loaded.plan, **kwargs))
     got = [d for d in diags if d.severity is not Severity.NOTE]
     shown = render_text(got, case["plan"])
