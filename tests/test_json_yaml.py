@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sophon_dsl.syntax.documents import document_to_plan
 from sophon_dsl.syntax.json_source import parse_json
 from sophon_dsl.syntax.located import LineIndex, child_path
 from sophon_dsl.syntax.yaml_source import parse_yaml
@@ -197,6 +198,7 @@ def test_yaml_errors_are_diagnostics(text, code):
 def test_readers_never_raise_and_positions_inside(text):
     for reader in (parse_json, parse_yaml):
         node, diags = reader(text)
+        diags = diags + document_to_plan(node, source=text)[1]
         for d in diags:
             assert d.span is not None and inside(text, d.span), (reader.__name__, text, d)
 
