@@ -7,7 +7,7 @@ registers every ``@tool`` defined here.
 from __future__ import annotations
 
 import hashlib
-from typing import TypedDict
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from sophon_dsl import tool
 

@@ -102,7 +102,11 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
 
     def wrap(fn: Callable[..., Any]) -> ToolSpec:
-        derived_in, derived_out = _schemas_from_function(fn)
+        try:
+            derived_in, derived_out = _schemas_from_function(fn)
+        except Exception as exc:  # pydantic cannot describe a hint: say which tool and why
+            raise TypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
+                            f"from the type hints: {exc}") from exc
         doc = inspect.getdoc(fn) or ""
         return ToolSpec(
             name=name or fn.__name__,
