@@ -1,0 +1,212 @@
+"""Hypothesis strategies generating plan-model values and whole :class:`Plan` objects.
+
+Everything generated is representable in every form: finite numbers, reference
+kinds/paths made of identifiers, templates in normal form (they re-parse to
+themselves), output targets whose ``op`` is ``None`` exactly when there is one path.
+Import freely from other test modules: ``from tests.strategies import plans``
+(or ``from strategies import plans`` with tests/ on sys.path).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from sophon_dsl.model import (
+    Call,
+    Expression,
+    ListValue,
+    Literal,
+    Mode,
+    ObjectValue,
+    OutputMethod,
+    OutputTarget,
+    Param,
+    Plan,
+    Reference,
+    RetryPolicy,
+    Risk,
+    Template,
+    ToolDecl,
+)
+from sophon_dsl.refs import parse_string_value, template_to_string
+
+__all__ = [
+    "identifiers",
+    "references",
+    "expressions",
+    "templates",
+    "values",
+    "json_data",
+    "calls",
+    "plans",
+    "tool_names",
+]
+
+_ID_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+_ID_REST = _ID_FIRST + "0123456789"
+
+identifiers = st.builds(
+    lambda a, b: a + b,
+    st.sampled_from(_ID_FIRST),
+    st.text(_ID_REST, max_size=8),
+)
+
+# Names that may contain '-' between word characters (tool-name segments, parameters).
+hyphen_names = st.builds(
+    lambda parts: "-".join(parts),
+    st.lists(identifiers, min_size=1, max_size=2),
+)
+
+tool_names = st.one_of(
+    st.builds(lambda parts: ".".join(parts), st.lists(hyphen_names, min_size=1, max_size=3)),
+    st.sampled_from(["goal", "tool", "return", "mode", "input", "true", "null"]),
+    st.text(min_size=1, max_size=10),  # needs quoting
+)
+
+kinds = st.sampled_from(["input", "state", "data"]) | identifiers
+path_segments = st.one_of(identifiers, st.integers(0, 50))
+references = st.builds(Reference, kinds, st.lists(path_segments, max_size=4).map(tuple))
+
+expressions = st.builds(
+    Expression,
+    st.sampled_from(["||", "&&"]),
+    st.lists(references, min_size=2, max_size=4).map(tuple),
+)
+
+_text = st.text(max_size=20)
+_text_with_daggers = st.text(alphabet=st.sampled_from(list("ab †.${}[]|&\"'\\\n#x0")), max_size=12)
+strings = st.one_of(_text, _text_with_daggers)
+
+
+def _normal_template(parts):
+    merged: list = []
+    for p in parts:
+        if isinstance(p, str):
+            if not p:
+                continue
+            if merged and isinstance(merged[-1], str):
+                merged[-1] += p
+                continue
+        merged.append(p)
+    return Template(tuple(merged))
+
+
+def _round_trips(t: Template) -> bool:
+    if not any(isinstance(p, Reference) for p in t.parts):
+        return False
+    try:
+        return parse_string_value(template_to_string(t)) == t
+    except ValueError:
+        return False
+
+
+templates = st.lists(st.one_of(strings, references), min_size=1, max_size=5).map(
+    _normal_template).filter(_round_trips)
+
+finite_floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**12, 10**12), finite_floats, strings,
+).map(Literal)
+
+
+def _values(leaves):
+    return st.recursive(
+        leaves,
+        lambda children: st.one_of(
+            st.lists(children, max_size=4).map(lambda xs: ListValue(tuple(xs))),
+            st.dictionaries(strings | identifiers, children, max_size=4).map(
+                lambda d: ObjectValue(tuple(d.items()))),
+        ),
+        max_leaves=10,
+    )
+
+
+values = _values(st.one_of(scalars, references, expressions, templates))
+
+json_data = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), finite_floats, strings),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(strings | identifiers, children, max_size=3),
+    ),
+    max_leaves=8,
+)
+schemas = st.one_of(st.booleans(), st.dictionaries(identifiers | strings, json_data, max_size=3))
+
+param_names = st.one_of(hyphen_names, st.text(min_size=1, max_size=8))
+
+output_targets = st.one_of(
+    st.builds(lambda r, m: OutputTarget((r,), None, m), references, st.sampled_from(list(OutputMethod))),
+    st.builds(lambda e, m: OutputTarget(e.operands, e.op, m), expressions, st.sampled_from(list(OutputMethod))),
+)
+
+retries = st.one_of(
+    st.integers(1, 10).map(lambda n: RetryPolicy(max_attempts=n)),
+    st.builds(
+        RetryPolicy,
+        max_attempts=st.integers(1, 10),
+        interval=st.floats(0, 100, allow_nan=False),
+        backoff_rate=st.floats(0, 10, allow_nan=False),
+        max_delay=st.none() | st.floats(0, 1000, allow_nan=False),
+        jitter=st.booleans(),
+        errors=st.lists(strings, max_size=3).map(tuple),
+    ),
+)
+
+ids = st.one_of(identifiers, hyphen_names, st.text(min_size=1, max_size=6))
+model_hints = st.one_of(
+    st.dictionaries(identifiers, json_data, max_size=3),
+    json_data,
+)
+
+
+@st.composite
+def calls(draw) -> Call:
+    names = draw(st.lists(param_names, max_size=4, unique=True))
+    params = tuple(Param(n, draw(values)) for n in names)
+    opt = lambda s: draw(st.none() | s)  # noqa: E731
+    return Call(
+        tool=draw(tool_names),
+        params=params,
+        output=opt(output_targets),
+        inline_output=opt(values),
+        id=opt(ids),
+        activity=opt(ids),
+        instance=opt(strings),
+        delegate=opt(strings),
+        scopes=opt(st.lists(ids, max_size=3).map(tuple)),
+        reasoning=opt(strings),
+        risk=opt(st.sampled_from(list(Risk))),
+        retry=opt(retries),
+        timeout=opt(st.floats(0.001, 10**6, allow_nan=False) | st.integers(1, 3600)),
+        after=draw(st.lists(ids, max_size=3).map(tuple)),
+        model_hint=opt(model_hints),
+        success_criterion=opt(strings),
+    )
+
+
+tool_decls = st.builds(
+    ToolDecl,
+    name=tool_names,
+    description=strings,
+    input_schema=st.none() | schemas,
+    output_schema=st.none() | schemas,
+    risk=st.sampled_from(list(Risk)),
+    latent=st.booleans(),
+)
+
+
+@st.composite
+def plans(draw, max_calls: int = 5) -> Plan:
+    tools = draw(st.lists(tool_decls, max_size=2, unique_by=lambda t: t.name))
+    return Plan(
+        calls=tuple(draw(st.lists(calls(), max_size=max_calls))),
+        goal=draw(st.none() | strings),
+        mode=draw(st.sampled_from(list(Mode))),
+        id=draw(st.none() | strings),
+        input_schema=draw(st.none() | schemas),
+        state_schema=draw(st.none() | schemas),
+        output_schema=draw(st.none() | schemas),
+        tools=tuple(tools),
+        output=draw(st.none() | values),
+    )
