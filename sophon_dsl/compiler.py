@@ -422,7 +422,9 @@ class _Compiler:
     # -- helpers -----------------------------------------------------------
 
     def diag(self, code: str, message: str, span: Span | None, related: Iterable[str] = ()) -> None:
-        self.diags.append(Diagnostic(code, message, span, self.plan.file, None, None, tuple(related)))
+        paths = self.plan.span_paths
+        path = paths.get(span) if paths and span is not None else None
+        self.diags.append(Diagnostic(code, message, span, self.plan.file, path, None, tuple(related)))
 
     def loc(self, i: int) -> str:
         c = self.calls[i]

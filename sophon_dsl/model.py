@@ -327,6 +327,9 @@ class Plan:
     file: str | None = field(default=None, compare=False, repr=False)
     source: str | None = field(default=None, compare=False, repr=False)
     form: str | None = field(default=None, compare=False, repr=False)
+    # JSON path of each node by its span, filled by the YAML/JSON loaders so that
+    # diagnostics about a node can name it (``$[1].query``); ``None`` for DSL plans.
+    span_paths: Any = field(default=None, compare=False, repr=False)
 
     @property
     def has_header(self) -> bool:

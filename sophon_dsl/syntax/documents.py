@@ -731,7 +731,8 @@ def document_to_plan(node: LocatedNode | None, file: str | None = None, source: 
             fields = {}
     fields["calls"] = tuple(fields.get("calls", ()))
     fields["tools"] = tuple(fields.get("tools", ()))
-    plan = Plan(**fields, file=file, source=source, form=form)
+    paths = node.span_paths() if node is not None else None
+    plan = Plan(**fields, file=file, source=source, form=form, span_paths=paths)
     return plan, reader.diags
 
 

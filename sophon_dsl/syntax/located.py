@@ -167,6 +167,22 @@ class LocatedNode:
                 container[slot] = node.value
         return root_out[0]
 
+    def span_paths(self) -> dict[Span, str]:
+        """JSON path of every node (and of every ``key: value`` entry) by its span. Iterative."""
+        out: dict[Span, str] = {}
+        stack: list[LocatedNode] = [self]
+        while stack:
+            node = stack.pop()
+            out.setdefault(node.span, node.path)
+            if node.kind == OBJECT:
+                for k, v in node.value:
+                    out.setdefault(node.entry_span(k), v.path)
+                    out.setdefault(node.key_span(k), v.path)
+                    stack.append(v)
+            elif node.kind == ARRAY:
+                stack.extend(node.value)
+        return out
+
     def describe(self) -> str:
         """A short type name for messages: object, array, string, number, boolean, null."""
         if self.kind != SCALAR:
