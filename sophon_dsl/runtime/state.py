@@ -111,6 +111,39 @@ def apply_write(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any
     return obj
 
 
+def _apply_in_place(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any:
+    """Like :func:`apply_write` but mutates the view's own containers (O(depth) per write).
+
+    Safe because the view never shares objects: messages keep their own copy and
+    every read hands out a copy."""
+    if not path:
+        return _combine(root, value, method)
+    if not isinstance(root, (dict, list)) or (isinstance(path[0], int) != isinstance(root, list)):
+        root = [] if isinstance(path[0], int) and not isinstance(path[0], bool) else {}
+    node = root
+    for depth, seg in enumerate(path):
+        last = depth == len(path) - 1
+        if isinstance(node, list):
+            old = node[seg] if seg < len(node) else MISSING
+            while len(node) <= seg:
+                node.append(None)
+        else:
+            old = node.get(seg, MISSING)
+        if last:
+            node[seg] = _combine(old, value, method)
+            break
+        nxt = path[depth + 1]
+        want_list = isinstance(nxt, int) and not isinstance(nxt, bool)
+        if want_list and not isinstance(old, list):
+            old = []
+            node[seg] = old
+        elif not want_list and not isinstance(old, dict):
+            old = {}
+            node[seg] = old
+        node = old
+    return root
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One data message of the log. ``call`` is the writing call's id (None for initial data)."""
@@ -147,7 +180,7 @@ class StateLog:
         value = json_copy(value)
         msg = Message(len(self.messages), kind, tuple(path), value, method, call, date or now_iso())
         self.messages.append(msg)
-        self._views[kind] = apply_write(self._views.get(kind, MISSING), msg.path, value, method)
+        self._views[kind] = _apply_in_place(self._views.get(kind, MISSING), msg.path, json_copy(value), method)
         return msg
 
     def get(self, kind: str, path: tuple = ()) -> Any:
