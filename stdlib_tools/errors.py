@@ -11,23 +11,25 @@ from typing import Any
 
 __all__ = ["ToolError"]
 
+try:  # the runtime records a RunError as {error, cause} with our code, not as Tool.Failed
+    from sophon_dsl.runtime.errors import RunError as _Base
+except Exception:  # pragma: no cover - runtime absent or broken: a plain exception still works
+    _Base = Exception  # type: ignore[misc,assignment]
 
-class ToolError(Exception):
-    """A tool failed in a way the caller should see: a stable ``code`` plus a message."""
+
+class ToolError(_Base):  # type: ignore[misc,valid-type]
+    """A tool failed in a way the caller should see: a stable ``code`` plus a message.
+
+    ``error`` / ``cause`` mirror ``code`` / ``message`` (the runtime's ``{error, cause}``).
+    """
 
     def __init__(self, code: str, message: str, **details: Any):
-        super().__init__(f"{code}: {message}")
+        Exception.__init__(self, f"{code}: {message}")
         self.code = code
         self.message = message
+        self.error = code
+        self.cause = message
         self.details = details
-
-    @property
-    def error(self) -> str:
-        return self.code
-
-    @property
-    def cause(self) -> str:
-        return self.message
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"error": self.code, "cause": self.message}
