@@ -11,7 +11,7 @@ from stdlib_tools.errors import ToolError
 from stdlib_tools.math import safe_eval
 from stdlib_tools.text import truncate_result
 
-from conftest import tools_by_name
+from stdlib_helpers import tools_by_name
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from stdlib_tools import StdlibConfig, all_tools
 from stdlib_tools.errors import ToolError
 
-from conftest import run, tools_by_name
+from stdlib_helpers import run, tools_by_name
 
 aiosmtpd = pytest.importorskip("aiosmtpd")
 

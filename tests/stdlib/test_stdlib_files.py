@@ -12,7 +12,7 @@ from stdlib_tools import StdlibConfig
 from stdlib_tools.errors import ToolError
 from stdlib_tools.sandbox import resolve_in_sandbox
 
-from conftest import tools_by_name
+from stdlib_helpers import tools_by_name
 
 
 @pytest.fixture

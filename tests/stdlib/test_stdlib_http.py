@@ -14,7 +14,7 @@ import pytest
 from stdlib_tools import StdlibConfig
 from stdlib_tools.errors import ToolError
 
-from conftest import run, tools_by_name
+from stdlib_helpers import run, tools_by_name
 
 PUBLIC = "93.184.216.34"
 

@@ -9,7 +9,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolRegistry, tool
 from stdlib_tools import GROUPS, StdlibConfig, all_tools, tool_names
 
-from conftest import run
+from stdlib_helpers import run
 
 EXPECTED_RISK = {
     "http.request": Risk.MEDIUM, "http.get": Risk.LOW, "files.read": Risk.LOW,

@@ -10,7 +10,7 @@ import pytest
 from stdlib_tools import MemoryStore, StdlibConfig
 from stdlib_tools.errors import ToolError
 
-from conftest import run, tools_by_name
+from stdlib_helpers import run, tools_by_name
 
 
 def test_datetime_now_with_timezone():
