@@ -348,3 +348,16 @@ def test_dry_run_report():
     assert rep.result.state["state"]["ok"] == {}  # dict -> {"type": "object"}
     assert rep.result.state["state"]["a"] == "<echo result>"  # no usable schema
     json.dumps(rep.to_json())
+
+
+def test_dsl_text_end_to_end():
+    text = '''goal = "dsl"
+†state.a = echo(x=1)
+†state.b && †state.c = echo(x=†state.a)
+s3: sync_echo(x="a=†state.a")
+†state.ok || †state.err = boom(x=†state.b)
+'''
+    r = run(text, TOOLS)
+    assert r.state["state"]["b"] == 1 and r.state["state"]["c"] == 1
+    assert r.state["state"]["err"]["error"] == "Tool.Failed"
+    assert r.call("s3").status == "succeeded" and r.status == "succeeded"
