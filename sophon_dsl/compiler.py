@@ -609,8 +609,11 @@ class _Compiler:
                 if unknown or not missing or len(missing) < len(known):
                     continue
             for r in (missing[:1] if any_of else missing):
-                self.diag("E301", self.missing_message(where, r, any_of and len(known) > 1),
-                          r.span or span)
+                # Without a state schema the state is an open world: earlier turns or the
+                # caller's initial state may hold the path, so this is only a warning.
+                open_state = r.kind == "state" and self.plan.state_schema is None
+                self.diag("W303" if open_state else "E301",
+                          self.missing_message(where, r, any_of and len(known) > 1), r.span or span)
 
     def missing_message(self, where: str, ref: Reference, all_fallbacks: bool) -> str:
         kind = ref.kind
@@ -619,7 +622,8 @@ class _Compiler:
         elif kind == "state" and self.plan.state_schema is not None:
             why = "no call writes it and the state schema does not declare it"
         elif kind == "state":
-            why = "no call writes it and the plan declares no state schema"
+            why = ("no call writes it and the plan declares no state schema, so it must come "
+                   "from the initial state")
         else:
             why = "no call writes it"
         extra = " (no alternative of the '||' expression has a source)" if all_fallbacks else ""

@@ -371,7 +371,7 @@ def test_e206_require_executor():
 
 
 def test_e301_read_without_writer():
-    d = only(check(P(C("any", 2, {"x": "†state.missing"})), TOOLS), "E301")[0]
+    d = only(check(P(C("any", 2, {"x": "†state.missing"})), TOOLS), "W303")[0]
     assert "†state.missing" in d.message and (d.line, d.column) == (2, 20)
     d = only(check(P(C("any", 1, {"x": "†data.x"})), TOOLS), "E301")[0]
     assert "no call writes it" in d.message
@@ -379,7 +379,7 @@ def test_e301_read_without_writer():
 
 def test_e301_self_write_does_not_count():
     plan = P(C("any", 1, {"x": "†state.c"}, "†state.c"))
-    assert codes(check(plan, TOOLS)) == ["E301"]
+    assert codes(check(plan, TOOLS)) == ["W303"]
 
 
 def test_e301_input_rules():
@@ -408,18 +408,18 @@ def test_e301_fallback_expression_needs_one_source():
     plan = P(C("any", 1, {}, "†state.default"), C("any", 2, {"x": "†state.user || †state.default"}))
     assert check(plan, TOOLS) == []
     plan = P(C("any", 1, {"x": "†state.a || †state.b"}))
-    ds = only(check(plan, TOOLS), "E301")
+    ds = only(check(plan, TOOLS), "W303")
     assert len(ds) == 1 and "'||'" in ds[0].message
     plan = P(C("any", 1, {}, "†state.a"), C("any", 2, {"x": "†state.a && †state.b"}))
-    assert codes(check(plan, TOOLS)) == ["E301"]
+    assert codes(check(plan, TOOLS)) == ["W303"]
 
 
 def test_e301_template_and_plan_output():
-    assert codes(check(P(C("any", 1, {"x": "Hi †state.who"})), TOOLS)) == ["E301"]
+    assert codes(check(P(C("any", 1, {"x": "Hi †state.who"})), TOOLS)) == ["W303"]
     from sophon_dsl.model import Reference
     plan = P(C("any", 1, {}, "†state.a"), output=json_to_value({"r": "†state.a", "m": "†state.zz"}))
     ds = check(plan, TOOLS)
-    assert codes(ds) == ["E301"] and "the plan's output" in ds[0].message
+    assert codes(ds) == ["W303"] and "the plan's output" in ds[0].message
     assert isinstance(plan.output.get("r"), Reference)
 
 
@@ -595,7 +595,7 @@ def test_all_problems_reported_together():
              C("any", 3, {"x": "†state.nothing"}, after=("zz",)),
              C("any", 4, {}, "†input.a", id="c1"))
     diags = check(plan, TOOLS, max_calls=3)
-    assert codes(diags) == ["E201", "E204", "E203", "E301", "E304", "E305", "E307", "E303"]
+    assert codes(diags) == ["E201", "E204", "E203", "W303", "E304", "E305", "E307", "E303"]
     assert [d.line for d in diags] == [1, 2, 2, 3, 3, 4, 4, 4]
 
 
@@ -612,4 +612,4 @@ def test_with_the_dsl_parser():
     assert ("E302", 1, 12) in got
     assert ("E204", 2, 28) in got
     assert ("E304", 3, 1) in got
-    assert ("E301", 3, 16) in got
+    assert ("W303", 3, 16) in got
