@@ -31,10 +31,14 @@ __all__ = [
     "Span",
     "ToolRegistry",
     "ToolSpec",
+    "arun",
     "check",
+    "dry_run",
     "dumps",
     "load",
     "loads",
+    "run",
+    "start",
     "tool",
 ]
 
@@ -46,3 +50,13 @@ def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None) -> lis
     from .compiler import check as _check
 
     return _check(plan, tools=tools, max_calls=max_calls)
+
+
+def __getattr__(name: str) -> Any:
+    # The runtime is imported on first use, so ``import sophon_dsl`` stays cheap for tools
+    # that only parse and check plans.
+    if name in ("run", "arun", "start", "dry_run"):
+        from . import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")

@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     _add_tools_arg(p)
     p.add_argument("--format", choices=("mermaid", "dot", "json"), default="mermaid")
+
+    from .cli_run import add_run_parsers
+
+    add_run_parsers(sub, _add_source_args, _add_tools_arg)
     return parser
 
 
@@ -196,7 +200,19 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": cmd_check, "fmt": cmd_fmt, "graph": cmd_graph}
+def cmd_run(args: argparse.Namespace) -> int:
+    from .cli_run import cmd_run as run_command
+
+    return run_command(args, _read_plan, _registry)
+
+
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    from .cli_run import cmd_dry_run as dry_run_command
+
+    return dry_run_command(args, _read_plan, _registry)
+
+
+COMMANDS = {"check": cmd_check, "fmt": cmd_fmt, "graph": cmd_graph, "run": cmd_run, "dry-run": cmd_dry_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -181,6 +181,9 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
     async def no_sleep(_d: float) -> None:
         return None
 
+    if input is None and prep.plan.input_schema is not None:
+        # Nothing real runs, so an input the caller did not give is sampled from its schema.
+        input = sample_from_schema(prep.plan.input_schema)
     opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
     sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
                       bus=EventBus(), analysis=prep.analysis)
@@ -200,9 +203,14 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         start[i], end[i] = s, s + dur
         sequential += dur
     ran = [i for i in order if result.calls[i].status not in ("skipped", "cancelled")]
-    groups: dict[float, list[str]] = {}
+    # Calls that start at the same predicted time and sit at the same depth of the graph
+    # would run side by side (depth separates them when latencies are all zero).
+    depth = [0] * len(order)
+    for i in order:
+        depth[i] = 1 + max((depth[j] for j in sched.waited_on[i]), default=-1)
+    groups: dict[tuple[float, int], list[str]] = {}
     for i in ran:
-        groups.setdefault(round(start[i], 9), []).append(prep.ids[i])
+        groups.setdefault((round(start[i], 9), depth[i]), []).append(prep.ids[i])
     branches = []
     for i, call in enumerate(prep.plan.calls):
         if call.output is not None and call.output.is_branching:

@@ -1,0 +1,265 @@
+"""``sophon-dsl run`` and ``sophon-dsl dry-run``: running plans from the command line.
+
+The live progress view is built on the runtime's events: on a terminal a
+rich table shows each call going pending -> running -> done; elsewhere one
+line per event goes to stderr.  ``--json`` prints only the RunResult.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from .diagnostics import render_text
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+_STYLE = {
+    "pending": "dim", "running": "yellow", "succeeded": "green", "failed": "red",
+    "skipped": "magenta", "cancelled": "red", "retrying": "yellow",
+}
+_STEP_STATUS = {
+    "plan_step_start": "running", "plan_step_complete": "succeeded", "plan_step_failed": "failed",
+    "plan_step_skipped": "skipped", "plan_step_cancelled": "cancelled", "plan_step_retry": "retrying",
+}
+
+
+def add_run_parsers(sub: Any, add_source_args: Any, add_tools_arg: Any) -> None:
+    p = sub.add_parser("run", help="run a plan against real tools")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    add_tools_arg(p)
+    _add_data_args(p)
+    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
+                   help="answer for plans with risky calls (default: ask on a terminal, else no)")
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
+    p.add_argument("--max-concurrency", type=int, default=None, metavar="N",
+                   help="run at most N calls at once")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="timeout per call")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit for the whole plan")
+
+    p = sub.add_parser("dry-run", help="simulate a plan with mocks; nothing real runs")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    add_tools_arg(p)
+    _add_data_args(p)
+    p.add_argument("--mocks", default=None, metavar="FILE",
+                   help="YAML/JSON mocks per call id or tool: result, error, latency, or a list of them")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the plan's input, as JSON or @file.json")
+    p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
+
+
+def parse_json_arg(flag: str, text: str | None) -> Any:
+    """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position."""
+    from .cli import UsageError
+
+    if text is None:
+        return None
+    source = flag
+    if text.startswith("@"):
+        path = text[1:]
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
+        source = f"{flag} {path}"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+class ProgressView:
+    """Shows each call's status as events arrive."""
+
+    def __init__(self, plan: Any, ids: list[str], stream: Any = None):
+        self.stream = stream or sys.stderr
+        self.ids = ids
+        self.tools = [c.tool for c in plan.calls]
+        self.status = ["pending"] * len(ids)
+        self.detail = [""] * len(ids)
+        self.live = None
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, event: Any) -> None:
+        idx = event.step_index
+        if event.type in _STEP_STATUS and idx is not None and 0 <= idx < len(self.status):
+            self.status[idx] = _STEP_STATUS[event.type]
+            if event.type == "plan_step_failed" and event.error:
+                self.detail[idx] = f"{event.error.get('error')}: {event.error.get('cause')}"
+            elif event.type == "plan_step_skipped":
+                self.detail[idx] = event.reason or ""
+            elif event.type == "plan_step_retry":
+                self.detail[idx] = f"attempt {event.attempt} failed; retrying"
+            elif event.preview:
+                self.detail[idx] = event.preview
+        if self.interactive:
+            self._refresh(event)
+        else:
+            self._line(event)
+
+    def _line(self, event: Any) -> None:
+        if event.type.startswith("plan_step_") and event.step_index is not None:
+            i = event.step_index
+            extra = f"  {self.detail[i]}" if self.detail[i] else ""
+            print(f"[{self.ids[i]}] {self.tools[i]}: {self.status[i]}{extra}", file=self.stream)
+        elif event.type.startswith("approval_"):
+            print(f"approval: {event.type.removeprefix('approval_')}"
+                  + (f" ({event.reason})" if event.reason else ""), file=self.stream)
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(box=None, show_header=True, header_style="bold")
+        table.add_column("call")
+        table.add_column("tool")
+        table.add_column("status")
+        table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
+        for cid, tool, status, detail in zip(self.ids, self.tools, self.status, self.detail):
+            table.add_row(cid, tool, f"[{_STYLE.get(status, '')}]{status}[/]", detail)
+        return table
+
+    def _refresh(self, event: Any) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        if event.type == "plan_start" and self.live is None:
+            self.live = Live(self._table(), console=Console(file=self.stream), refresh_per_second=12,
+                             transient=False)
+            self.live.start()
+        elif self.live is not None:
+            self.live.update(self._table())
+        if event.type in ("plan_complete", "plan_failed") and self.live is not None:
+            self.live.stop()
+            self.live = None
+        elif event.type.startswith("approval_") and event.type != "approval_requested":
+            print(f"approval: {event.type.removeprefix('approval_')}", file=self.stream)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def _approver_for(choice: str | None) -> Any:
+    if choice is not None:
+        return choice
+    return "ask" if sys.stdin is not None and sys.stdin.isatty() else "no"
+
+
+async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
+    from .runtime import start
+
+    options: dict[str, Any] = {"approve": _approver_for(args.approve)}
+    if view is not None:
+        options["on_event"] = view
+    for name in ("max_concurrency", "timeout", "max_time"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    handle = start(plan, registry, input=parse_json_arg("--input", args.input),
+                   state=parse_json_arg("--state", args.state), **options)
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handle.cancel)
+    except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+        pass
+    try:
+        return await handle.result()
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover
+            pass
+
+
+def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
+    from .compiler import compile_plan
+    from .runtime import PlanInvalid
+
+    result = load_plan(args.plan, args.from_format)
+    plan = result.plan
+    sources = {plan.file or "": plan.source or ""}
+    if not result.ok:
+        print(render_text(result.diagnostics, sources=sources), file=sys.stderr)
+        return EXIT_FAIL
+    registry, _notes = registry_for(args)
+    view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
+    try:
+        outcome = asyncio.run(_run_async(plan, registry, args, view))
+    except PlanInvalid as exc:
+        print(render_text(exc.diagnostics, sources=sources), file=sys.stderr)
+        print("the plan cannot run: nothing was started", file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        if view is not None:
+            view.close()
+    if args.json:
+        print(outcome.dumps())
+    else:
+        _summarise(outcome)
+    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+
+
+def _summarise(outcome: Any) -> None:
+    counts: dict[str, int] = {}
+    for rec in outcome.calls:
+        counts[rec.status] = counts.get(rec.status, 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"plan {outcome.status}: {parts}", file=sys.stderr)
+    if outcome.error is not None and outcome.status != "succeeded":
+        err = outcome.error.to_json()
+        print(f"  {err.get('error')}: {err.get('cause')}", file=sys.stderr)
+        if outcome.status == "rejected" and err.get("cause") == "auto-rejected":
+            print("  the plan has risky calls; review it and pass --approve yes (or ask) to run it",
+                  file=sys.stderr)
+    shown: dict[str, Any] = dict(outcome.state)
+    if outcome.output is not None:
+        shown["output"] = outcome.output
+    print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
+
+
+def cmd_dry_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
+    from .runtime import PlanInvalid, dry_run
+
+    result = load_plan(args.plan, args.from_format)
+    plan = result.plan
+    sources = {plan.file or "": plan.source or ""}
+    if not result.ok:
+        print(render_text(result.diagnostics, sources=sources), file=sys.stderr)
+        return EXIT_FAIL
+    registry, _notes = registry_for(args)
+    mocks = None
+    if args.mocks is not None:
+        from .runtime import load_mocks
+        from .cli import UsageError
+
+        import os
+
+        if not os.path.isfile(args.mocks):
+            raise UsageError(f"--mocks: file {args.mocks!r} does not exist")
+        try:
+            mocks = load_mocks(args.mocks)
+        except Exception as exc:  # noqa: BLE001 - any bad mocks file is a usage error with its reason
+            raise UsageError(f"--mocks {args.mocks}: {exc}") from None
+    try:
+        report = dry_run(plan, registry, mocks=mocks, input=parse_json_arg("--input", args.input),
+                         state=parse_json_arg("--state", args.state))
+    except PlanInvalid as exc:
+        print(render_text(exc.diagnostics, sources=sources), file=sys.stderr)
+        return EXIT_FAIL
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str))
+    else:
+        print(report.to_text())
+    return EXIT_OK if report.status == "succeeded" else EXIT_FAIL
