@@ -1,0 +1,50 @@
+"""The provider interface every language-model backend implements.
+
+A provider turns a list of chat messages into a stream of text deltas.  The
+agent loop parses the stream incrementally, so streaming is the primary
+operation and :meth:`Provider.complete` is derived from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_checkable
+
+__all__ = ["Message", "Provider", "ProviderError", "collect"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ProviderError(Exception):
+    """A backend failure. ``retryable`` errors (429, 529, overload, connection loss) may be
+    retried with backoff and then handed to the next provider; others surface at once."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None,
+                 retryable: bool = False):
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+
+    def stream(self, messages: Sequence[Message], *, model: str | None = None,
+               json_schema: dict | None = None, temperature: float | None = None,
+               max_tokens: int | None = None) -> AsyncIterator[str]:
+        """Yield the reply's text as it arrives. ``json_schema`` asks for structured output."""
+        ...
+
+
+async def collect(provider: Provider, messages: Sequence[Message], **kw: Any) -> str:
+    """The whole reply as one string."""
+    parts = []
+    async for delta in provider.stream(messages, **kw):
+        parts.append(delta)
+    return "".join(parts)
