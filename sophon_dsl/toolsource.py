@@ -6,7 +6,13 @@
   top level (what ``@tool`` returns, or a list/tuple of them) is registered;
 * ``package.module``: the same, for an importable module;
 * ``tools.yaml`` / ``tools.json``: schema-only declarations (latent tools), so a
-  plan can be checked without any code.
+  plan can be checked without any code;
+* ``mcp:stdio:COMMAND ARGS...``, ``mcp:http:URL``, ``mcp:CONFIG.json`` and
+  config files ``mcp.json`` / ``*.mcp.json`` (or any JSON file with an
+  ``mcpServers`` object, as Claude Desktop's; ``#name,...`` picks servers): the
+  tools of Model Context Protocol servers (optional extra ``mcp``; see
+  :mod:`sophon_dsl.mcp` and ``docs/mcp.md``).  The connection stays open for
+  the calls a run makes, and is closed at exit or by ``sophon_dsl.mcp.close_all()``.
 
 Problems are reported as E110 diagnostics, never as tracebacks.
 """
@@ -77,6 +83,8 @@ def _failure(source: str, exc: BaseException) -> Diagnostic:
 
 def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
     """Load the tools named by one ``--tools`` argument."""
+    if _is_mcp(source):
+        return _load_mcp(source)
     path = Path(source)
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml", ".json"):
@@ -98,6 +106,32 @@ def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
         return [], [Diagnostic("E110", f"{source!r} defines no tools: decorate functions with "
                                        "@sophon_dsl.tool", file=source)]
     return tools, []
+
+
+def _is_mcp(source: str) -> bool:
+    if source.startswith("mcp:"):
+        return True
+    base = source.partition("#")[0]
+    if not base.lower().endswith(".json"):
+        return False
+    from .mcp import is_mcp_config_file
+
+    return is_mcp_config_file(source)
+
+
+def _load_mcp(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
+    from .mcp import load_mcp_tools
+
+    try:
+        tools, problems = load_mcp_tools(source)
+    except ImportError as exc:
+        return [], [Diagnostic("E110", f"cannot load tools from {source!r}: {exc}", file=source)]
+    except ValueError as exc:
+        return [], [Diagnostic("E110", f"cannot load tools from {source!r}: {exc}", file=source)]
+    diags = [Diagnostic("E110", f"cannot load tools from {source!r}: {p}", file=source) for p in problems]
+    if not tools and not problems:
+        diags.append(Diagnostic("E110", f"{source!r}: the MCP server(s) offer no tools", file=source))
+    return tools, diags
 
 
 def _load_declarations(path: Path) -> tuple[list[ToolSpec], list[Diagnostic]]:
