@@ -15,7 +15,7 @@ from strategies import plans  # noqa: E402
 from sophon_dsl.syntax.dsl_parser import parse_dsl  # noqa: E402
 from sophon_dsl.syntax.dsl_printer import print_dsl  # noqa: E402
 
-SETTINGS = settings(max_examples=150, deadline=None,
+SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -55,7 +55,7 @@ _ALPHABET = st.sampled_from(list("abz_09 \t\n;,.:=()[]{}@$†\"'\\#|&<+->") + ["
                                                                                "@risk(", "->", "$state.x"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_ALPHABET, max_size=60).map("".join))
 def test_arbitrary_text_never_raises(text):
     plan, diags = parse_dsl(text)
@@ -63,7 +63,7 @@ def test_arbitrary_text_never_raises(text):
     _assert_inside(text, diags)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.text(max_size=80))
 def test_arbitrary_unicode_never_raises(text):
     _, diags = parse_dsl(text)
