@@ -782,10 +782,16 @@ class McpConnection:
 
     def close(self, timeout: float = 10.0) -> None:
         """Disconnect (stop the server process / end the HTTP session). Safe to call twice."""
+        thread = self._stop(timeout)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _stop(self, timeout: float) -> threading.Thread | None:
+        """Ask the owner task to close the session; return the thread to join."""
         with self._lock:
             r, self._running = self._running, None
         if r is None or r.thread is None:
-            return
+            return None
         try:
             r.ready.result(timeout=timeout)
         except BaseException:  # noqa: BLE001 - failed or still connecting: nothing more to stop
@@ -796,8 +802,7 @@ class McpConnection:
                 loop.call_soon_threadsafe(stop.set)
             except RuntimeError:  # loop already closed
                 pass
-        if r.thread is not threading.current_thread():
-            r.thread.join(timeout)
+        return r.thread
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -805,11 +810,15 @@ class McpConnection:
 
 def close_all() -> None:
     """Close every :class:`McpConnection` still open (also run at interpreter exit)."""
-    for conn in list(_LIVE):
+    threads = []
+    for conn in list(_LIVE):  # stop them all first, then wait: they shut down in parallel
         try:
-            conn.close(timeout=5.0)
+            threads.append(conn._stop(timeout=5.0))
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
+    for thread in threads:
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5.0)
 
 
 atexit.register(close_all)
