@@ -1,0 +1,779 @@
+"""Streamed dispatch: parse the model's reply while it arrives and run each call at once.
+
+Three pieces:
+
+* :class:`StatementSplitter` cuts a stream of text deltas into complete DSL
+  statements.  A statement is complete when a newline (or ``;``) arrives at
+  bracket depth 0, outside strings and comments.  Attribute lines
+  (``@risk(high)`` alone on a line) wait for the call they decorate; ``#``
+  comments are dropped; Markdown code fences are ignored.
+* :class:`StreamScheduler` is the runtime's :class:`~sophon_dsl.runtime.scheduler.Scheduler`
+  accepting calls while the reply streams.  While the stream is open, a read of a
+  path that has no value yet (or whose known writers all failed / took another
+  branch) *waits*, because a writer may still arrive; ``input`` never waits.
+  When the stream closes, every waiting read settles exactly as in the runtime
+  (missing -> ``Ref.Unresolved``, broken -> skipped).
+* :class:`StreamTurn` ties them together for one turn of the agent loop: each
+  call is checked on arrival against the calls seen so far; a call that fails
+  is *not dispatched* (it is recorded as failed with ``Plan.Invalid``, so every
+  call reading its output is skipped when the stream closes); the others go to
+  the scheduler at once.  At the end of the stream the whole-plan checks
+  (reads nothing writes, cycles, ...) run, and calls they condemn that have not
+  started are refused too.  The rule is written in ``spec/language.md``
+  (Streaming) and ``docs/llm.md``.
+
+A reply may also be seed-shaped JSON (``{"calls": [...], "output": ...}`` or a
+list of calls): it is detected from its first character, parsed when complete
+and then fed through the same per-call checks, so both forms obey one rule.
+In lazy mode (``dispatch=False``) nothing runs while streaming: the whole plan
+is checked first and :meth:`StreamTurn.execute` runs it only if it is clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable
+
+from ..compiler import compile_plan
+from ..diagnostics import Diagnostic
+from ..model import Call, Expression, ListValue, Literal, Mode, ObjectValue, Plan, Reference, Template, Value
+from ..runtime.analysis import analyze
+from ..runtime.errors import ErrorInfo
+from ..runtime.events import EventBus
+from ..runtime.protocols import LatentRequest
+from ..runtime.result import CallRecord, RunResult
+from ..runtime.scheduler import RunOptions, Scheduler
+from ..runtime import scheduler as _sched_mod
+from ..tools import ToolRegistry
+
+__all__ = [
+    "DEFERRED_CODES", "PLAN_INVALID", "Statement", "StatementSplitter", "StreamScheduler", "StreamTurn",
+    "TurnOutcome", "diagnostic_error", "route_instance", "strip_fences",
+]
+
+PLAN_INVALID = "Plan.Invalid"
+
+# Checks that need the whole plan: they run when the stream closes.
+DEFERRED_CODES = frozenset({"E301", "E302", "W301", "W302", "W303"})
+
+_ATTR_NAME = re.compile(r"@[A-Za-z_][\w.]*")
+
+
+def _attributes_only(text: str) -> bool:
+    """Is ``text`` nothing but attributes (``@risk(high) @retry(3)``), waiting for its call?"""
+    i, n = 0, len(text)
+    seen = False
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i == n:
+            return seen
+        m = _ATTR_NAME.match(text, i)
+        if m is None:
+            return False
+        seen = True
+        i = m.end()
+        while i < n and text[i] in " \t":
+            i += 1
+        if i < n and text[i] == "(":
+            depth, quote, esc = 0, None, False
+            while i < n:
+                ch = text[i]
+                if quote:
+                    if esc:
+                        esc = False
+                    elif ch == "\\":
+                        esc = True
+                    elif ch == quote:
+                        quote = None
+                elif ch in "\"'":
+                    quote = ch
+                elif ch in "([{":
+                    depth += 1
+                elif ch in ")]}":
+                    depth -= 1
+                    if depth == 0:
+                        i += 1
+                        break
+                i += 1
+            else:
+                return False
+_UNKNOWN_KIND = re.compile(r"unknown reference kind '([^']+)'")
+
+
+# ---------------------------------------------------------------------------
+# Splitting the stream into statements
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str          # the statement's text, comments removed, newlines inside kept
+    line: int          # 1-based line of the statement's first character in the reply
+    column: int        # 1-based column of that character
+    end_line: int      # line of the terminator
+
+
+class StatementSplitter:
+    """Feed text deltas, get complete statements back as soon as they are complete."""
+
+    def __init__(self) -> None:
+        self._buf: list[str] = []
+        self._depth = 0
+        self._quote: str | None = None
+        self._escape = False
+        self._comment = False
+        self._line = 1
+        self._col = 1
+        self._start = (1, 1)
+
+    def feed(self, text: str) -> list[Statement]:
+        out: list[Statement] = []
+        buf = self._buf
+        for ch in text:
+            if self._comment:
+                if ch == "\n":
+                    self._comment = False
+                    self._terminate(out, newline=True)
+                self._advance(ch)
+                continue
+            if self._quote is not None:
+                buf.append(ch)
+                if self._escape:
+                    self._escape = False
+                elif ch == "\\":
+                    self._escape = True
+                elif ch == self._quote or ch == "\n":   # a newline ends a broken string
+                    self._quote = None
+                self._advance(ch)
+                continue
+            if ch == "#":
+                self._comment = True
+            elif ch in "\"'":
+                self._quote = ch
+                buf.append(ch)
+            elif ch in "([{":
+                self._depth += 1
+                buf.append(ch)
+            elif ch in ")]}":
+                self._depth = max(self._depth - 1, 0)
+                buf.append(ch)
+            elif ch == "\n":
+                if self._depth == 0:
+                    self._terminate(out, newline=True)
+                else:
+                    buf.append(ch)
+            elif ch == ";" and self._depth == 0:
+                self._advance(ch)
+                self._terminate(out, newline=False)
+                continue
+            else:
+                buf.append(ch)
+            self._advance(ch)
+        return out
+
+    def close(self) -> list[Statement]:
+        """The last statement, if the reply did not end with a newline."""
+        out: list[Statement] = []
+        self._comment = False
+        self._quote = None
+        self._depth = 0
+        self._terminate(out, newline=False, final=True)
+        return out
+
+    def _advance(self, ch: str) -> None:
+        if ch == "\n":
+            self._line += 1
+            self._col = 1
+        else:
+            self._col += 1
+
+    def _terminate(self, out: list[Statement], *, newline: bool, final: bool = False) -> None:
+        text = "".join(self._buf)
+        stripped = text.strip()
+        if not stripped or stripped.startswith("```"):
+            self._reset(newline)
+            return
+        if not final and _attributes_only(stripped):
+            if newline:
+                self._buf.append("\n")   # attributes wait for the call they decorate
+            else:
+                self._buf.append(" ")
+            return
+        lead = len(text) - len(text.lstrip())
+        line, col = self._start
+        for ch in text[:lead]:
+            if ch == "\n":
+                line, col = line + 1, 1
+            else:
+                col += 1
+        out.append(Statement(stripped, line, col, self._line))
+        self._reset(newline)
+
+    def _reset(self, newline: bool) -> None:
+        self._buf.clear()
+        # the next statement starts after the terminator
+        self._start = (self._line + 1, 1) if newline else (self._line, self._col)
+
+
+def strip_fences(text: str) -> str:
+    """Blank out Markdown code-fence lines (```dsl ... ```), keeping line numbers."""
+    return "\n".join("" if ln.lstrip().startswith("```") else ln for ln in text.split("\n"))
+
+
+def _detect_form(text: str) -> str | None:
+    body = strip_fences(text).lstrip()
+    if not body:
+        return None
+    return "json" if body[0] in "{[" else "dsl"
+
+
+# ---------------------------------------------------------------------------
+# Instances: `_instance` routes a call's reads and writes to that instance's data
+
+
+def _map_value(v: Value | None, fn: Callable[[Reference], Reference]) -> Value | None:
+    if v is None or isinstance(v, Literal):
+        return v
+    if isinstance(v, Reference):
+        return fn(v)
+    if isinstance(v, Expression):
+        return replace(v, operands=tuple(fn(r) for r in v.operands))
+    if isinstance(v, Template):
+        return replace(v, parts=tuple(fn(p) if isinstance(p, Reference) else p for p in v.parts))
+    if isinstance(v, ListValue):
+        return replace(v, items=tuple(_map_value(x, fn) for x in v.items))
+    if isinstance(v, ObjectValue):
+        return replace(v, entries=tuple((k, _map_value(x, fn)) for k, x in v.entries))
+    return v
+
+
+def instance_kind(kind: str, instance: str) -> str:
+    return f"{kind}@{instance}"
+
+
+def route_instance(call: Call, instance_inputs: dict[str, Any] | None = None) -> Call:
+    """Rewrite a call with ``_instance`` X so that it reads and writes X's data.
+
+    ``†state...`` becomes the kind ``state@X`` (reads and output paths); ``†input.k``
+    becomes ``input@X`` when X's own input carries ``k`` (a targeted input overrides the
+    global one, Act 013), else it stays the global input.  Other kinds are shared.
+    """
+    inst = call.instance
+    if not inst:
+        return call
+    own_input = (instance_inputs or {}).get(inst)
+
+    def fn(ref: Reference) -> Reference:
+        if ref.kind == "state":
+            return replace(ref, kind=instance_kind("state", inst))
+        if ref.kind == "input" and isinstance(own_input, dict):
+            if not ref.path or (isinstance(ref.path[0], str) and ref.path[0] in own_input):
+                return replace(ref, kind=instance_kind("input", inst))
+        return ref
+
+    params = tuple(replace(p, value=_map_value(p.value, fn)) for p in call.params)
+    out = call.output
+    if out is not None:
+        out = replace(out, paths=tuple(fn(p) for p in out.paths))
+    return replace(call, params=params, output=out, inline_output=_map_value(call.inline_output, fn))
+
+
+# ---------------------------------------------------------------------------
+# The scheduler that accepts calls while the reply streams
+
+
+class StreamScheduler(Scheduler):
+    """A :class:`Scheduler` whose plan grows while the model is still writing it.
+
+    Use: construct, start :meth:`run` as a task, :meth:`add_call` as calls arrive,
+    :meth:`close_stream` at the end of the reply, then await the task.
+    """
+
+    def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
+                 context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
+                 plan_id: str | None = None, delegate: Any = None) -> None:
+        super().__init__(replace(header, calls=(), output=None), registry, ids=[], input=input, state=state,
+                         context=context, options=options, bus=bus, plan_id=plan_id)
+        self.stream_open = True
+        self._remaining += 1          # the open stream counts as one unfinished piece of work
+        self._running = False
+        self._id_list: list[str] = []
+        self.delegate = delegate
+        self.dispatched_at: dict[int, float] = {}
+        self.arrived_at: dict[int, float] = {}
+
+    # -- growing the plan ----------------------------------------------------
+
+    def add_call(self, call: Call, call_id: str, *, refused: ErrorInfo | None = None,
+                 arrived: float | None = None) -> int:
+        """Append ``call``; dispatch it at once if its inputs are decided (and it is not refused).
+
+        ``arrived`` is when its last token came in (``time.perf_counter()``), for latency stats."""
+        i = self.n
+        self.arrived_at[i] = arrived if arrived is not None else time.perf_counter()
+        self._id_list.append(call_id)
+        self.plan = replace(self.plan, calls=self.plan.calls + (call,))
+        self._grow()
+        self._remaining += 1
+        if refused is not None:
+            self.refuse(i, refused)
+        elif self._running and not self._stopping:
+            if self._consider(i):
+                self._settled(i)
+        return i
+
+    def set_registry(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    def refuse(self, i: int, error: ErrorInfo) -> None:
+        """Record call ``i`` as failed without running it (it failed a check)."""
+        if self._decided[i]:
+            return
+        rec = self.records[i]
+        rec.error = error
+        rec.reason = "not dispatched: " + error.cause
+        self._finish(i, "failed")
+        if self._running:
+            self._settled(i)
+
+    def _grow(self) -> None:
+        """Extend every per-call list of the base scheduler by one entry.
+
+        The entries for the new call come from a fresh base :class:`Scheduler` built for the
+        grown plan, so whatever per-call bookkeeping the runtime keeps (records, specs,
+        flags ...) gets its proper initial value without this class naming it; existing
+        entries keep their identity and values.
+        """
+        tmpl = Scheduler(self.plan, self.registry, ids=list(self._id_list), options=self.opts,
+                         bus=EventBus(), plan_id=self.plan_id)
+        n = self.n
+        for name, val in vars(tmpl).items():
+            cur = self.__dict__.get(name)
+            if type(val) is list and type(cur) is list and len(val) == n + 1 and len(cur) == n:
+                cur.append(val[-1])
+        self.an = tmpl.an
+        self.ids = tmpl.ids
+        self.n = n + 1
+
+    def close_stream(self, output: Value | None = None) -> None:
+        """The reply is complete: settle every waiting read as the runtime does."""
+        if not self.stream_open:
+            return
+        self.stream_open = False
+        if output is not None:
+            self.plan = replace(self.plan, output=output)
+        if not self._stopping:
+            for i in range(self.n):
+                if not self._decided[i] and self._consider(i):
+                    self._settled(i)
+        self._remaining -= 1
+        if self._remaining == 0:
+            self._done.set()
+
+    # -- the streaming rule for reads ------------------------------------------
+
+    def _ref_state(self, i: int, ref: Reference) -> tuple[int, Any]:
+        st, val = super()._ref_state(i, ref)
+        if self.stream_open and st != _sched_mod._HAS and st != _sched_mod._PENDING \
+                and not ref.kind.startswith("input"):
+            return _sched_mod._PENDING, None   # a writer may still arrive
+        return st, val
+
+    def _consider(self, j: int) -> bool:
+        ended = super()._consider(j)
+        if j in self._tasks and j not in self.dispatched_at:
+            self.dispatched_at[j] = time.perf_counter()
+        return ended
+
+    # -- delegates and scoped latent calls -------------------------------------
+
+    async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:
+        if call.inline_output is None and call.delegate and self.delegate is not None:
+            return await self.delegate.execute(LatentRequest(call, self.records[i].id, self.specs[i], args,
+                                                             self.plan, self.records[i].attempts),
+                                               context=self.log.resolved())
+        ex = self.opts.executor
+        spec = self.specs[i]
+        if call.inline_output is None and (spec is None or spec.func is None) and ex is not None \
+                and hasattr(ex, "execute_scoped") and call.scopes:
+            return await ex.execute_scoped(LatentRequest(call, self.records[i].id, spec, args, self.plan,
+                                                         self.records[i].attempts), self.log.resolved())
+        return await super()._invoke(i, call, args, inline)
+
+    async def run(self) -> RunResult:
+        self._running = True
+        return await super().run()
+
+
+# ---------------------------------------------------------------------------
+# One turn
+
+
+def diagnostic_error(d: Diagnostic) -> dict:
+    """The ``error`` half of an error message for a diagnostic."""
+    out: dict[str, Any] = {"code": d.code, "message": d.message}
+    if d.span is not None:
+        out["line"], out["column"] = d.span.line, d.span.column
+    return out
+
+
+@dataclass
+class TurnOutcome:
+    plan: Plan
+    reply: str
+    form: str                       # "dsl" or "json"
+    errors: list[dict]              # error messages {call, error}
+    diagnostics: list[Diagnostic]   # everything the checks said (warnings too)
+    result: RunResult | None        # None when nothing ran (lazy plan failing check, rejected)
+    output: Any = None
+    status: str = "succeeded"       # run status, or "invalid" / "rejected"
+    refused: list[str] = field(default_factory=list)
+    dispatch_latency: dict[str, float] = field(default_factory=dict)   # call id -> s from arrival to dispatch
+
+    @property
+    def calls(self) -> list[dict]:
+        if self.result is None:
+            ids = self.plan.call_ids()
+            return [{"id": cid, "tool": c.tool, "status": "pending", "attempts": 0, "error": None,
+                     "reason": None, "started_at": None, "ended_at": None}
+                    for cid, c in zip(ids, self.plan.calls)]
+        return [c.to_json() for c in self.result.calls]
+
+    @property
+    def state(self) -> dict:
+        return dict(self.result.state) if self.result is not None else {}
+
+
+class StreamTurn:
+    """Parse, check and (in eager mode) dispatch one streamed reply.
+
+    ``feed(delta)`` as text arrives, then ``await finish()``.  ``initial`` maps each
+    kind (``state``, ``data``, ``state@X`` ...) to the data earlier turns left.
+    """
+
+    def __init__(self, registry: ToolRegistry, *, mode: Mode | str = Mode.EAGER, input: Any = None,
+                 initial: dict[str, Any] | None = None, state_schema: Any = None, max_calls: int | None = 20,
+                 options: RunOptions | None = None, bus: EventBus | None = None, plan_id: str | None = None,
+                 delegate: Any = None, instance_inputs: dict[str, Any] | None = None,
+                 dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None):
+        self.mode = Mode(mode)
+        self.registry = registry
+        self.input = input
+        self.initial = dict(initial or {})
+        self.max_calls = max_calls
+        self.options = options or RunOptions()
+        self.bus = bus or EventBus()
+        self.plan_id = plan_id
+        self.delegate = delegate
+        self.instance_inputs = instance_inputs or {}
+        self.dispatch = (self.mode is Mode.EAGER) if dispatch is None else dispatch
+        self.on_call = on_call
+        self.header = Plan(mode=self.mode, state_schema=state_schema)
+        self.calls: list[Call] = []
+        self.ids: list[str] = []
+        self.output: Value | None = None
+        self.errors: list[dict] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.refused: dict[int, ErrorInfo] = {}
+        self._text: list[str] = []
+        self._form: str | None = None
+        self._splitter = StatementSplitter()
+        self._known_kinds = {k for k in self.initial} | {"input", "state", "data"}
+        self._known_kinds |= {k.split("@", 1)[0] for k in self.initial}
+        self._sched: StreamScheduler | None = None
+        self._task: asyncio.Task | None = None
+        self._arrival: float | None = None
+        if self.dispatch:
+            self._start_scheduler()
+
+    # -- scheduler ------------------------------------------------------------
+
+    def _context(self) -> dict:
+        ctx = {k: v for k, v in self.initial.items() if k != "state"}
+        for inst, data in self.instance_inputs.items():
+            if data is not None:
+                ctx[instance_kind("input", inst)] = data
+        return ctx
+
+    def _start_scheduler(self) -> None:
+        self._sched = StreamScheduler(self.header, self.registry.with_plan_decls(self.header.tools),
+                                      input=self.input, state=self.initial.get("state"),
+                                      context=self._context(), options=self.options, bus=self.bus,
+                                      plan_id=self.plan_id, delegate=self.delegate)
+        self._task = asyncio.ensure_future(self._sched.run())
+
+    @property
+    def scheduler(self) -> StreamScheduler | None:
+        return self._sched
+
+    # -- feeding ----------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def feed(self, delta: str) -> None:
+        if not delta:
+            return
+        self._arrival = time.perf_counter()
+        self._text.append(delta)
+        if self._form is None:
+            self._form = _detect_form(self.text)
+            if self._form == "dsl":
+                for st in self._splitter.feed(self.text):
+                    self._statement(st)
+            return
+        if self._form == "dsl":
+            for st in self._splitter.feed(delta):
+                self._statement(st)
+
+    def _plan_now(self, calls: Iterable[Call] | None = None, output: Value | None = None) -> Plan:
+        return replace(self.header, calls=tuple(self.calls if calls is None else calls), output=output,
+                       source=self.text, form=self._form or "dsl")
+
+    def _statement(self, st: Statement) -> None:
+        from ..syntax.dsl_parser import parse_dsl
+
+        padded = "\n" * (st.line - 1) + " " * (st.column - 1) + st.text
+        plan, diags = parse_dsl(padded)
+        errs = [d for d in diags if d.is_error]
+        if errs:
+            self.diagnostics.extend(diags)
+            for d in errs:
+                self.errors.append({"call": st.text, "error": diagnostic_error(d)})
+            return
+        self._merge_header(plan)
+        if plan.output is not None:
+            self.output = plan.output
+        for call in plan.calls:
+            self._arrive(call, st.text)
+
+    def _merge_header(self, plan: Plan) -> None:
+        changes: dict[str, Any] = {}
+        for name in ("goal", "id", "input_schema", "state_schema", "output_schema"):
+            val = getattr(plan, name)
+            if val is not None:
+                changes[name] = val
+        if plan.tools:
+            changes["tools"] = self.header.tools + plan.tools
+        if changes:
+            self.header = replace(self.header, **changes)
+            if "tools" in changes and self._sched is not None:
+                self._sched.set_registry(self.registry.with_plan_decls(self.header.tools))
+
+    # -- checking one call on arrival ------------------------------------------
+
+    def _call_diags(self, compiled_diags: Iterable[Diagnostic], call: Call) -> list[Diagnostic]:
+        span = call.span or call.tool_span
+        if span is None:
+            return []
+        lo, hi = span.line, span.end_line
+        return [d for d in compiled_diags if d.span is not None and lo <= d.span.line <= hi]
+
+    def _keep(self, d: Diagnostic) -> bool:
+        """Drop what earlier turns' data already answers (like the runtime's initial kinds)."""
+        if d.code == "E306":
+            m = _UNKNOWN_KIND.search(d.message)
+            if m and m.group(1) in self._known_kinds:
+                return False
+        if d.code in ("E301", "W303") and self.initial:
+            return False
+        return True
+
+    def _arrive(self, call: Call, text: str | None = None) -> None:
+        i = len(self.calls)
+        self.calls.append(call)
+        cid = call.id if call.id is not None else f"c{i + 1}"
+        self.ids.append(cid)
+        if self.max_calls is not None and i >= self.max_calls:
+            diags = [Diagnostic("E305", f"call {cid} is beyond the limit of {self.max_calls} calls per plan",
+                                call.span or call.tool_span)]
+        else:
+            compiled = compile_plan(self._plan_now(), tools=self.registry,
+                                    require_executor=self.options.executor is None)
+            diags = [d for d in self._call_diags(compiled.diagnostics, call)
+                     if d.code not in DEFERRED_CODES and self._keep(d)]
+        self.diagnostics.extend(diags)
+        errs = [d for d in diags if d.is_error]
+        if self.on_call is not None:
+            self.on_call(cid, call, diags)
+        if errs:
+            self._refuse(i, call, errs, text)
+        elif self._sched is not None:
+            self._sched.add_call(route_instance(call, self.instance_inputs), cid, arrived=self._arrival)
+
+    def _refuse(self, i: int, call: Call, errs: list[Diagnostic], text: str | None) -> None:
+        cid = self.ids[i]
+        shown = text or _call_text(call)
+        for d in errs:
+            self.errors.append({"call": shown, "id": cid, "error": diagnostic_error(d)})
+        err = ErrorInfo(PLAN_INVALID, "; ".join(f"{d.code} {d.message}" for d in errs))
+        self.refused[i] = err
+        if self._sched is not None:
+            if i < self._sched.n:
+                self._sched.refuse(i, err)
+            else:
+                self._sched.add_call(route_instance(call, self.instance_inputs), cid, refused=err)
+
+    # -- the end of the reply ---------------------------------------------------
+
+    def _parse_json(self) -> None:
+        from ..loader import parse
+
+        res = parse(strip_fences(self.text), "json")
+        errs = [d for d in res.diagnostics if d.is_error]
+        if errs:
+            self.diagnostics.extend(res.diagnostics)
+            for d in errs:
+                self.errors.append({"call": None, "error": diagnostic_error(d)})
+            return
+        self._merge_header(replace(res.plan, calls=(), output=None))
+        self.output = res.plan.output
+        for call in res.plan.calls:
+            self._arrive(call)
+
+    def close_stream(self) -> Plan:
+        """No more text: flush, parse JSON replies, run the whole-plan checks."""
+        if self._form is None:
+            self._form = _detect_form(self.text) or "dsl"
+        if self._form == "dsl":
+            for st in self._splitter.close():
+                self._statement(st)
+        else:
+            self._parse_json()
+        plan = self._plan_now(output=self.output)
+        compiled = compile_plan(plan, tools=self.registry, require_executor=self.options.executor is None)
+        whole = [d for d in compiled.diagnostics if d.code in DEFERRED_CODES and self._keep(d)]
+        self.diagnostics.extend(whole)
+        condemned: dict[int, list[Diagnostic]] = {}
+        for d in whole:
+            if not d.is_error:
+                continue
+            idx = self._call_at(d)
+            targets = sorted(_cycle_members(compiled.deps)) if d.code == "E302" else \
+                ([idx] if idx is not None else [])
+            for j in targets:
+                condemned.setdefault(j, []).append(d)
+            self.errors.append({"call": _call_text(self.calls[idx]) if idx is not None else None,
+                                "id": self.ids[idx] if idx is not None else None,
+                                "error": diagnostic_error(d)})
+        for j in sorted(condemned):
+            if j in self.refused:
+                continue
+            err = ErrorInfo(PLAN_INVALID, "; ".join(f"{x.code} {x.message}" for x in condemned[j]))
+            self.refused[j] = err
+            if self._sched is not None and not self._sched._decided[j]:
+                self._sched.refuse(j, err)
+        return plan
+
+    def _call_at(self, d: Diagnostic) -> int | None:
+        if d.span is None:
+            return None
+        for i, c in enumerate(self.calls):
+            s = c.span or c.tool_span
+            if s is not None and s.line <= d.span.line <= s.end_line:
+                return i
+        return None
+
+    async def finish(self) -> TurnOutcome:
+        """Close the stream (if not yet) and wait for the dispatched calls (eager mode)."""
+        plan = self.close_stream() if (self._sched is None or self._sched.stream_open) else self._plan_now(
+            output=self.output)
+        result = None
+        status = "succeeded"
+        if self._sched is not None:
+            self._sched.close_stream(self.output)
+            result = await self._task
+            status = result.status
+        elif any(d.is_error for d in self.diagnostics):
+            status = "invalid"
+        return self._outcome(plan, result, status)
+
+    async def execute(self) -> TurnOutcome:
+        """Lazy mode: run the whole (already checked) plan now."""
+        plan = self._plan_now(output=self.output)
+        self._start_scheduler()
+        assert self._sched is not None
+        for call, cid in zip(self.calls, self.ids):
+            self._sched.add_call(route_instance(call, self.instance_inputs), cid)
+        self._sched.close_stream(self.output)
+        result = await self._task
+        return self._outcome(plan, result, result.status)
+
+    def _outcome(self, plan: Plan, result: RunResult | None, status: str) -> TurnOutcome:
+        errors = list(self.errors)
+        output = result.output if result is not None else None
+        if result is not None:
+            for i, rec in enumerate(result.calls):
+                if rec.status == "failed" and not rec.caught and i not in self.refused and rec.error is not None:
+                    errors.append({"call": _call_text(self.calls[i]), "id": rec.id, "error": rec.error.to_json()})
+        lat: dict[str, float] = {}
+        if self._sched is not None:
+            for i, t in self._sched.dispatched_at.items():
+                lat[self.ids[i]] = t - self._sched.arrived_at.get(i, t)
+        return TurnOutcome(plan, self.text, self._form or "dsl", errors, list(self.diagnostics), result, output,
+                           status, [self.ids[i] for i in sorted(self.refused)], lat)
+
+
+def _call_text(call: Call) -> str:
+    from ..syntax.dsl_printer import format_call
+
+    try:
+        return format_call(call)
+    except Exception:  # noqa: BLE001 - a message must never fail
+        return call.tool
+
+
+def _cycle_members(deps: tuple[frozenset[int], ...]) -> set[int]:
+    """Calls on a dependency cycle (Tarjan's strongly connected components)."""
+    n = len(deps)
+    index = [0] * n
+    low = [0] * n
+    seen = [False] * n
+    on = [False] * n
+    stack: list[int] = []
+    counter = [1]
+    out: set[int] = set()
+
+    def strong(v: int) -> None:
+        work = [(v, iter(sorted(deps[v])))]
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        seen[v] = on[v] = True
+        stack.append(v)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if not seen[nxt]:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    seen[nxt] = on[nxt] = True
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(deps[nxt]))))
+                elif on[nxt]:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    comp.append(w)
+                    if w == node:
+                        break
+                if len(comp) > 1 or node in deps[node]:
+                    out.update(comp)
+
+    for v in range(n):
+        if not seen[v]:
+            strong(v)
+    return out
+
