@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import random as _random
@@ -332,6 +333,9 @@ class AnthropicProvider:
     messages of one role are joined. ``max_tokens`` is required by the API and defaults to
     ``default_max_tokens``. ``json_schema`` is sent as
     ``output_config={"format": {"type": "json_schema", "schema": ...}}`` (structured outputs).
+    Parameters the installed SDK's ``messages.create`` does not know travel in ``extra_body``;
+    ``temperature`` is dropped when the SDK no longer accepts it (recent SDKs removed sampling
+    parameters from the Messages API).
     A stream that ends without ``message_stop`` was cut off and raises a retryable
     :class:`ProviderError` (the SDK itself does not notice a connection closed early).
     """
@@ -401,7 +405,8 @@ class AnthropicProvider:
         sdk_stream = None
         try:
             try:
-                sdk_stream = await client.messages.create(stream=True, **params)
+                sdk_stream = await client.messages.create(stream=True,
+                                                          **_fit_anthropic(client, params))
                 stopped = False
                 async for event in sdk_stream:
                     etype = getattr(event, "type", None)
@@ -427,6 +432,28 @@ class AnthropicProvider:
             if self._client is None:
                 with contextlib.suppress(Exception):
                     await client.close()
+
+
+def _fit_anthropic(client: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Adapt the request to the installed SDK's ``messages.create`` signature: parameters it does
+    not know go in ``extra_body`` (e.g. ``output_config`` on an older SDK), except the sampling
+    parameter ``temperature``, which newer SDKs dropped because the API no longer takes it."""
+    try:
+        accepted = set(inspect.signature(type(client.messages).create).parameters)
+    except (TypeError, ValueError, AttributeError):
+        return params
+    if "kwargs" in accepted:
+        return params
+    fitted: dict[str, Any] = {}
+    extra = dict(params.get("extra_body") or {})
+    for key, value in params.items():
+        if key == "extra_body" or key in accepted:
+            fitted[key] = value
+        elif key != "temperature":
+            extra[key] = value
+    if extra:
+        fitted["extra_body"] = extra
+    return fitted
 
 
 # --------------------------------------------------------------------------- Scripted
