@@ -30,6 +30,7 @@ import json
 import os
 import random as _random
 import re
+import weakref
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
@@ -199,10 +200,43 @@ async def _aclose(it: Any) -> None:
             await result
 
 
+# --------------------------------------------------------------------------- SDK clients
+
+
+class _SDKClients:
+    """One SDK client per event loop (an httpx client must not outlive or cross its loop);
+    making a client costs ~0.1 s (TLS setup), so it is reused for every call on that loop."""
+
+    _client: Any
+
+    def _client_for_loop(self) -> Any:
+        if self._client is not None:
+            return self._client
+        clients = self.__dict__.setdefault("_clients", weakref.WeakKeyDictionary())
+        loop = asyncio.get_running_loop()
+        client = clients.get(loop)
+        if client is None:
+            client = self._make_client()
+            clients[loop] = client
+        return client
+
+    def _make_client(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the SDK client made for the running event loop (if any)."""
+        clients = self.__dict__.get("_clients")
+        if clients is not None:
+            client = clients.pop(asyncio.get_running_loop(), None)
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+
+
 # --------------------------------------------------------------------------- OpenAI
 
 
-class OpenAIProvider:
+class OpenAIProvider(_SDKClients):
     """Chat Completions over the official ``openai`` SDK, streamed.
 
     ``base_url`` and ``api_key`` default to what the SDK reads from ``OPENAI_BASE_URL`` and
@@ -213,8 +247,9 @@ class OpenAIProvider:
     ``max_completion_tokens`` against api.openai.com (newer OpenAI models reject ``max_tokens``)
     and ``max_tokens`` elsewhere (what compatible servers understand).
 
-    A fresh SDK client is made for each :meth:`stream` call and closed after it (so the provider
-    is safe to use from several event loops), unless ``client`` (an ``AsyncOpenAI``) is given.
+    One SDK client is made per event loop and reused (so the provider is safe to use from
+    several event loops, e.g. repeated ``asyncio.run``), unless ``client`` (an ``AsyncOpenAI``)
+    is given; :meth:`aclose` closes the running loop's client.
 
     A stream that ends without any ``finish_reason`` was cut off (the SDK itself does not notice
     a connection closed early) and raises a retryable :class:`ProviderError`; pass
@@ -289,7 +324,7 @@ class OpenAIProvider:
                      max_tokens: int | None = None) -> AsyncIterator[str]:
         params = self.request_params(messages, model=model, json_schema=json_schema,
                                      temperature=temperature, max_tokens=max_tokens)
-        client = self._client or self._make_client()
+        client = self._client_for_loop()
         sdk_stream = None
         try:
             try:
@@ -317,15 +352,12 @@ class OpenAIProvider:
             if sdk_stream is not None:
                 with contextlib.suppress(Exception):
                     await _aclose(sdk_stream)
-            if self._client is None:
-                with contextlib.suppress(Exception):
-                    await client.close()
 
 
 # --------------------------------------------------------------------------- Anthropic
 
 
-class AnthropicProvider:
+class AnthropicProvider(_SDKClients):
     """The Messages API over the official ``anthropic`` SDK, streamed.
 
     ``api_key`` / ``base_url`` default to what the SDK reads (``ANTHROPIC_API_KEY``,
@@ -401,7 +433,7 @@ class AnthropicProvider:
                      max_tokens: int | None = None) -> AsyncIterator[str]:
         params = self.request_params(messages, model=model, json_schema=json_schema,
                                      temperature=temperature, max_tokens=max_tokens)
-        client = self._client or self._make_client()
+        client = self._client_for_loop()
         sdk_stream = None
         try:
             try:
@@ -429,9 +461,6 @@ class AnthropicProvider:
             if sdk_stream is not None:
                 with contextlib.suppress(Exception):
                     await _aclose(sdk_stream)
-            if self._client is None:
-                with contextlib.suppress(Exception):
-                    await client.close()
 
 
 def _fit_anthropic(client: Any, params: dict[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,24 @@ def deltas(provider, messages=USER, **kw) -> list[str]:
     return asyncio.run(go())
 
 
+async def attempt(provider, messages=USER, **kw) -> tuple[list[str], ProviderError | None]:
+    """The deltas streamed before the call ended, and the ProviderError it ended with (if any)."""
+    got: list[str] = []
+    try:
+        async for d in provider.stream(messages, **kw):
+            got.append(d)
+    except ProviderError as err:
+        return got, err
+    return got, None
+
+
+def attempts(provider, n: int, **kw) -> list[tuple[list[str], ProviderError | None]]:
+    """``n`` calls in one event loop (so the SDK client is made once)."""
+    async def go():
+        return [await attempt(provider, **kw) for _ in range(n)]
+    return asyncio.run(go())
+
+
 def openai_at(srv, **kw):
     from sophon_dsl.llm.providers import OpenAIProvider
     return OpenAIProvider(kw.pop("model", "gpt-test"), base_url=srv.openai_base_url,
@@ -131,12 +149,10 @@ def test_openai_without_key_or_base_url_is_a_clear_error(need_openai):
 def test_openai_http_errors_map_to_provider_errors(need_openai):
     with ScriptedLLMServer(replies=[ServerError(429, "slow down"), ServerError(400, "bad"),
                                     ServerError(503)]) as srv:
-        provider = openai_at(srv)
-        for status, retryable in ((429, True), (400, False), (503, True)):
-            with pytest.raises(ProviderError) as info:
-                deltas(provider)
-            assert (info.value.status, info.value.retryable) == (status, retryable)
-            assert info.value.provider == "openai"
+        results = attempts(openai_at(srv), 3)
+    for (got, err), status, retryable in zip(results, (429, 400, 503), (True, False, True)):
+        assert got == [] and (err.status, err.retryable) == (status, retryable)
+        assert err.provider == "openai" and err.__cause__ is not None
 
 
 def test_openai_mid_stream_error_and_truncation(need_openai):
@@ -144,17 +160,10 @@ def test_openai_mid_stream_error_and_truncation(need_openai):
                      fail_with=ServerError(500, "boom")),
                Reply("abcdefgh", chunk_chars=2, fail_after=2, drop=True)]
     with ScriptedLLMServer(replies=replies) as srv:
-        provider = openai_at(srv)
-        for _ in replies:
-            got: list[str] = []
-
-            async def go():
-                async for d in provider.stream(USER):
-                    got.append(d)
-
-            with pytest.raises(ProviderError) as info:
-                asyncio.run(go())
-            assert got == ["ab", "cd"] and info.value.retryable
+        results = attempts(openai_at(srv), 2)
+    for got, err in results:
+        assert got == ["ab", "cd"] and err is not None and err.retryable
+    assert results[0][1].status == 500
 
 
 def test_consumer_may_stop_early(need_openai):
@@ -202,12 +211,9 @@ def test_anthropic_errors(need_anthropic):
                Reply("abcdef", chunk_chars=2, fail_after=1),  # mid-stream overloaded_error
                Reply("abcdef", chunk_chars=2, fail_after=1, drop=True)]
     with ScriptedLLMServer(replies=replies) as srv:
-        provider = anthropic_at(srv)
-        expected = [(529, True), (401, False), (529, True), (None, True)]
-        for status, retryable in expected:
-            with pytest.raises(ProviderError) as info:
-                deltas(provider)
-            assert (info.value.status, info.value.retryable) == (status, retryable)
+        results = attempts(anthropic_at(srv), 4)
+    expected = [([], 529, True), ([], 401, False), (["ab"], 529, True), (["ab"], None, True)]
+    assert [(got, err.status, err.retryable) for got, err in results] == expected
 
 
 def test_anthropic_env(need_anthropic, monkeypatch):
@@ -243,12 +249,18 @@ def test_failover_backs_off_then_moves_to_the_next_provider(need_openai):
 
 
 def test_failover_jitter_bounds_at_the_extremes(need_openai):
-    for rnd, factor in ((lambda: 0.0, 0.8), (lambda: 0.999999, 1.2)):
-        sleeps = Sleeps()
-        with ScriptedLLMServer(replies=[ServerError(529), ServerError(500), "ok"]) as srv:
-            provider = FailoverProvider([openai_at(srv)], sleep=sleeps, random=rnd)
-            assert "".join(deltas(provider)) == "ok"
-        assert sleeps.delays == pytest.approx([0.25 * factor, 0.5 * factor], rel=1e-4)
+    with ScriptedLLMServer(replies=[ServerError(529), ServerError(500), "ok"], cycle=True) as srv:
+        server = openai_at(srv)
+
+        async def go():
+            for rnd, factor in ((lambda: 0.0, 0.8), (lambda: 0.999999, 1.2)):
+                sleeps = Sleeps()
+                provider = FailoverProvider([server], sleep=sleeps, random=rnd)
+                assert await collect(provider, USER) == "ok"
+                assert sleeps.delays == pytest.approx([0.25 * factor, 0.5 * factor], rel=1e-4)
+
+        asyncio.run(go())
+    assert len(srv.requests) == 6
 
 
 def test_failover_across_vendors(need_openai, need_anthropic):
@@ -430,16 +442,20 @@ def test_missing_sdk_names_the_extra(monkeypatch, package):
 def test_server_script_is_appendable_and_errors_are_chosen(need_openai):
     with ScriptedLLMServer(replies=["one"], errors={1: 500}) as srv:
         provider = openai_at(srv)
-        assert "".join(deltas(provider)) == "one"
-        with pytest.raises(ProviderError) as info:
-            deltas(provider)  # request 1 is answered 500 without using a reply
-        assert info.value.status == 500
-        with pytest.raises(ProviderError, match="no scripted reply left") as info:
-            deltas(provider)
-        assert info.value.status == 400
-        srv.replies.append("two")
-        srv.add_reply({"status": 529})
-        assert "".join(deltas(provider)) == "two"
-        with pytest.raises(ProviderError):
-            deltas(provider)
+
+        async def go():
+            assert await attempt(provider) == (["one"], None)
+            _, err = await attempt(provider)  # request 1 is answered 500 without using a reply
+            assert err.status == 500
+            _, err = await attempt(provider)
+            assert err.status == 400 and "no scripted reply left" in str(err)
+            srv.replies.append("two")  # the script grows while the server runs
+            srv.add_reply({"status": 529})
+            assert await attempt(provider) == (["two"], None)
+            _, err = await attempt(provider)
+            assert err.status == 529
+            assert len(provider._clients) == 1  # one SDK client per event loop, reused
+
+        asyncio.run(go())
     assert [r.status for r in srv.requests] == [200, 500, 400, 200, 529]
+    assert all(r.json["messages"] == [{"role": "user", "content": "hello"}] for r in srv.requests)
