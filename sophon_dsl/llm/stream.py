@@ -365,7 +365,7 @@ class StreamScheduler(Scheduler):
         self.stream_open = False
         if output is not None:
             self.plan = replace(self.plan, output=output)
-        if not self._stopping:
+        if not self._stopping and self._running:   # (not running yet: run() looks at every call)
             for i in range(self.n):
                 if not self._decided[i] and self._consider(i):
                     self._settled(i)
@@ -486,6 +486,7 @@ class StreamTurn:
         self._sched: StreamScheduler | None = None
         self._task: asyncio.Task | None = None
         self._arrival: float | None = None
+        self._closed: Plan | None = None
         if self.dispatch:
             self._start_scheduler()
 
@@ -636,7 +637,9 @@ class StreamTurn:
             self._arrive(call)
 
     def close_stream(self) -> Plan:
-        """No more text: flush, parse JSON replies, run the whole-plan checks."""
+        """No more text: flush, parse JSON replies, run the whole-plan checks (once)."""
+        if self._closed is not None:
+            return self._closed
         if self._form is None:
             self._form = _detect_form(self.text) or "dsl"
         if self._form == "dsl":
@@ -667,6 +670,7 @@ class StreamTurn:
             self.refused[j] = err
             if self._sched is not None and not self._sched._decided[j]:
                 self._sched.refuse(j, err)
+        self._closed = plan
         return plan
 
     def _call_at(self, d: Diagnostic) -> int | None:
@@ -680,8 +684,7 @@ class StreamTurn:
 
     async def finish(self) -> TurnOutcome:
         """Close the stream (if not yet) and wait for the dispatched calls (eager mode)."""
-        plan = self.close_stream() if (self._sched is None or self._sched.stream_open) else self._plan_now(
-            output=self.output)
+        plan = self.close_stream()
         result = None
         status = "succeeded"
         if self._sched is not None:

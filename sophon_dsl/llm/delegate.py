@@ -1,0 +1,214 @@
+"""Delegates (Act 014) and scopes (Act 015): a call run as an isolated sub-request.
+
+A call with ``_delegate`` (``@delegate("...")``) does not run its tool: it runs a
+new agent loop whose context is
+
+1. the delegate's own request (a saved request file, JSON or YAML, as in
+   seed 004: ``{"schema", "context", "config"?}``, found by path relative to the
+   agent's ``delegate_dir`` or under a name in ``delegates={name: request}``),
+   or nothing for ``"anonymous"``;
+2. the parent's context *limited by the call's* ``_scopes``: only the named
+   kinds (``state``, ``input``, ``data`` ...) are passed, each scoped to the
+   call's ``_instance`` when it has one; nothing else leaks in;
+3. the call's arguments as the sub-request's input (the LLM bridges any
+   mismatch with the delegate's input schema: execution-time resolution).
+
+The sub-request's final output is the call's output (validated by the runtime
+against the tool's output schema).  Its state is its own: nothing it writes
+reaches the parent except through that output.  Delegates nest up to
+``max_depth`` levels; loops over lists are written as one delegate call per item
+(with ``@instance`` when each item has its own data), as in Acts 012-013.
+
+``_instance`` routing is done by this layer, not the runtime: before a call is
+handed to the scheduler its ``†state`` reads and writes are rewritten to the
+kind ``state@X`` and its ``†input.k`` reads to ``input@X`` when instance X's own
+input carries ``k`` (see :func:`sophon_dsl.llm.stream.route_instance`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..runtime.errors import RunError
+from ..runtime.protocols import LatentRequest
+
+__all__ = ["DELEGATE_FAILED", "DelegateExecutor", "DelegateRun", "load_request", "scoped_context"]
+
+DELEGATE_FAILED = "Delegate.Failed"
+
+
+def load_request(source: Any, base_dir: str | os.PathLike | None = None) -> dict:
+    """A saved request: a dict, or a JSON/YAML file ``{"schema", "context", "config"?}``."""
+    if isinstance(source, dict):
+        return source
+    path = Path(source)
+    if base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
+    candidates = [path] + [path.with_suffix(s) for s in (".json", ".yaml", ".yml") if not path.suffix]
+    for p in candidates:
+        if p.is_file():
+            text = p.read_text(encoding="utf-8")
+            if p.suffix.lower() in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+            if not isinstance(data, dict):
+                raise RunError(DELEGATE_FAILED, f"delegate request {p} is not an object")
+            return data
+    raise RunError(DELEGATE_FAILED, f"no saved request {str(source)!r} (looked for {', '.join(map(str, candidates))})")
+
+
+def scoped_context(scopes: Any, context: dict, instance: str | None = None) -> dict[str, Any]:
+    """The parent's data allowed by ``_scopes``: ``{kind: data}``, instance-aware."""
+    out: dict[str, Any] = {}
+    for scope in scopes or ():
+        name = str(scope)
+        kind = name
+        if instance and f"{name}@{instance}" in context:
+            kind = f"{name}@{instance}"
+        if kind in context:
+            out[name] = context[kind]
+    return out
+
+
+@dataclass
+class DelegateRun:
+    call_id: str
+    delegate: str
+    request: str
+    input: Any
+    scoped: dict
+    result: Any = None
+    status: str = ""
+    turns: int = 0
+    context_kinds: list = field(default_factory=list)
+
+
+class DelegateExecutor:
+    """Runs ``_delegate`` calls as sub-agents of ``parent`` (an :class:`~sophon_dsl.llm.agent.Agent`)."""
+
+    def __init__(self, parent: Any, *, depth: int = 0):
+        self.parent = parent
+        self.depth = depth
+        self.runs: list[DelegateRun] = []
+
+    def _resolve(self, name: str, spec: Any) -> dict:
+        if name == "anonymous":
+            return {"context": [], "schema": spec.output_schema if spec is not None else None}
+        named = (self.parent.delegates or {}).get(name)
+        if named is not None:
+            return load_request(named, self.parent.delegate_dir)
+        return load_request(name, self.parent.delegate_dir)
+
+    async def execute(self, request: LatentRequest, context: dict | None = None) -> Any:
+        from .agent import Agent
+
+        call = request.call
+        name = str(call.delegate)
+        if self.depth >= self.parent.max_delegate_depth:
+            raise RunError(DELEGATE_FAILED, f"delegates nest at most {self.parent.max_delegate_depth} levels")
+        spec = request.tool
+        saved = self._resolve(name, spec)
+        ctx_msgs = saved.get("context") or []
+        if not isinstance(ctx_msgs, list):
+            raise RunError(DELEGATE_FAILED, f"delegate {name!r}: 'context' must be a list of messages")
+        texts: list[str] = []
+        allowed: list[str] = []
+        decls: list[Any] = []
+        input_schema = None
+        base_state: Any = None
+        state_schema = None
+        for m in ctx_msgs:
+            if not isinstance(m, dict):
+                continue
+            typ = m.get("type") or m.get("role")
+            if typ in ("system", "text", "user", "assistant"):
+                body = m.get("message") or m.get("content") or m.get("text")
+                if body:
+                    texts.append(str(body))
+            elif typ == "tool":
+                t = m.get("tool")
+                if isinstance(t, str):
+                    allowed.append(t.removeprefix("Tool."))
+                elif isinstance(t, dict):
+                    decls.extend(_decls_from(t))
+            elif typ == "input" and isinstance(m.get("schema"), dict):
+                input_schema = m["schema"]
+            elif typ == "state":
+                if isinstance(m.get("schema"), dict):
+                    state_schema = m["schema"]
+                data = {k: v for k, v in m.items() if k not in ("type", "schema", "_instance")}
+                if data:
+                    base_state = data
+        out_schema = saved.get("schema")
+        if isinstance(out_schema, dict) and isinstance(out_schema.get("properties"), dict) \
+                and {"calls", "output"} <= set(out_schema["properties"]):
+            out_schema = out_schema["properties"]["output"]
+        if out_schema is None and spec is not None:
+            out_schema = spec.output_schema
+        scoped = scoped_context(call.scopes, context or {}, call.instance)
+        state = dict(base_state or {})
+        if isinstance(scoped.get("state"), dict):
+            state.update(scoped["state"])
+        sub_input: dict[str, Any] = {"input": request.args}
+        if input_schema is not None:
+            sub_input["schema"] = input_schema
+        if "input" in scoped:
+            sub_input["parent_input"] = scoped["input"]
+        for k, v in scoped.items():
+            if k not in ("state", "input"):
+                sub_input[k] = v
+        what = (spec.description if spec is not None and spec.description else call.tool)
+        request_text = "\n".join(texts) if texts else f"Do this task and give its result as the final output: {what}"
+        request_text += f"\n(You are the delegate {name!r} for the call {request.call_id} = {call.tool}.)"
+        config = saved.get("config") if isinstance(saved.get("config"), dict) else {}
+        registry = self.parent.registry
+        if allowed or decls:
+            from ..tools import ToolRegistry
+
+            specs = [registry[n] for n in allowed if n in registry]
+            registry = ToolRegistry(specs).with_plan_decls(decls)
+        else:
+            from ..tools import ToolRegistry
+
+            registry = ToolRegistry([])
+        sub = Agent(self.parent.provider, tools=registry,
+                    mode=config.get("mode", self.parent.mode.value),
+                    max_turns=int(config.get("max_turns", min(self.parent.max_turns, 4))),
+                    approve=self.parent.approve, max_calls=self.parent.max_calls,
+                    model=config.get("model", self.parent.model), output_schema=out_schema,
+                    state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
+                    delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,
+                    max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1)
+        run = DelegateRun(request.call_id, name, request_text, sub_input, scoped,
+                          context_kinds=sorted(scoped))
+        self.runs.append(run)
+        result = await sub.arun(request_text, input=sub_input, state=state or None)
+        run.result, run.status, run.turns = result.output, result.status, len(result.turns)
+        if result.status != "succeeded":
+            raise RunError(DELEGATE_FAILED, f"delegate {name!r} {result.status}: {result.error or 'no output'}")
+        return result.output
+
+
+def _decls_from(tool: dict) -> list:
+    """``{"name": {...schema}}`` or a single declaration with ``name`` -> ToolDecls."""
+    from ..model import ToolDecl
+
+    out = []
+    items = [(tool["name"], tool)] if "name" in tool else list(tool.items())
+    for tname, body in items:
+        if not isinstance(body, dict):
+            continue
+        props = body.get("properties") or {}
+        params = {k: v for k, v in props.items() if not str(k).startswith("_")}
+        input_schema = body.get("input") or {"type": "object", "properties": params,
+                                             "required": [r for r in body.get("required", []) if not r.startswith("_")]}
+        output_schema = body.get("output") or props.get("_output")
+        out.append(ToolDecl(str(tname), body.get("description", ""), input_schema, output_schema))
+    return out

@@ -1,0 +1,136 @@
+"""Latent calls executed by a language model (Acts 002-003).
+
+A latent call is a call of a tool without Python code.  In eager mode the
+planner may resolve it inline (``-> value`` / ``_output``); otherwise
+:class:`LLMLatentExecutor` runs it as its own small request whose structured
+output is the tool's output schema (``json_schema``), and validates the result
+against that schema before it is written (``Tool.OutputInvalid`` otherwise).
+
+It implements the runtime's :class:`~sophon_dsl.runtime.protocols.LatentExecutor`
+protocol, so ``sophon_dsl.run(plan, executor=LLMLatentExecutor(provider))`` works
+for any plan, not only inside the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..runtime.errors import RunError, TOOL_OUTPUT_INVALID
+from ..runtime.protocols import LatentRequest
+from .provider import Message, Provider, ProviderError, collect
+
+__all__ = ["LATENT_FAILED", "LLMLatentExecutor", "parse_json_reply", "wrap_schema"]
+
+LATENT_FAILED = "Latent.Failed"
+
+_SYSTEM = ("You execute one tool call yourself, using your own knowledge and reasoning (there is no code "
+           "behind this tool). Reply with the tool's result as JSON only, matching the output schema.")
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*?)\n\s*```\s*$", re.S)
+
+
+def wrap_schema(schema: Any) -> tuple[dict | None, bool]:
+    """Structured output needs an object at the root: wrap anything else as ``{"result": ...}``.
+
+    Returns ``(schema_to_send, wrapped)``.
+    """
+    if not isinstance(schema, dict) or not schema:
+        return None, False
+    if schema.get("type") == "object":
+        return schema, False
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"],
+            "additionalProperties": False}, True
+
+
+def parse_json_reply(text: str) -> Any:
+    """The JSON value of a reply (code fences and surrounding prose tolerated)."""
+    body = text.strip()
+    m = _FENCE.match(body)
+    if m:
+        body = m.group(1).strip()
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        pass
+    for opener, closer in (("{", "}"), ("[", "]")):
+        a, b = body.find(opener), body.rfind(closer)
+        if a != -1 and b > a:
+            try:
+                return json.loads(body[a:b + 1])
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("the reply is not JSON")
+
+
+class LLMLatentExecutor:
+    """Run latent calls with ``provider``: one request per call, structured output = the tool's output schema."""
+
+    def __init__(self, provider: Provider, *, model: str | None = None, temperature: float | None = None,
+                 max_tokens: int | None = None, validate: bool = True):
+        self.provider = provider
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.validate = validate
+        self.requests: list[list[Message]] = []   # what was asked, for tests and tracing
+
+    def messages(self, request: LatentRequest, context: dict | None = None) -> list[Message]:
+        spec = request.tool
+        call = request.call
+        lines = [f"Tool: {call.tool}"]
+        if spec is not None and spec.description:
+            lines.append(f"Description: {spec.description}")
+        if spec is not None and spec.output_schema:
+            lines.append("Output schema: " + json.dumps(spec.output_schema, ensure_ascii=False))
+        lines.append("Arguments: " + json.dumps(request.args, ensure_ascii=False, default=str))
+        if call.reasoning:
+            lines.append(f"Why it was called: {call.reasoning}")
+        if call.success_criterion:
+            lines.append(f"Success criterion: {call.success_criterion}")
+        if context and call.scopes:
+            for scope in call.scopes:
+                kind = f"{scope}@{call.instance}" if call.instance and f"{scope}@{call.instance}" in context else scope
+                if kind in context:
+                    lines.append(f"{scope.capitalize()}: " + json.dumps(context[kind], ensure_ascii=False, default=str))
+        return [Message("system", _SYSTEM), Message("user", "\n".join(lines))]
+
+    async def execute(self, request: LatentRequest) -> Any:
+        return await self._run(request, None)
+
+    async def execute_scoped(self, request: LatentRequest, context: dict) -> Any:
+        """As :meth:`execute`, with the call's ``_scopes`` of ``context`` shown to the model."""
+        return await self._run(request, context)
+
+    async def _run(self, request: LatentRequest, context: dict | None) -> Any:
+        spec = request.tool
+        schema = spec.output_schema if spec is not None else None
+        send, wrapped = wrap_schema(schema)
+        msgs = self.messages(request, context)
+        self.requests.append(msgs)
+        try:
+            text = await collect(self.provider, msgs, model=self.model, json_schema=send,
+                                 temperature=self.temperature, max_tokens=self.max_tokens)
+        except ProviderError as exc:
+            raise RunError(LATENT_FAILED, f"the model call failed: {exc}") from exc
+        try:
+            value = parse_json_reply(text)
+        except ValueError:
+            if not schema or schema.get("type") == "string":
+                value = text.strip()
+                wrapped = False
+            else:
+                raise RunError(TOOL_OUTPUT_INVALID, f"latent {request.call.tool}: the model's reply is not JSON: "
+                                                    f"{text[:200]!r}") from None
+        if wrapped and isinstance(value, dict) and set(value) == {"result"}:
+            value = value["result"]
+        if self.validate and isinstance(schema, dict) and schema:
+            import jsonschema
+
+            err = next(iter(jsonschema.validators.validator_for(schema)(schema).iter_errors(value)), None)
+            if err is not None:
+                where = "/".join(str(p) for p in err.absolute_path)
+                raise RunError(TOOL_OUTPUT_INVALID, f"latent {request.call.tool}: {err.message}"
+                                                    + (f" (at /{where})" if where else ""))
+        return value

@@ -1,0 +1,462 @@
+"""The execution loop (Acts 010/012) end to end, offline.
+
+A tiny in-test provider (:class:`FakeProvider`) implements the Provider protocol; the last tests
+drive the same loop through the project's scripted provider and through the real OpenAI SDK
+against the local SSE server (tests/llm/sse_server.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Sequence
+
+import pytest
+
+from sophon_dsl.llm.agent import Agent, AgentResult
+from sophon_dsl.llm.prompt import build_messages, schema_type, tool_signature
+from sophon_dsl.llm.provider import Message, ProviderError
+from sophon_dsl.runtime import Branch, RunError
+from sophon_dsl.tools import tool
+
+
+class FakeProvider:
+    """Replies in turn from ``replies``, streamed ``chunk`` characters at a time.
+
+    A reply that is a callable gets the messages and returns the text.  ``events`` (shared with
+    tools) records ``reply_start`` / ``reply_end`` so tests can order them against tool starts.
+    """
+
+    name = "fake"
+
+    def __init__(self, replies: Sequence[Any], *, chunk: int = 5, delay: float = 0.0, events: list | None = None,
+                 latent: dict | None = None):
+        self.replies = list(replies)
+        self.chunk = chunk
+        self.delay = delay
+        self.events = events if events is not None else []
+        self.requests: list[list[Message]] = []
+        self.latent = latent or {}
+        self.schemas: list[Any] = []
+
+    async def stream(self, messages: Sequence[Message], *, model: str | None = None, json_schema: dict | None = None,
+                     temperature: float | None = None, max_tokens: int | None = None) -> AsyncIterator[str]:
+        self.schemas.append(json_schema)
+        if json_schema is not None or messages[0].content.startswith("You execute one tool call"):
+            # a latent call: answer from the table by tool name
+            tool_name = messages[1].content.split("\n", 1)[0].removeprefix("Tool: ")
+            yield json.dumps(self.latent[tool_name])
+            return
+        self.requests.append(list(messages))
+        if not self.replies:
+            raise ProviderError("no more replies", provider="fake")
+        reply = self.replies.pop(0)
+        if callable(reply):
+            reply = reply(messages)
+        if isinstance(reply, ProviderError):
+            raise reply
+        self.events.append("reply_start")
+        for k in range(0, len(reply), self.chunk):
+            yield reply[k:k + self.chunk]
+            await asyncio.sleep(self.delay)
+        self.events.append("reply_end")
+
+
+def context_of(messages: list[Message]) -> str:
+    return messages[-1].content
+
+
+# ---------------------------------------------------------------------------
+# tools
+
+
+def make_tools(events: list):
+    hit = {"type": "object", "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
+           "required": ["title", "url"]}
+
+    @tool(name="web.search", risk="low", description="Search the web", output_schema={"type": "array", "items": hit})
+    async def search(query: str, limit: int = 3) -> list[dict]:
+        events.append(f"start search {query}")
+        await asyncio.sleep(0.02)
+        events.append(f"end search {query}")
+        return [{"title": f"{query} {i}", "url": f"https://x/{i}"} for i in range(limit)]
+
+    @tool
+    async def count(items: list) -> int:
+        events.append("start count")
+        return len(items)
+
+    @tool(name="pay")
+    async def pay(amount: float) -> dict:
+        events.append("start pay")
+        if amount > 100:
+            raise RunError("Payment.Declined", "card declined")
+        return {"receipt": "r1", "amount": amount}
+
+    @tool(name="mail.send", risk="high")
+    async def send(to: str, body: str) -> str:
+        events.append("start send")
+        return "sent"
+
+    return [search, count, pay, send]
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_loop_runs_two_turns_and_returns_the_output():
+    events: list = []
+    provider = FakeProvider([
+        '$state.hits = web.search(query="llm", limit=2)\n$state.n = count(items=$state.hits)\n',
+        'return {"found": $state.n, "first": $state.hits[0].title}\n',
+    ], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("How many hits?")
+    assert result.status == "succeeded"
+    assert result.output == {"found": 2, "first": "llm 0"}
+    assert len(result.turns) == 2
+    # the second request carries the state and the previous turn's plan (the Plan message)
+    ctx = context_of(provider.requests[1])
+    assert '"n":2' in ctx
+    assert "Plan (your previous turn):" in ctx and "web.search(" in ctx
+    data = result.to_json()
+    assert set(data) == {"status", "output", "state", "turns"}
+    assert [c["status"] for c in data["turns"][0]["calls"]] == ["succeeded", "succeeded"]
+    assert data["turns"][0]["errors"] == [] and data["state"]["state"]["n"] == 2
+
+
+def test_output_with_calls_ends_after_the_calls_of_that_turn():
+    events: list = []
+    provider = FakeProvider(['$state.hits = web.search(query="q", limit=1)\nreturn $state.hits[0].url\n'],
+                            events=events)
+    result = Agent(provider, tools=make_tools(events)).run("go")
+    assert result.status == "succeeded" and result.output == "https://x/0"
+    assert len(result.turns) == 1
+
+
+def test_a_turn_failing_check_is_repaired_on_the_next_turn():
+    events: list = []
+    provider = FakeProvider([
+        '$state.hits = web.serch(query="llm")\n$state.n = count(items=$state.hits)\n',
+        '$state.hits = web.search(query="llm")\n$state.n = count(items=$state.hits)\nreturn $state.n\n',
+    ], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("count")
+    assert result.status == "succeeded" and result.output == 3
+    first = result.turns[0]
+    codes = [e["error"].get("code") for e in first.errors]
+    assert "E201" in codes
+    # the bad call was not dispatched, nor the call reading its output
+    statuses = {c["id"]: c["status"] for c in first.calls}
+    assert statuses == {"c1": "failed", "c2": "skipped"}
+    assert "start count" not in events[: events.index("start search llm")]
+    # the error message {call, error} reached the next request, with the suggestion
+    ctx = context_of(provider.requests[1])
+    assert "Errors of the previous turn" in ctx and "E201" in ctx and "web.search" in ctx
+
+
+def test_runtime_error_is_reported_and_repaired():
+    events: list = []
+    provider = FakeProvider([
+        '$state.r = pay(amount=500)\n',
+        '$state.r = pay(amount=50)\nreturn $state.r.receipt\n',
+    ], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("pay")
+    assert result.ok and result.output == "r1"
+    err = result.turns[0].errors[0]
+    assert err["error"] == {"error": "Payment.Declined", "cause": "card declined"}
+    assert "Payment.Declined" in context_of(provider.requests[1])
+
+
+def test_branching_plan_takes_the_error_branch_and_skips_the_happy_path():
+    events: list = []
+
+    @tool
+    async def confirm(receipt: dict) -> str:
+        events.append("start confirm")
+        return "confirmed"
+
+    @tool(name="report")
+    async def report(error: dict) -> str:
+        events.append("start report")
+        return "reported " + error["error"]
+
+    provider = FakeProvider([
+        '$state.receipt || $state.error = pay(amount=$input.amount)\n'
+        'confirm(receipt=$state.receipt)\n'
+        '$state.note = report(error=$state.error)\n'
+        'return {"note": $state.note}\n',
+    ], events=events)
+    tools = make_tools(events) + [confirm, report]
+    result = Agent(provider, tools=tools).run("pay", input={"amount": 500})
+    assert result.ok, result.turns[0].errors
+    assert result.output == {"note": "reported Payment.Declined"}
+    statuses = {c["id"]: c["status"] for c in result.turns[0].calls}
+    assert statuses["c2"] == "skipped" and statuses["c3"] == "succeeded"
+    assert "start confirm" not in events
+
+
+def test_branch_picked_by_the_activity():
+    events: list = []
+
+    @tool
+    async def weather(city: str) -> dict:
+        return Branch("†state.rainy", {"city": city})
+
+    @tool
+    async def park(w: dict) -> str:
+        return "park"
+
+    @tool
+    async def movie(w: dict) -> str:
+        return "movie in " + w["city"]
+
+    provider = FakeProvider([
+        '$state.sunny || $state.rainy = weather(city="Oslo")\n'
+        '$state.plan = park(w=$state.sunny)\n'
+        '$state.plan = movie(w=$state.rainy)\n'
+        'return $state.plan\n'])
+    result = Agent(provider, tools=[weather, park, movie]).run("plan my day")
+    assert result.ok and result.output == "movie in Oslo"
+
+
+def test_streamed_dispatch_first_tool_starts_before_the_reply_finishes():
+    events: list = []
+    reply = ('$state.a = web.search(query="first")\n'
+             + "".join(f'$state.b{i} = web.search(query="q{i}")\n' for i in range(6))
+             + 'return $state.a[0].title\n')
+    provider = FakeProvider([reply], chunk=4, delay=0.003, events=events)
+    result = Agent(provider, tools=make_tools(events)).run("search")
+    assert result.ok
+    assert events.index("start search first") < events.index("reply_end")
+
+
+def test_reader_waits_for_a_writer_that_arrives_later_in_the_stream():
+    events: list = []
+    # the reader comes first; its writer arrives afterwards: the read must wait (no Ref.Unresolved)
+    provider = FakeProvider(['$state.n = count(items=$state.hits)\n$state.hits = web.search(query="x", limit=4)\n'
+                             'return $state.n\n'], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("count")
+    assert result.ok and result.output == 4
+
+
+def test_json_solution_is_accepted():
+    events: list = []
+    solution = {"calls": [{"_tool": "web.search", "query": "j", "limit": 1, "_outputPath": "†state.hits"}],
+                "output": {"url": "†state.hits[0].url"}}
+    provider = FakeProvider(["```json\n" + json.dumps(solution) + "\n```"], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("json please")
+    assert result.ok and result.output == {"url": "https://x/0"}
+    assert result.turns[0].form == "json"
+
+
+def test_json_null_output_continues():
+    events: list = []
+    provider = FakeProvider([json.dumps({"calls": [], "output": None}), 'return "done"\n'], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("x")
+    assert result.ok and result.output == "done" and len(result.turns) == 2
+
+
+def test_max_turns_bounds_the_loop():
+    provider = FakeProvider(['$state.x = count(items=[1])\n'] * 5)
+    result = Agent(provider, tools=make_tools([]), max_turns=3).run("never ends")
+    assert result.status == "failed" and len(result.turns) == 3
+    assert "3 turn" in result.error
+
+
+def test_eager_latent_inline_output_and_llm_executed_latent_call():
+    from sophon_dsl.model import ToolDecl
+
+    sentiment = ToolDecl("sentiment", "Sentiment of a text", {"type": "object", "properties": {"text": {"type": "string"}},
+                                                              "required": ["text"]},
+                         {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]})
+    topic = ToolDecl("topic", "Topic of a text", {"type": "object", "properties": {"text": {"type": "string"}}},
+                     {"type": "string"})
+    provider = FakeProvider([
+        '$state.s = sentiment(text="great!") -> {"label": "positive"}\n'
+        '$state.t = topic(text="llm agents are great")\n'
+        'return {"s": $state.s.label, "t": $state.t}\n'], latent={"topic": "AI"})
+    result = Agent(provider, tools=[sentiment, topic]).run("analyse")
+    assert result.ok, result.turns[0].errors
+    assert result.output == {"s": "positive", "t": "AI"}
+    # the latent call asked for structured output; a non-object schema is wrapped as {"result": ...}
+    asked = [s for s in provider.schemas if s is not None]
+    assert asked == [{"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"],
+                      "additionalProperties": False}]
+
+
+def test_latent_result_is_validated_against_the_output_schema():
+    from sophon_dsl.model import ToolDecl
+
+    score = ToolDecl("score", "", {"type": "object", "properties": {}}, {"type": "integer"})
+    provider = FakeProvider(['$state.s = score()\n', 'return 1\n'], latent={"score": "high"})
+    result = Agent(provider, tools=[score]).run("score")
+    assert result.turns[0].errors[0]["error"]["error"] == "Tool.OutputInvalid"
+    assert result.ok
+
+
+def test_lazy_mode_invalid_plan_runs_none_of_its_calls():
+    events: list = []
+    provider = FakeProvider([
+        '$state.hits = web.search(query="x")\n$state.n = count(items=$state.nope, extra=1)\n',
+        '$state.hits = web.search(query="x")\n$state.n = count(items=$state.hits)\nreturn $state.n\n',
+    ], events=events)
+    result = Agent(provider, tools=make_tools(events), mode="lazy").run("count")
+    assert result.ok and result.output == 3
+    first = result.turns[0]
+    assert first.status == "invalid"
+    assert all(c["status"] == "pending" for c in first.calls)
+    assert events.count("start search x") == 1         # only the second turn ran it
+    assert any(e["error"].get("code") == "E203" for e in first.errors)
+    assert result.turns[1].dry_run is not None and result.turns[1].dry_run["status"] == "succeeded"
+
+
+def test_lazy_mode_rejects_inline_outputs():
+    from sophon_dsl.model import ToolDecl
+
+    sentiment = ToolDecl("sentiment", "", {"type": "object", "properties": {"text": {"type": "string"}}},
+                         {"type": "string"})
+    provider = FakeProvider(['$state.s = sentiment(text="x") -> "positive"\n', 'return 0\n'])
+    result = Agent(provider, tools=[sentiment], mode="lazy").run("x")
+    assert any(e["error"].get("code") == "E401" for e in result.turns[0].errors)
+
+
+def test_lazy_mode_asks_for_approval_of_the_whole_plan():
+    events: list = []
+    seen: list = []
+
+    def approver(req):
+        seen.append((req.kind, [c["id"] for c in req.calls]))
+        return False
+
+    provider = FakeProvider(['$state.r = mail.send(to="a@b.c", body="hi")\nreturn 1\n'], events=events)
+    result = Agent(provider, tools=make_tools(events), mode="lazy", approve=approver).run("mail")
+    assert result.status == "rejected"
+    assert seen == [("plan", ["c1"])]
+    assert "start send" not in events
+
+
+def test_eager_mode_risky_call_needs_approval():
+    events: list = []
+    provider = FakeProvider(['$state.r = mail.send(to="a@b.c", body="hi")\n', 'return 1\n'], events=events)
+    result = Agent(provider, tools=make_tools(events)).run("mail")       # approve="no" by default
+    assert result.ok
+    assert result.turns[0].errors[0]["error"]["error"] == "Approval.Rejected"
+    assert "start send" not in events
+    events.clear()
+    provider = FakeProvider(['$state.r = mail.send(to="a@b.c", body="hi")\nreturn $state.r\n'], events=events)
+    assert Agent(provider, tools=make_tools(events), approve="yes").run("mail").output == "sent"
+
+
+def test_output_schema_is_enforced_by_another_turn():
+    provider = FakeProvider(['return {"n": "three"}\n', 'return {"n": 3}\n'])
+    result = Agent(provider, tools=[], output_schema={"type": "object", "properties": {"n": {"type": "integer"}},
+                                                      "required": ["n"]}).run("n?")
+    assert result.ok and result.output == {"n": 3} and len(result.turns) == 2
+    assert result.turns[0].errors[0]["error"]["code"] == "Output.Invalid"
+
+
+def test_provider_error_fails_the_run():
+    provider = FakeProvider([ProviderError("boom", provider="fake")])
+    result = Agent(provider, tools=[]).run("x")
+    assert result.status == "failed" and "boom" in result.error
+
+
+def test_cycle_found_at_stream_end_refuses_its_calls():
+    events: list = []
+    provider = FakeProvider(['$state.a = count(items=$state.b)\n$state.b = count(items=$state.a)\n', 'return 0\n'],
+                            events=events)
+    result = Agent(provider, tools=make_tools(events)).run("x")
+    first = result.turns[0]
+    assert any(e["error"].get("code") == "E302" for e in first.errors)
+    assert [c["status"] for c in first.calls] == ["failed", "failed"]
+    assert "start count" not in events
+
+
+def test_call_limit_refuses_calls_beyond_it():
+    events: list = []
+    reply = "".join(f'$state.n{i} = count(items=[{i}])\n' for i in range(4))
+    provider = FakeProvider([reply, 'return 1\n'], events=events)
+    result = Agent(provider, tools=make_tools(events), max_calls=2).run("x")
+    assert [c["status"] for c in result.turns[0].calls] == ["succeeded", "succeeded", "failed", "failed"]
+    assert events.count("start count") == 2
+
+
+def test_instances_route_reads_and_writes():
+    @tool
+    async def upper(text: str) -> str:
+        return text.upper()
+
+    provider = FakeProvider([
+        '@instance("①") $state.out = upper(text=$input.text)\n'
+        '@instance("②") $state.out = upper(text=$input.text)\n'
+        'return 1\n'])
+    result = Agent(provider, tools=[upper]).run(
+        "shout", instances={"①": {"input": {"text": "hello"}}, "②": {"input": {"text": "bonjour"}}})
+    assert result.ok, result.turns[0].errors
+    assert result.state["state@①"] == {"out": "HELLO"}
+    assert result.state["state@②"] == {"out": "BONJOUR"}
+
+
+def test_prompt_renders_tools_as_dsl_signatures():
+    events: list = []
+    search = make_tools(events)[0]
+    assert tool_signature(search) == ("web.search(query: string, limit?: integer) -> "
+                                      "{title: string, url: string}[]  # risk low: Search the web")
+    assert schema_type({"type": "object", "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
+                        "required": ["title", "url"]}) == "{title: string, url: string}"
+    assert schema_type({"type": "array", "items": {"enum": ["a", "b"]}}) == '("a" | "b")[]'
+    msgs = build_messages("do it", tools=[search], input={"a": 1}, state={"state": {"x": 1}},
+                          state_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+                          errors=[{"call": "f()", "id": "c1", "error": {"code": "E201", "message": "unknown tool"}}])
+    assert msgs[0].role == "system" and "web.search(query: string" in msgs[0].content
+    user = msgs[1].content
+    assert 'Input ($input): {"a":1}' in user and 'State ($state): {"x":1}' in user
+    assert "State schema" in user and "{x?: integer}" in user and "- c1 `f()`: E201 unknown tool" in user
+
+
+def test_agent_result_json_contract():
+    r = AgentResult("succeeded", 1, {"state": {}}, [])
+    assert json.loads(r.dumps()) == {"status": "succeeded", "output": 1, "state": {"state": {}}, "turns": []}
+
+
+# ---------------------------------------------------------------------------
+# through the project's providers (scripted, and the real OpenAI SDK over local SSE)
+
+
+def test_end_to_end_through_the_scripted_provider(tmp_path):
+    providers = pytest.importorskip("sophon_dsl.llm.providers")
+    events: list = []
+    script = tmp_path / "script.yaml"
+    import yaml
+
+    script.write_text(yaml.safe_dump([
+        {"reply": '$state.hits = web.serch(query="a")\n'},
+        {"reply": '$state.hits = web.search(query="a", limit=2)\nreturn $state.hits[1].url\n', "chunk_size": 3},
+    ]))
+    provider = providers.ScriptedProvider(str(script))
+    result = Agent(provider, tools=make_tools(events)).run("find")
+    assert result.ok and result.output == "https://x/1"
+    assert result.turns[0].errors[0]["error"]["code"] == "E201"
+
+
+def test_end_to_end_through_the_openai_sdk_and_local_sse_server(monkeypatch):
+    pytest.importorskip("openai")
+    sse = pytest.importorskip("sse_server")
+    providers = pytest.importorskip("sophon_dsl.llm.providers")
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    events: list = []
+    replies = [
+        '$state.hits = web.serch(query="a")\n',                                   # fails check
+        '$state.receipt || $state.error = pay(amount=$input.amount)\n'             # branching plan, repaired
+        '$state.hits = web.search(query="a", limit=2)\n'
+        'return {"paid": $state.receipt.amount, "url": $state.hits[1].url}\n',
+    ]
+    server_cls = getattr(sse, "ScriptedLLMServer")
+    reply_cls = getattr(sse, "Reply", None)
+    items = [reply_cls(r) if reply_cls is not None else r for r in replies]
+    with server_cls(items) as srv:
+        provider = providers.OpenAIProvider("gpt-test", base_url=srv.openai_base_url, api_key="sk-test")
+        result = Agent(provider, tools=make_tools(events)).run("pay and search", input={"amount": 20})
+    assert result.ok, [t.errors for t in result.turns]
+    assert result.output == {"paid": 20, "url": "https://x/1"}
+    assert result.turns[0].errors[0]["error"]["code"] == "E201"
