@@ -305,7 +305,9 @@ class OpenAIProvider(_SDKClients):
                        json_schema: dict | None = None, temperature: float | None = None,
                        max_tokens: int | None = None) -> dict[str, Any]:
         """The keyword arguments passed to ``chat.completions.create`` (without ``stream``)."""
-        params: dict[str, Any] = {"model": model or self.model, "messages": _merge_roles(messages)}
+        params: dict[str, Any] = {"model": model or self.model,
+                                  "messages": [{"role": m.role, "content": m.content}
+                                               for m in messages]}
         if json_schema is not None:
             params["response_format"] = openai_response_format(json_schema)
         if temperature is not None:
@@ -330,6 +332,8 @@ class OpenAIProvider(_SDKClients):
             try:
                 sdk_stream = await client.chat.completions.create(stream=True, **params)
                 finished = False
+                refusal: list[str] = []
+                streamed = False
                 async for chunk in sdk_stream:
                     for choice in getattr(chunk, "choices", None) or ():
                         if getattr(choice, "index", 0) != 0:
@@ -339,7 +343,14 @@ class OpenAIProvider(_SDKClients):
                         delta = getattr(choice, "delta", None)
                         text = getattr(delta, "content", None) if delta is not None else None
                         if text:
+                            streamed = True
                             yield text
+                        refused = getattr(delta, "refusal", None) if delta is not None else None
+                        if isinstance(refused, str) and refused:
+                            refusal.append(refused)
+                if refusal and not streamed:
+                    raise ProviderError(f"{self.name}: the model refused: {''.join(refusal)}",
+                                        provider=self.name, retryable=False)
                 if self.require_finish_reason and not finished:
                     raise ProviderError(
                         f"{self.name}: the stream ended without a finish_reason "
