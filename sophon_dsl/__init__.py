@@ -45,11 +45,20 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None) -> list[Diagnostic]:
-    """Every static problem of ``plan`` against ``tools`` (see ``spec/diagnostics.md``)."""
-    from .compiler import check as _check
+def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
+          stdlib: Any = True) -> list[Diagnostic]:
+    """Every static problem of ``plan`` against ``tools`` (see ``spec/diagnostics.md``).
 
-    return _check(plan, tools=tools, max_calls=max_calls)
+    The standard tool library is available unless ``stdlib=False`` (or a
+    :class:`ToolRegistry` is passed, which lists exactly the tools that exist);
+    ``stdlib`` may also be a ``stdlib_tools.StdlibConfig`` or group names.  A
+    tool of yours that replaces a standard one is reported as an N201 note.
+    """
+    from .compiler import check as _check
+    from .tools import as_registry
+
+    registry = as_registry(tools, stdlib=stdlib)
+    return [*_check(plan, tools=registry, max_calls=max_calls), *registry.notes()]
 
 
 def __getattr__(name: str) -> Any:

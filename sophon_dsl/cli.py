@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .diagnostics import Diagnostic, has_errors, render_json, render_text
 from .loader import FORMATS, LoadResult, format_for_path, parse, parse_file
@@ -35,10 +35,19 @@ def _add_source_args(p: argparse.ArgumentParser) -> None:
 
 def _add_tools_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", action="append", default=[], metavar="SOURCE",
-                   help="tools: FILE.py, an importable MODULE, or a YAML/JSON declarations file "
-                        "(repeatable)")
-    p.add_argument("--no-stdlib", action="store_true",
+                   help="tools: FILE.py, an importable MODULE, a YAML/JSON declarations file, "
+                        "mcp:stdio:COMMAND, mcp:http:URL or an mcp.json config (repeatable)")
+    g = p.add_argument_group("standard tool library")
+    g.add_argument("--no-stdlib", action="store_true",
                    help="do not make the standard tool library available")
+    g.add_argument("--stdlib", default=None, metavar="GROUPS",
+                   help="only these standard groups or tools, comma-separated (e.g. http,text,files.read)")
+    g.add_argument("--sandbox", default=None, metavar="DIR",
+                   help="root directory the standard file and document tools are confined to "
+                        "(default: the current directory)")
+    g.add_argument("--allow-host", action="append", default=[], metavar="HOST|CIDR",
+                   help="let the standard HTTP tools reach this host or network despite the SSRF "
+                        "guard (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_run import add_run_parsers
 
     add_run_parsers(sub, _add_source_args, _add_tools_arg)
+
+    from .llm.constrained_cli import register as register_constrained
+
+    COMMANDS.update(register_constrained(sub, _add_tools_arg, _registry))
     return parser
 
 
@@ -86,29 +99,58 @@ def _read_plan(name: str, from_format: str | None) -> LoadResult:
     return parse_file(name, from_format)
 
 
+def _stdlib_choice(args: argparse.Namespace) -> Any:
+    """What ``--no-stdlib``, ``--stdlib``, ``--sandbox`` and ``--allow-host`` ask for."""
+    if getattr(args, "no_stdlib", False):
+        return False
+    only = [x.strip() for x in args.stdlib.split(",") if x.strip()] if getattr(args, "stdlib", None) else None
+    sandbox, hosts = getattr(args, "sandbox", None), tuple(getattr(args, "allow_host", ()) or ())
+    if only is None and sandbox is None and not hosts:
+        return True
+    from stdlib_tools import StdlibConfig, all_tools
+
+    kwargs: dict[str, Any] = {}
+    if sandbox is not None:
+        if not Path(sandbox).is_dir():
+            raise UsageError(f"--sandbox: {sandbox!r} is not a directory")
+        kwargs["sandbox_root"] = sandbox
+    if hosts:
+        kwargs["http_allow_list"] = hosts
+    config = StdlibConfig(**kwargs)
+    try:
+        all_tools(config, only=only)  # validates the names now, as a usage error
+    except ValueError as exc:
+        raise UsageError(f"--stdlib: {exc}") from None
+    if only is None:
+        return config
+    return _Picked(config, only)
+
+
+class _Picked:
+    """A stdlib selection with a config: what ``stdlib_fallback`` builds from."""
+
+    def __init__(self, config: Any, only: list[str]):
+        self.config, self.only = config, only
+
+    def __call__(self) -> list:
+        from stdlib_tools import all_tools
+
+        return all_tools(self.config, only=self.only)
+
+
 def _registry(args: argparse.Namespace):
-    from .tools import ToolRegistry
+    from .tools import ToolRegistry, as_registry
     from .toolsource import load_tool_sources
 
-    base: list = []
-    if not getattr(args, "no_stdlib", False):
-        base = _stdlib_tools()
     tools, diags = load_tool_sources(args.tools)
     if has_errors(diags):
         raise UsageError("\n".join(str(d) for d in diags))
-    registry = ToolRegistry(base).with_tools(tools)
-    notes = [Diagnostic("N201", f"tool {new.name!r} from {new.origin} replaces the standard tool "
-                                f"of the same name") for old, new in registry.replaced
-             if old.origin == "stdlib"]
-    return registry, notes
-
-
-def _stdlib_tools() -> list:
-    try:
-        from stdlib_tools import all_tools
-    except ImportError:
-        return []
-    return list(all_tools())
+    choice = _stdlib_choice(args)
+    if isinstance(choice, _Picked):
+        registry = ToolRegistry(tools, fallback=choice)
+    else:
+        registry = as_registry(tools, stdlib=choice)
+    return registry, registry.notes()
 
 
 def _print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:

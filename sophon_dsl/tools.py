@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from .model import Risk, ToolDecl
 
-__all__ = ["ToolRegistry", "ToolSpec", "tool", "as_registry"]
+__all__ = ["ToolRegistry", "ToolSpec", "as_registry", "stdlib_fallback", "tool"]
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,19 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
 
 
 class ToolRegistry(Mapping[str, ToolSpec]):
-    """An immutable name -> :class:`ToolSpec` mapping. Later additions replace earlier ones."""
+    """An immutable name -> :class:`ToolSpec` mapping. Later additions replace earlier ones.
 
-    def __init__(self, tools: Iterable[ToolSpec] = ()):
+    ``fallback`` lazily supplies tools that sit *under* the given ones (the
+    standard library): it is called at most once, the first time a name is
+    missing or the whole mapping is listed, so plans that only use their own
+    tools never pay for building it.  A given tool with the same name as a
+    fallback tool replaces it; :attr:`replaced` records each such pair.
+    """
+
+    def __init__(self, tools: Iterable[ToolSpec] = (),
+                 fallback: Callable[[], Iterable[ToolSpec]] | None = None):
         self._tools: dict[str, ToolSpec] = {}
+        self._fallback = fallback
         self.replaced: list[tuple[ToolSpec, ToolSpec]] = []  # (old, new) pairs, for notes
         for t in tools:
             old = self._tools.get(t.name)
@@ -135,17 +144,38 @@ class ToolRegistry(Mapping[str, ToolSpec]):
                 self.replaced.append((old, t))
             self._tools[t.name] = t
 
+    def _materialize(self) -> None:
+        fallback, self._fallback = self._fallback, None
+        if fallback is None:
+            return
+        under: dict[str, ToolSpec] = {}
+        for t in fallback():
+            under[t.name] = t
+        for name, mine in self._tools.items():
+            if name in under:
+                self.replaced.append((under[name], mine))
+        under.update(self._tools)
+        self._tools = under
+
     def __getitem__(self, name: str) -> ToolSpec:
+        try:
+            return self._tools[name]
+        except KeyError:
+            if self._fallback is None:
+                raise
+        self._materialize()
         return self._tools[name]
 
     def __iter__(self):
+        self._materialize()
         return iter(self._tools)
 
     def __len__(self) -> int:
+        self._materialize()
         return len(self._tools)
 
     def with_tools(self, tools: Iterable[ToolSpec]) -> "ToolRegistry":
-        reg = ToolRegistry([*self._tools.values(), *tools])
+        reg = ToolRegistry([*self._tools.values(), *tools], fallback=self._fallback)
         reg.replaced = [*self.replaced, *reg.replaced]
         return reg
 
@@ -154,25 +184,61 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         specs = []
         for d in decls:
             spec = ToolSpec.from_decl(d)
-            existing = self._tools.get(d.name)
+            existing = self.get(d.name)
             if existing is not None and existing.func is not None:
                 spec = replace(existing, input_schema=d.input_schema or existing.input_schema,
                                output_schema=d.output_schema or existing.output_schema)
             specs.append(spec)
         return self.with_tools(specs)
 
+    def notes(self) -> list:
+        """N201 notes for user tools that replace standard tools of the same name."""
+        from .diagnostics import Diagnostic
 
-def as_registry(tools: Any) -> ToolRegistry:
-    """Accept a registry, a mapping, an iterable of ToolSpec / functions / ToolDecl, or None."""
-    if tools is None:
-        return ToolRegistry()
+        self._materialize()
+        return [Diagnostic("N201", f"tool {new.name!r} ({new.origin}) replaces the standard tool of "
+                                   "the same name") for old, new in self.replaced if old.origin == "stdlib"]
+
+
+def stdlib_fallback(stdlib: Any = True) -> Callable[[], Iterable[ToolSpec]] | None:
+    """The lazy source of standard tools for ``stdlib``: ``True`` (all, default config),
+    ``False``/``None`` (none), a ``StdlibConfig``, or group / tool names to pick."""
+    if stdlib is None or stdlib is False:
+        return None
+
+    def build() -> list[ToolSpec]:
+        try:
+            from stdlib_tools import StdlibConfig, all_tools
+        except ImportError:  # pragma: no cover - the distribution ships both packages
+            return []
+        if stdlib is True:
+            return all_tools()
+        if isinstance(stdlib, StdlibConfig):
+            return all_tools(stdlib)
+        return all_tools(only=[stdlib] if isinstance(stdlib, str) else list(stdlib))
+
+    return build
+
+
+def as_registry(tools: Any, *, stdlib: Any = True) -> ToolRegistry:
+    """Accept a registry, a mapping, an iterable of ToolSpec / functions / ToolDecl, or None.
+
+    A :class:`ToolRegistry` is taken as it is: it already says exactly which tools
+    exist.  Anything else is layered over the standard tool library (``stdlib``,
+    see :func:`stdlib_fallback`), so its tools replace standard ones of the same name.
+    """
     if isinstance(tools, ToolRegistry):
         return tools
+    fallback = stdlib_fallback(stdlib)
+    if tools is None:
+        return ToolRegistry(fallback=fallback)
     if isinstance(tools, Mapping):
         items: Iterable[Any] = [
             v if isinstance(v, ToolSpec) else tool(v, name=k) if callable(v) else v
             for k, v in tools.items()
         ]
+    elif isinstance(tools, (ToolSpec, ToolDecl)) or callable(tools):
+        items = [tools]
     else:
         items = tools
     specs = []
@@ -185,4 +251,4 @@ def as_registry(tools: Any) -> ToolRegistry:
             specs.append(tool(t))
         else:
             raise TypeError(f"not a tool: {t!r}")
-    return ToolRegistry(specs)
+    return ToolRegistry(specs, fallback=fallback)
