@@ -45,6 +45,9 @@ def _add_tools_arg(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sandbox", default=None, metavar="DIR",
                    help="root directory the standard file and document tools are confined to "
                         "(default: the current directory)")
+    g.add_argument("--stdlib-config", default=None, metavar="FILE",
+                   help="YAML/JSON file of StdlibConfig settings (sandbox_root, http_allow_list, "
+                        "smtp_host, smtp_port, memory_db_path, enable_shell, ...)")
     g.add_argument("--allow-host", action="append", default=[], metavar="HOST|CIDR",
                    help="let the standard HTTP tools reach this host or network despite the SSRF "
                         "guard (repeatable)")
@@ -105,18 +108,22 @@ def _stdlib_choice(args: argparse.Namespace) -> Any:
         return False
     only = [x.strip() for x in args.stdlib.split(",") if x.strip()] if getattr(args, "stdlib", None) else None
     sandbox, hosts = getattr(args, "sandbox", None), tuple(getattr(args, "allow_host", ()) or ())
-    if only is None and sandbox is None and not hosts:
+    config_file = getattr(args, "stdlib_config", None)
+    if only is None and sandbox is None and not hosts and config_file is None:
         return True
     from stdlib_tools import StdlibConfig, all_tools
 
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = _read_stdlib_config(config_file) if config_file else {}
     if sandbox is not None:
         if not Path(sandbox).is_dir():
             raise UsageError(f"--sandbox: {sandbox!r} is not a directory")
         kwargs["sandbox_root"] = sandbox
     if hosts:
         kwargs["http_allow_list"] = hosts
-    config = StdlibConfig(**kwargs)
+    try:
+        config = StdlibConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--stdlib-config: {exc}") from None
     try:
         all_tools(config, only=only)  # validates the names now, as a usage error
     except ValueError as exc:
@@ -124,6 +131,31 @@ def _stdlib_choice(args: argparse.Namespace) -> Any:
     if only is None:
         return config
     return _Picked(config, only)
+
+
+def _read_stdlib_config(path: str) -> dict[str, Any]:
+    import dataclasses
+
+    import yaml
+    from stdlib_tools import StdlibConfig
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise UsageError(f"--stdlib-config: cannot read {path!r}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--stdlib-config: {path!r} is not valid YAML/JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--stdlib-config: {path!r} must hold a mapping of settings")
+    known = {f.name for f in dataclasses.fields(StdlibConfig)} - {"http_transport"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"--stdlib-config: unknown setting(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(known))}")
+    if isinstance(data.get("http_allow_list"), list):
+        data["http_allow_list"] = tuple(data["http_allow_list"])
+    return data
 
 
 class _Picked:
