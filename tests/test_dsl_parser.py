@@ -178,6 +178,12 @@ def test_header_strings_are_raw():
     assert plan.input_schema == {"description": "†{a.b} ††"}
 
 
+def test_escaped_dagger_before_operator_is_text():
+    call = one_call('f(a="††||", b="††a && x")')
+    assert call.params[0].value == Literal("†||") and call.params[1].value == Literal("†a && x")
+    assert errors('f(a="†a || x")') == [("E105", 1, 12)]
+
+
 def test_return_forms():
     assert ok("return $state.x").output == Reference("state", ("x",))
     assert ok("return null").output == Literal(None)

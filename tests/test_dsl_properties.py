@@ -40,7 +40,7 @@ def test_print_parse_round_trip(plan):
         assert parsed == plan, text
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=60)
 @given(plans())
 def test_formatting_is_idempotent(plan):
     text = print_dsl(plan)
@@ -70,7 +70,7 @@ def test_arbitrary_unicode_never_raises(text):
     _assert_inside(text, diags)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=75)
 @given(plans(max_calls=3), st.data())
 def test_mutated_plans_never_raise(plan, data):
     text = print_dsl(plan)

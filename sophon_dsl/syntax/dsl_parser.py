@@ -40,6 +40,7 @@ from ..model import (
     ToolDecl,
     value_to_json,
 )
+from .. import refs as _refs
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
@@ -197,6 +198,19 @@ def _sq_repl(m: re.Match) -> str:
     return g
 
 
+def _string_value(text: str, span: Span) -> Any:
+    try:
+        return parse_string_value(text, span)
+    except ReferenceSyntaxError:
+        # refs.parse_string_value tries the expression reading for any string that starts
+        # with a dagger and contains '||'/'&&' (e.g. "††||", an escaped dagger) and raises
+        # instead of falling back to the template reading the rules call for.
+        parse_template = getattr(_refs, "_parse_template", None)
+        if parse_template is None or not text.lstrip().startswith("††"):
+            raise
+        return parse_template(text, span)
+
+
 def _kwname(tok: Token) -> str:
     text = str(tok)
     return text.rstrip(" \t=") if tok.type == "KW" else text
@@ -280,7 +294,7 @@ class _Builder(Transformer):
         if "†" not in text:
             return Literal(text, span)
         try:
-            v = parse_string_value(text, span)
+            v = _string_value(text, span)
         except ReferenceSyntaxError as e:
             v = Literal(text, span)
             col = tok.column + 1 + e.offset if "\\" not in tok else tok.column
