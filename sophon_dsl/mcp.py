@@ -76,6 +76,7 @@ __all__ = [
     "load_mcp_tools",
     "parse_mcp_source",
     "risk_from_annotations",
+    "shared_connection",
     "tool_to_spec",
 ]
 
@@ -417,6 +418,23 @@ def _wire(obj: Any) -> Any:
     return dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def _connection_lost(exc: BaseException) -> bool:
+    """Did a call fail because the connection is gone (rather than because of the request)?"""
+    import anyio
+
+    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
+                        BrokenPipeError, ConnectionError)):
+        return True
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None)
+    if code is None:
+        code = getattr(exc, "code", None)
+    if code == -32000:  # CONNECTION_CLOSED in the SDK (1.x and 2.x)
+        return True
+    subs = getattr(exc, "exceptions", None)
+    return bool(subs) and any(_connection_lost(e) for e in subs)
+
+
 def _reject_constant(text: str) -> Any:
     raise ValueError(text)
 
@@ -483,6 +501,7 @@ class McpToolSource:
         self.raw_tools: list[dict] = []
         self.server_name: str | None = None
         self._session: Any = None
+        self.lost = False  # the connection closed under us (server exited, HTTP session gone)
         self._stack: AsyncExitStack | None = None
         self._errlog: Any = None
 
@@ -628,6 +647,8 @@ class McpToolSource:
         except (RunError, TimeoutError, asyncio.CancelledError):
             raise
         except Exception as exc:  # protocol errors (unknown tool, invalid params, connection closed)
+            if _connection_lost(exc):
+                self.lost = True
             raise RunError(MCP_ERROR, f"{self.config.label}: {name}: {_exc_text(exc)}") from exc
         return convert_result(result, name)
 
@@ -750,16 +771,38 @@ class McpConnection:
     def raw_tools(self) -> list[dict]:
         return list(self._wait_ready(self._start()).raw_tools)
 
-    async def acall(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
-        """Call a tool from any event loop; connects on first use."""
+    async def _ready(self) -> tuple[_Running, McpToolSource]:
         r = self._start()
         try:
             source = await asyncio.shield(asyncio.wrap_future(r.ready))
         except RunError:
-            with self._lock:  # let the next call try again
-                if self._running is r:
-                    self._running = None
+            self._discard(r)  # let the next call try again
             raise
+        if source.lost:  # the server went away since the last call: start it again
+            self._discard(r)
+            r = self._start()
+            try:
+                source = await asyncio.shield(asyncio.wrap_future(r.ready))
+            except RunError:
+                self._discard(r)
+                raise
+        return r, source
+
+    def _discard(self, r: _Running) -> None:
+        """Forget a failed or lost connection without waiting for it to wind down."""
+        with self._lock:
+            if self._running is not r:
+                return
+            self._running = None
+        if r.loop is not None and r.stop is not None:
+            try:
+                r.loop.call_soon_threadsafe(r.stop.set)
+            except RuntimeError:
+                pass
+
+    async def acall(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Call a tool from any event loop; connects on first use, reconnects after a lost connection."""
+        r, source = await self._ready()
         assert r.loop is not None
         try:
             future = asyncio.run_coroutine_threadsafe(source.call(name, dict(arguments or {})), r.loop)
@@ -777,6 +820,10 @@ class McpConnection:
         """Blocking call, for scripts without an event loop."""
         r = self._start()
         source = self._wait_ready(r)
+        if source.lost:
+            self._discard(r)
+            r = self._start()
+            source = self._wait_ready(r)
         assert r.loop is not None
         return asyncio.run_coroutine_threadsafe(source.call(name, dict(arguments or {})), r.loop).result()
 
@@ -824,10 +871,32 @@ def close_all() -> None:
 atexit.register(close_all)
 
 
+_SHARED: dict[str, McpConnection] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _config_key(cfg: McpServerConfig) -> str:
+    data = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+    return json.dumps(data, sort_keys=True, default=lambda v: v.name if isinstance(v, Risk) else dict(v))
+
+
+def shared_connection(config: McpServerConfig | str) -> McpConnection:
+    """The process-wide :class:`McpConnection` for ``config`` (one per distinct configuration)."""
+    if isinstance(config, str):
+        config = McpConnection(config).config  # parses and checks it names exactly one server
+    key = _config_key(config)
+    with _SHARED_LOCK:
+        conn = _SHARED.get(key)
+        if conn is None:
+            conn = _SHARED[key] = McpConnection(config)
+        return conn
+
+
 def load_mcp_tools(source: str | McpServerConfig) -> tuple[list[ToolSpec], list[str]]:
     """Tools of every server ``source`` names, over :class:`McpConnection` (kept open for calls).
 
     Returns ``(tools, problems)``; a server that cannot be listed is a problem, the others load.
+    The same server configuration loaded twice shares one connection (:func:`shared_connection`).
     Raises ``ValueError`` for a malformed source and ``ImportError`` without the SDK.
     """
     configs = [source] if isinstance(source, McpServerConfig) else parse_mcp_source(source)
@@ -835,7 +904,7 @@ def load_mcp_tools(source: str | McpServerConfig) -> tuple[list[ToolSpec], list[
     tools: list[ToolSpec] = []
     problems: list[str] = []
     for cfg in configs:
-        conn = McpConnection(cfg)
+        conn = shared_connection(cfg)
         try:
             tools.extend(conn.tools())
         except RunError as exc:

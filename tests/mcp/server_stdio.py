@@ -65,6 +65,23 @@ def explode(reason: str) -> str:
     raise ToolError(f"boom: {reason}")
 
 
+@server.tool(structured_output=False)
+async def nap(seconds: float) -> str:
+    """Sleep, then answer (for timeouts)."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "rested"
+
+
+@server.tool(structured_output=False)
+def crash() -> str:
+    """Kill the server process (for lost connections)."""
+    import os
+
+    os._exit(1)
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--http":
         port = int(sys.argv[2])

@@ -28,6 +28,7 @@ from sophon_dsl.mcp import (  # noqa: E402
     load_mcp_config,
     parse_mcp_source,
     risk_from_annotations,
+    shared_connection,
 )
 from sophon_dsl.runtime import RunError, run  # noqa: E402
 from sophon_dsl.toolsource import load_tool_source  # noqa: E402
@@ -61,7 +62,7 @@ def _plan(text: str):
 
 
 def test_listing_gives_toolspecs_with_schemas(specs):
-    assert set(specs) == {"weather", "add", "greet", "profile", "explode"}
+    assert set(specs) == {"weather", "add", "greet", "profile", "explode", "nap", "crash"}
     w = specs["weather"]
     assert w.description.startswith("Current weather")
     assert w.input_schema["properties"]["city"] == {"type": "string"}
@@ -131,7 +132,7 @@ def test_async_tool_source_in_one_loop():
             return names, direct, info.value, result
 
     names, direct, err, result = asyncio.run(main())
-    assert names == ["t.add", "t.explode", "t.greet", "t.profile", "t.weather"]
+    assert names == ["t.add", "t.crash", "t.explode", "t.greet", "t.nap", "t.profile", "t.weather"]
     assert direct == {"result": 2}
     assert isinstance(err, RunError) and err.error == "Mcp.ToolError" and "boom: direct" in err.cause
     assert result.status == "succeeded" and result.state["state"]["s"] == {"result": 42}
@@ -140,18 +141,16 @@ def test_async_tool_source_in_one_loop():
 # -- CLI --------------------------------------------------------------------------
 
 
-def test_cli_check_and_run_with_mcp_stdio(tmp_path, capsys):
+def test_cli_check_and_run_with_mcp_stdio(specs, tmp_path, capsys):
+    # the CLI loads the same source as the `specs` fixture: it shares that connection
     plan = tmp_path / "p.plan"
     plan.write_text(PLAN, encoding="utf-8")
-    try:
-        assert cli_main(["check", str(plan), "--no-stdlib", "--tools", STDIO_SOURCE]) == 0
-        capsys.readouterr()
-        code = cli_main(["run", str(plan), "--no-stdlib", "--tools", STDIO_SOURCE, "--approve", "yes", "--json"])
-        out = capsys.readouterr().out
-        assert code == 0, out
-        assert '"Hello, Paris!"' in out
-    finally:
-        close_all()
+    assert cli_main(["check", str(plan), "--no-stdlib", "--tools", STDIO_SOURCE]) == 0
+    capsys.readouterr()
+    code = cli_main(["run", str(plan), "--no-stdlib", "--tools", STDIO_SOURCE, "--approve", "yes", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert '"Hello, Paris!"' in out
 
 
 def test_cli_unreachable_server_is_a_usage_error(tmp_path, capsys):
@@ -173,14 +172,12 @@ def test_mcp_json_config(tmp_path):
                  "prefix": "demo.", "include": ["add", "weather"], "env": {"DEMO": "${HOME:-x}"}},
         "off": {"command": "does-not-exist", "disabled": True},
     }}), encoding="utf-8")
-    try:
-        tools, diags = load_tool_source(str(cfg))
-        assert diags == []
-        assert sorted(t.name for t in tools) == ["demo.add", "demo.weather"]
-        result = run(_plan('†state.s = demo.add(a=1, b=2)\n'), tools=tools, approve=True)
-        assert result.status == "succeeded" and result.state["state"]["s"] == {"result": 3}
-    finally:
-        close_all()
+    tools, diags = load_tool_source(str(cfg))
+    assert diags == []
+    assert sorted(t.name for t in tools) == ["demo.add", "demo.weather"]
+    result = run(_plan('†state.s = demo.add(a=1, b=2)\n'), tools=tools, approve=True)
+    assert result.status == "succeeded" and result.state["state"]["s"] == {"result": 3}
+    shared_connection(parse_mcp_source(str(cfg))[0]).close()
 
 
 def test_config_parsing(tmp_path, monkeypatch):
@@ -291,6 +288,29 @@ def test_streamable_http(http_server):
         conn.close()
     tools, diags = load_tool_source(f"mcp:http:{http_server}")
     try:
-        assert diags == [] and len(tools) == 5
+        assert diags == [] and len(tools) == 7
     finally:
         close_all()
+
+
+# -- timeouts, lost connections, missing SDK ----------------------------------------------
+
+
+def test_timeout_then_lost_connection_then_reconnect(specs):
+    asyncio.run(specs["add"].func(a=0, b=0))  # connected, so the short timeout only meets the nap
+    plan = _plan('†state.slow || †state.err = nap(seconds=5)\n†state.fast = add(a=1, b=1)\n')
+    start = time.monotonic()
+    result = run(plan, tools=specs.values(), approve=True, timeout=0.3)
+    assert time.monotonic() - start < 3
+    assert result.state["state"]["err"]["error"] == "Tool.Timeout"
+    assert result.state["state"]["fast"] == {"result": 2}  # the cancelled call left the session usable
+    result = run(_plan('†state.ok || †state.err = crash()\n'), tools=specs.values(), approve=True)
+    assert result.state["state"]["err"]["error"] == "Mcp.Error"
+    result = run(_plan('†state.s = add(a=2, b=2)\n'), tools=specs.values(), approve=True)
+    assert result.status == "succeeded" and result.state["state"]["s"] == {"result": 4}  # reconnected
+
+
+def test_without_the_sdk(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    tools, diags = load_tool_source(STDIO_SOURCE)
+    assert tools == [] and [d.code for d in diags] == ["E110"] and "pip install" in diags[0].message
