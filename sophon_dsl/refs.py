@@ -90,6 +90,9 @@ def parse_string_value(text: str, span: Span | None = None) -> Value:
     if stripped.startswith("†") and ("||" in stripped or "&&" in stripped):
         pieces = _EXPR_SPLIT.split(stripped)
         operands, ops = pieces[0::2], set(pieces[1::2])
+        if not _WHOLE_REF.fullmatch(operands[0]):
+            # Not an expression (e.g. "††|| x" starts with an escaped dagger): plain template.
+            return _parse_template(text, span)
         if all(_WHOLE_REF.fullmatch(p) for p in operands):
             if len(ops) > 1:
                 raise ReferenceSyntaxError(
