@@ -285,6 +285,9 @@ class Agent:
                 turn.feed(delta)
         except ProviderError as exc:
             stop = ("failed", f"provider error: {exc}")
+        except BaseException:
+            await asyncio.shield(turn.abort())
+            raise
         dry: dict | None = None
         if eager or stop is not None:
             outcome = await turn.finish() if (eager or turn.scheduler is not None) else _invalid(turn)

@@ -571,8 +571,7 @@ class StreamTurn:
         span = call.span or call.tool_span
         if span is None:
             return []
-        lo, hi = span.line, span.end_line
-        return [d for d in compiled_diags if d.span is not None and lo <= d.span.line <= hi]
+        return [d for d in compiled_diags if d.span is not None and _inside(d.span, span)]
 
     def _keep(self, d: Diagnostic) -> bool:
         """Drop what earlier turns' data already answers (like the runtime's initial kinds)."""
@@ -678,7 +677,7 @@ class StreamTurn:
             return None
         for i, c in enumerate(self.calls):
             s = c.span or c.tool_span
-            if s is not None and s.line <= d.span.line <= s.end_line:
+            if s is not None and _inside(d.span, s):
                 return i
         return None
 
@@ -694,6 +693,13 @@ class StreamTurn:
         elif any(d.is_error for d in self.diagnostics):
             status = "invalid"
         return self._outcome(plan, result, status)
+
+    async def abort(self) -> None:
+        """Cancel whatever was dispatched (the reply failed in a way the loop cannot use)."""
+        if self._sched is not None and self._task is not None and not self._task.done():
+            self._sched.cancel()
+            self._sched.close_stream()
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def execute(self) -> TurnOutcome:
         """Lazy mode: run the whole (already checked) plan now."""
@@ -719,6 +725,12 @@ class StreamTurn:
                 lat[self.ids[i]] = t - self._sched.arrived_at.get(i, t)
         return TurnOutcome(plan, self.text, self._form or "dsl", errors, list(self.diagnostics), result, output,
                            status, [self.ids[i] for i in sorted(self.refused)], lat)
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    """Does the diagnostic position ``inner`` start within the call's span ``outer``?"""
+    at = (inner.line, inner.column)
+    return (outer.line, outer.column) <= at <= (outer.end_line, outer.end_column)
 
 
 def _call_text(call: Call) -> str:
