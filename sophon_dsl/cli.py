@@ -213,7 +213,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     warnings = sum(1 for d in all_diags if d.severity.value == "warning")
     if not args.json:
         summary = f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s)"
-        print(summary, file=sys.stderr if errors else sys.stdout)
+        # after the diagnostics, on the same stream, so the two never interleave
+        print(summary, file=sys.stderr if all_diags else sys.stdout)
     return EXIT_FAIL if errors else EXIT_OK
 
 

@@ -33,10 +33,13 @@ class ToolSpec:
     func: Callable[..., Any] | None = field(default=None, compare=False)
     is_async: bool = False
     origin: str = "user"  # "user", "plan", "stdlib", "mcp", ...
+    # A declaration that says the tool is explicit (``latent: false``) even though no
+    # implementation is registered here: check treats it as an activity.
+    explicit: bool = False
 
     @property
     def latent(self) -> bool:
-        return self.func is None
+        return self.func is None and not self.explicit
 
     @property
     def params(self) -> dict:
@@ -49,7 +52,7 @@ class ToolSpec:
     @classmethod
     def from_decl(cls, decl: ToolDecl, origin: str = "plan") -> "ToolSpec":
         return cls(decl.name, decl.description, decl.input_schema, decl.output_schema,
-                   decl.risk, None, False, origin)
+                   decl.risk, None, False, origin, explicit=not decl.latent)
 
     def to_decl(self) -> ToolDecl:
         return ToolDecl(self.name, self.description, self.input_schema, self.output_schema,
