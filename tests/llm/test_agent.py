@@ -460,3 +460,68 @@ def test_end_to_end_through_the_openai_sdk_and_local_sse_server(monkeypatch):
     assert result.ok, [t.errors for t in result.turns]
     assert result.output == {"paid": 20, "url": "https://x/1"}
     assert result.turns[0].errors[0]["error"]["code"] == "E201"
+
+
+# ---------------------------------------------------------------------------
+# the `sophon-dsl agent` command
+
+
+def agent_cli(argv: list[str]) -> int:
+    """Run ``sophon-dsl agent ...`` through the real console script when it has the command,
+    else through a parser built the same way (sophon_dsl.llm.cli.register)."""
+    import argparse
+
+    from sophon_dsl import cli
+
+    cli.build_parser()
+    if "agent" in cli.COMMANDS:
+        return cli.main(["agent", *argv])
+    from sophon_dsl.llm.cli import register
+
+    parser = argparse.ArgumentParser(prog="sophon-dsl")
+    sub = parser.add_subparsers(dest="command")
+    commands = register(sub, cli._add_source_args, cli._add_tools_arg, cli._registry)
+    args = parser.parse_args(["agent", *argv])
+    try:
+        return commands["agent"](args)
+    except cli.UsageError as exc:
+        print(f"sophon-dsl agent: error: {exc}")
+        return 2
+
+
+TOOLS_PY = '''
+from sophon_dsl import tool
+
+@tool(name="web.search", risk="low")
+async def search(query: str, limit: int = 2) -> list:
+    return [{"title": query + str(i), "url": "https://x/" + str(i)} for i in range(limit)]
+'''
+
+
+def test_cli_agent_json_and_exit_codes(tmp_path, capsys):
+    import yaml
+
+    tools = tmp_path / "tools.py"
+    tools.write_text(TOOLS_PY)
+    script = tmp_path / "replies.yaml"
+    script.write_text(yaml.safe_dump([
+        '$state.hits = web.serch(query="a")\n',
+        '$state.hits = web.search(query=$input.q)\nreturn $state.hits[1].title\n']))
+    code = agent_cli(["find things", "--tools", str(tools), "--no-stdlib", "--provider", f"scripted:{script}",
+                      "--input", '{"q": "z"}', "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["status"] == "succeeded" and out["output"] == "z1"
+    assert [len(t["errors"]) for t in out["turns"]] == [1, 0]
+    assert out["turns"][0]["errors"][0]["error"]["code"] == "E201"
+
+    # out of turns: exit 1, with live progress on stderr
+    code = agent_cli(["find", "--tools", str(tools), "--no-stdlib", "--provider", f"scripted:{script}",
+                      "--max-turns", "1"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "turn 1/1" in captured.err and "refused (E201" in captured.err
+
+    # usage errors: exit 2
+    assert agent_cli(["x", "--provider", "nosuch"]) == 2
+    assert agent_cli(["x", "--provider", f"scripted:{script}", "--input", "{bad"]) == 2
