@@ -16,7 +16,7 @@ from typing import Any
 from ..diagnostics import Diagnostic
 from ..model import Call, Plan, Reference, iter_references
 
-__all__ = ["Analysis", "analyze", "overlaps"]
+__all__ = ["Analysis", "analyze", "analyze_compiled", "overlaps"]
 
 
 def overlaps(a: tuple, b: tuple) -> bool:
@@ -123,3 +123,59 @@ def effective_risk(call: Call, spec: Any):
     if spec is not None and getattr(spec, "risk", None) is not None and spec.risk > r:
         r = spec.risk
     return r
+
+
+def analyze_compiled(compiled: Any) -> Analysis:
+    """The same :class:`Analysis` as :func:`analyze`, reusing a CompiledPlan's wiring.
+
+    The compiler already resolved every parameter reference to its writers with the same
+    rule; only references inside an inline ``_output`` (not reads for the compiler, but
+    inputs for the runtime) need the full analysis, so such plans fall back to it.
+    """
+    plan = compiled.plan
+    calls = plan.calls
+    for c in calls:
+        if c.inline_output is not None and next(iter_references(c.inline_output), None) is not None:
+            return analyze(plan, list(compiled.ids))
+    ids = list(compiled.ids)
+    n = len(calls)
+    index_of = {cid: i for i, cid in enumerate(ids)}
+    diags: list[Diagnostic] = []
+    refs: list[list[Reference]] = []
+    ref_writers: list[dict[tuple, tuple[int, ...]]] = []
+    after: list[tuple[int, ...]] = []
+    deps: list[frozenset[int]] = []
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    out_keys: list[list[tuple]] = []
+    empty: frozenset[int] = frozenset()
+    for i, (call, per_ref) in enumerate(zip(calls, compiled.data_deps)):
+        out = call.output
+        out_keys.append([r.key for r in out.paths] if out is not None else [])
+        if call.after:
+            a: list[int] = []
+            for name in call.after:
+                j = index_of.get(name)
+                if j is None:
+                    diags.append(Diagnostic("E304", f"'after' names an unknown call {name!r}", call.span))
+                elif j != i:
+                    a.append(j)
+            after.append(tuple(a))
+        else:
+            after.append(())
+        if per_ref:
+            rs = [ref for ref, _ in per_ref]
+            rw = {}
+            for ref, ws in per_ref:
+                rw.setdefault(ref.key, ws)
+            refs.append(rs)
+            ref_writers.append(rw)
+        else:
+            refs.append([])
+            ref_writers.append({})
+        d = compiled.deps[i]
+        if after[-1] and not d.issuperset(after[-1]):
+            d = d | frozenset(after[-1])
+        deps.append(d if d else empty)
+        for j in d:
+            dependents[j].append(i)
+    return Analysis(ids, refs, ref_writers, after, deps, [tuple(x) for x in dependents], out_keys, diags)

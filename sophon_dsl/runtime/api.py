@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
 from ..tools import ToolRegistry, as_registry
-from .analysis import analyze, effective_risk
+from .analysis import analyze, analyze_compiled, effective_risk
 from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
@@ -35,12 +35,14 @@ _OPTION_NAMES = {f.name for f in fields(RunOptions)}
 class Prepared:
     """A plan ready to run: checked, with its effective tool registry and call ids."""
 
-    def __init__(self, plan: Plan, registry: ToolRegistry, ids: list[str], diagnostics: list[Diagnostic]):
+    def __init__(self, plan: Plan, registry: ToolRegistry, ids: list[str], diagnostics: list[Diagnostic],
+                 compiled: Any = None):
         self.plan = plan
         self.registry = registry
         self.ids = ids
         self.diagnostics = diagnostics
-        self.analysis = analyze(plan, ids)
+        # Reuse the compiler's wiring when there is one (same rule, computed once).
+        self.analysis = analyze_compiled(compiled) if compiled is not None else analyze(plan, ids)
 
 
 def _load(plan: Any) -> Plan:
@@ -61,6 +63,30 @@ def _load(plan: Any) -> Plan:
     raise TypeError(f"expected a Plan (or plan text), got {type(plan).__name__}")
 
 
+def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
+    """``given`` when it is a CompiledPlan checked against the same tools, else None.
+
+    A CompiledPlan carries its diagnostics and wiring: checking it again would find the
+    same thing.  With ``tools`` given, it is reused only when they resolve to the very
+    tools it was compiled with (same names, equal specs, same functions).
+    """
+    from ..compiler import CompiledPlan, effective_registry
+
+    if not isinstance(given, CompiledPlan) or given.plan is not plan:
+        return None
+    if tools is None:
+        return given
+    reg = effective_registry(plan, tools)
+    old = given.tools
+    if len(reg) != len(old):
+        return None
+    for name, spec in reg.items():
+        prev = old.get(name)
+        if prev is None or (prev is not spec and (prev != spec or prev.func is not spec.func)):
+            return None
+    return given
+
+
 def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
             initial_kinds: Any = ()) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
@@ -68,6 +94,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     Uses :func:`sophon_dsl.compiler.compile_plan` when it is available (E206,
     latent call without executor, is ignored when an ``executor`` is given).
     """
+    given = plan
     plan = _load(plan)
     registry = as_registry(tools)
     ids = plan.call_ids()
@@ -79,8 +106,21 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
         except ImportError:
             compile_plan = None  # type: ignore[assignment]
         if compile_plan is not None:
-            compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
+            compiled = _reusable(given, plan, tools)
+            reused = compiled is not None
+            if compiled is None:
+                compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
             diags = list(compiled.diagnostics)
+            if reused and executor is None and not any(d.code == "E206" for d in diags):
+                # compiled without require_executor: add what it would have said (E206)
+                for i, call in enumerate(plan.calls):
+                    spec = compiled.tools.get(call.tool)
+                    if (spec is not None and spec.latent and call.activity is None
+                            and call.inline_output is None):
+                        diags.append(Diagnostic(
+                            "E206", f"call {compiled.ids[i]} uses latent tool '{call.tool}' (no "
+                                    "implementation) and no LLM executor is available",
+                            call.tool_span or call.span))
             registry = compiled.tools
             ids = list(compiled.ids)
     if compiled is None:
@@ -88,7 +128,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     # E301 (nothing writes a path) is the run's business when initial data is supplied.
     errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
               and not (d.code == "E301" and initial_kinds)]
-    prepared = Prepared(plan, registry, ids, diags)
+    prepared = Prepared(plan, registry, ids, diags, compiled)
     an = prepared.analysis
     errors.extend(an.diagnostics if compiled is None else ())
     if compiled is None:
@@ -217,7 +257,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
             bus.emit(Event("approval_granted", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
                            reason=decision.reason))
     sched = Scheduler(plan_obj, prep.registry, ids=prep.ids, input=input, state=state, context=context,
-                      options=opts, bus=bus, plan_id=plan_id, analysis=prep.analysis)
+                      options=opts, bus=bus, plan_id=plan_id, analysis=prep.analysis, track_waits=False)
     handle._scheduler = sched
     if handle._cancel_requested:
         sched.cancel()

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
-__all__ = ["Event", "EventBus", "EVENT_TYPES", "TERMINAL_EVENTS", "preview"]
+__all__ = ["Event", "EventBus", "EVENT_TYPES", "TERMINAL_EVENTS", "make_event", "preview"]
 
 EVENT_TYPES = (
     "plan_start", "plan_complete", "plan_failed",
@@ -31,14 +31,23 @@ EVENT_TYPES = (
 TERMINAL_EVENTS = frozenset({"plan_complete", "plan_failed"})
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def preview(value: Any, limit: int = 200) -> str | None:
     """Compact JSON of ``value`` cut to ``limit`` characters (``…`` marks a cut)."""
     if value is None:
         return None
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    t = type(value)
+    if t is int:
+        text = int.__repr__(value)
+    elif t is bool:
+        text = "true" if value else "false"
+    else:
+        try:
+            text = _ENCODER.encode(value)
+        except (TypeError, ValueError):
+            text = repr(value)
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
@@ -68,6 +77,27 @@ class Event:
         }
 
 
+_FIELDS = ("type", "plan_id", "goal", "step_index", "total_steps", "status", "call_id", "tool", "attempt",
+           "preview", "error", "reason", "time", "data")
+_SETTERS = tuple(getattr(Event, name).__set__ for name in _FIELDS)
+_new = object.__new__
+_now = time.time
+
+
+def make_event(type_: str, plan_id: str, goal: str | None, step_index: int | None, total_steps: int,
+               status: str, call_id: str | None = None, tool: str | None = None, attempt: int | None = None,
+               preview: str | None = None, error: dict | None = None, reason: str | None = None,
+               data: Any = None) -> Event:
+    """``Event(...)`` without the frozen dataclass's per-field ``object.__setattr__`` lookups
+    (the scheduler emits two events per call)."""
+    ev = _new(Event)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _SETTERS
+    s0(ev, type_); s1(ev, plan_id); s2(ev, goal); s3(ev, step_index); s4(ev, total_steps)  # noqa: E702
+    s5(ev, status); s6(ev, call_id); s7(ev, tool); s8(ev, attempt); s9(ev, preview)  # noqa: E702
+    s10(ev, error); s11(ev, reason); s12(ev, _now()); s13(ev, data)  # noqa: E702
+    return ev
+
+
 class EventBus:
     """Fan-out of events to callbacks and async-iterator subscribers.
 
@@ -91,8 +121,17 @@ class EventBus:
     def add_callback(self, cb: Callable[[Event], Any]) -> None:
         self._callbacks.append(cb)
 
+    @property
+    def observed(self) -> bool:
+        """Whether anything besides the history sees events (callbacks or subscribers)."""
+        return bool(self._callbacks or self._queues)
+
     def emit(self, event: Event) -> None:
         self.history.append(event)
+        if not self._callbacks and not self._queues:
+            if event.type in TERMINAL_EVENTS:
+                self.close()
+            return
         for cb in self._callbacks:
             try:
                 out = cb(event)

@@ -213,7 +213,8 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     target = t if isinstance(t, int) else (names.index(str(t).lstrip("†$"))
                                                            if str(t).lstrip("†$") in names else -1)
                     if not (0 <= target < len(paths)) or (target > 0 and call.output.op != "||"):
-                        raise _Invalid(f"bad branch {t!r}")
+                        raise _Invalid(f"{call.tool} picked branch {t!r}, which is not an alternative "
+                                       "of its output path")
                     result = result.value
                 result = json.loads(json.dumps(result))
                 if validate_output and spec is not None and call.inline_output is None and spec.output_schema:
@@ -221,7 +222,10 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     try:
                         jsonschema.validate(result, spec.output_schema)
                     except jsonschema.ValidationError as exc:
-                        raise _Invalid(exc.message) from None
+                        # the scheduler's wording: causes can flow into templates via a catch
+                        where = "/".join(str(p) for p in exc.absolute_path)
+                        raise _Invalid(f"result of {call.tool} does not match its output schema: "
+                                       f"{exc.message}" + (f" (at /{where})" if where else "")) from None
             except _Invalid as exc:
                 err = ErrorInfo(TOOL_OUTPUT_INVALID, str(exc))
             except Exception as exc:  # noqa: BLE001

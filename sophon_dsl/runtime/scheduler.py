@@ -39,14 +39,16 @@ from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, RunError, error_from_exception, matches,
 )
-from .events import Event, EventBus, preview
+from .events import EventBus, make_event, preview
 from .protocols import Branch, LatentRequest
 from .result import CallRecord, RunResult
 from .state import MISSING, StateLog, json_copy, now_iso, to_json_value
 
-__all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay"]
+__all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay", "schema_validator"]
 
 TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 # Input states
 _HAS, _MISSING, _BROKEN, _PENDING = 0, 1, 2, 3
@@ -90,6 +92,149 @@ def render_text_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# ---------------------------------------------------------------------------
+# Output / input validation: one compiled validator per distinct schema (shared by runs),
+# with a fast structural pre-check for the simple schemas ``@tool`` derives from type hints.
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
+                          "readOnly", "writeOnly"})
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    # Only answers "certainly valid"; anything else is left to jsonschema (e.g. 3.0 as integer).
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "array": lambda v: type(v) is list,
+    "object": lambda v: type(v) is dict,
+}
+
+
+def _always(_v: Any) -> bool:
+    return True
+
+
+def _fast_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | None:
+    """A predicate that returns True only for values ``schema`` certainly accepts, or None
+    when the schema uses anything beyond type / properties / required /
+    additionalProperties / items / anyOf (then jsonschema decides every value)."""
+    if schema is True:
+        return _always
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    checks: list[Callable[[Any], bool]] = []
+    for key, val in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key == "type":
+            names = [val] if isinstance(val, str) else val
+            if not isinstance(names, list) or not names or any(n not in _TYPE_CHECKS for n in names):
+                return None
+            preds = [_TYPE_CHECKS[n] for n in names]
+            checks.append(preds[0] if len(preds) == 1 else (lambda v, ps=tuple(preds): any(p(v) for p in ps)))
+        elif key == "properties":
+            if not isinstance(val, dict):
+                return None
+            subs = {}
+            for name, sub in val.items():
+                f = _fast_check(sub, depth + 1)
+                if f is None:
+                    return None
+                if f is not _always:
+                    subs[name] = f
+            if subs:
+                items = tuple(subs.items())
+                checks.append(lambda v, items=items: type(v) is not dict or all(
+                    f(v[k]) for k, f in items if k in v))
+        elif key == "required":
+            if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
+                return None
+            req = tuple(val)
+            checks.append(lambda v, req=req: type(v) is not dict or all(k in v for k in req))
+        elif key == "additionalProperties":
+            if val is True:
+                continue
+            if val is False:
+                props = schema.get("properties")
+                known = frozenset(props) if isinstance(props, dict) else frozenset()
+                if schema.get("patternProperties"):
+                    return None
+                checks.append(lambda v, known=known: type(v) is not dict or all(k in known for k in v))
+                continue
+            return None
+        elif key == "items":
+            f = _fast_check(val, depth + 1)
+            if f is None:
+                return None
+            if f is not _always:
+                checks.append(lambda v, f=f: type(v) is not list or all(f(x) for x in v))
+        elif key == "anyOf":
+            if not isinstance(val, list) or not val:
+                return None
+            fs = [_fast_check(b, depth + 1) for b in val]
+            if any(f is None for f in fs):
+                return None
+            if all(f is not _always for f in fs):
+                checks.append(lambda v, fs=tuple(fs): any(f(v) for f in fs))
+        else:
+            return None
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    cs = tuple(checks)
+    return lambda v: all(c(v) for c in cs)
+
+
+class _Validator:
+    """``check(value)`` -> None or a message: fast pre-check, then jsonschema for the rest."""
+
+    __slots__ = ("fast", "full")
+
+    def __init__(self, fast: Callable[[Any], bool] | None, full: Any) -> None:
+        self.fast = fast
+        self.full = full
+
+    def check(self, value: Any) -> str | None:
+        fast = self.fast
+        if fast is not None and fast(value):
+            return None
+        err = next(iter(self.full.iter_errors(value)), None)
+        if err is None:
+            return None
+        where = "/".join(str(p) for p in err.absolute_path)
+        return f"{err.message}" + (f" (at /{where})" if where else "")
+
+
+_VALIDATORS: dict[str, _Validator | None] = {}
+
+
+def schema_validator(schema: Any) -> _Validator | None:
+    """The (cached) validator of a tool schema; None when there is nothing to check
+    (no schema, an empty one, or one jsonschema rejects as a schema)."""
+    if not isinstance(schema, dict) or not schema:
+        return None
+    try:
+        key = json.dumps(schema, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and key in _VALIDATORS:
+        return _VALIDATORS[key]
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+        v: _Validator | None = _Validator(_fast_check(schema), cls(schema))
+    except jsonschema.SchemaError:
+        v = None
+    if key is not None:
+        if len(_VALIDATORS) >= 1024:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = v
+    return v
+
+
 class _Acc:
     __slots__ = ("broken", "missing", "pending")
 
@@ -105,7 +250,8 @@ class Scheduler:
     def __init__(self, plan: Plan, registry: ToolRegistry, *, ids: list[str] | None = None,
                  input: Any = None, state: Any = None, context: dict | None = None,
                  options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, analysis: Analysis | None = None) -> None:
+                 plan_id: str | None = None, analysis: Analysis | None = None,
+                 track_waits: bool = True) -> None:
         self.plan = plan
         self.registry = registry
         self.opts = options or RunOptions()
@@ -122,26 +268,45 @@ class Scheduler:
         for kind, data in (context or {}).items():
             self.log.append(kind, (), to_json_value(data))
         self.records = [CallRecord(cid, c.tool, i) for i, (cid, c) in enumerate(zip(self.ids, plan.calls))]
-        self.specs: list[ToolSpec | None] = [registry.get(c.tool) for c in plan.calls]
+        get = registry.get
+        by_tool: dict[str, ToolSpec | None] = {}
+        for c in plan.calls:
+            if c.tool not in by_tool:
+                by_tool[c.tool] = get(c.tool)
+        self.specs: list[ToolSpec | None] = [by_tool[c.tool] for c in plan.calls]
         self.wrote: list[list[tuple]] = [[] for _ in range(self.n)]
         self._decided = [False] * self.n          # dispatched or terminal
+        self._ended = [False] * self.n            # terminal status
         self._remaining = self.n
         self._tasks: dict[int, asyncio.Task] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._done = asyncio.Event()
         self._stopping: str | None = None        # None | "cancelled" | "timeout"
         self._sem = asyncio.Semaphore(self.opts.max_concurrency) if self.opts.max_concurrency else None
         self._pool: ThreadPoolExecutor | None = None
         self._validators: dict[str, Any] = {}
         self._in_validators: dict[str, Any] = {}
+        self._async_func: dict[str, bool] = {}
+        # a subclass that overrides how tools are invoked (or attempted) always goes through it
+        self._plain_invoke = type(self)._invoke is Scheduler._invoke and type(self)._attempt is Scheduler._attempt
         self.plan_error: ErrorInfo | None = None
-        self.waited_on: list[set[int]] = [set() for _ in range(self.n)]  # for dry-run predictions
+        self.track_waits = track_waits
+        # which calls each call waited for: only dry-run's predictions need it
+        self.waited_on: list[set[int]] = [set() for _ in range(self.n)] if track_waits else []
 
     # ------------------------------------------------------------------ events
 
-    def _emit(self, type_: str, status: str, i: int | None = None, **kw: Any) -> None:
-        rec = self.records[i] if i is not None else None
-        self.bus.emit(Event(type_, self.plan_id, self.plan.goal, i, self.n, status,
-                            call_id=rec.id if rec else None, tool=rec.tool if rec else None, **kw))
+    def _emit(self, type_: str, status: str, i: int | None = None, attempt: int | None = None,
+              preview: str | None = None, error: dict | None = None, reason: str | None = None,
+              data: Any = None) -> None:
+        if i is None:
+            ev = make_event(type_, self.plan_id, self.plan.goal, None, self.n, status, None, None, attempt,
+                            preview, error, reason, data)
+        else:
+            rec = self.records[i]
+            ev = make_event(type_, self.plan_id, self.plan.goal, i, self.n, status, rec.id, rec.tool, attempt,
+                            preview, error, reason, data)
+        self.bus.emit(ev)
 
     # ------------------------------------------------------------------ inputs
 
@@ -149,14 +314,20 @@ class Scheduler:
         key = ref.key
         writers = self.an.ref_writers[i].get(key, ())
         wrote_any = False
-        for j in writers:
-            if self.records[j].status not in TERMINAL:
-                return _PENDING, None
+        if writers:
+            ended = self._ended
+            for j in writers:
+                if not ended[j]:
+                    return _PENDING, None
+            wrote = self.wrote
+            for j in writers:
+                for k in wrote[j]:
+                    if k == key or overlaps(key, k):
+                        wrote_any = True
+                        break
+                if wrote_any:
+                    break
         reasons = []
-        for j in writers:
-            if any(overlaps(key, k) for k in self.wrote[j]):
-                wrote_any = True
-                break
         if writers and not wrote_any:
             for j in writers:
                 rec = self.records[j]
@@ -228,10 +399,15 @@ class Scheduler:
             return last
         raise TypeError(f"not a plan value: {v!r}")
 
+    def _eval_literal(self, v: Any) -> Any:
+        if type(v) is Literal:
+            return v.value
+        return self._eval(-1, v, _Acc())
+
     def _after_state(self, i: int, acc: _Acc) -> None:
         for j in self.an.after[i]:
             rec = self.records[j]
-            if rec.status not in TERMINAL:
+            if not self._ended[j]:
                 acc.pending = True
             elif rec.status != "succeeded" and not rec.caught:
                 acc.broken.append(f"@after({rec.id}): {rec.id} {rec.status}")
@@ -239,10 +415,18 @@ class Scheduler:
     def evaluate(self, i: int) -> tuple[str, Any]:
         """("ready", (args, inline)) | ("wait", None) | ("skip", reason) | ("fail", ErrorInfo)."""
         call = self.plan.calls[i]
+        if not self.an.refs[i] and not self.an.after[i]:
+            # nothing to wait for: literals only
+            ev = self._eval_literal
+            args = {p.name: ev(p.value) for p in call.params}
+            if call.inline_output is None:
+                return "ready", (args, None)
+            return "ready", (args, ev(call.inline_output))
         acc = _Acc()
-        self._after_state(i, acc)
-        if acc.broken:
-            return "skip", "; ".join(acc.broken)
+        if self.an.after[i]:
+            self._after_state(i, acc)
+            if acc.broken:
+                return "skip", "; ".join(acc.broken)
         args = {p.name: self._eval(i, p.value, acc) for p in call.params}
         inline = self._eval(i, call.inline_output, acc) if call.inline_output is not None else None
         if acc.broken:
@@ -261,6 +445,7 @@ class Scheduler:
         rec.ended_at = now_iso()
         rec.ended = time.perf_counter()
         self._decided[i] = True
+        self._ended[i] = True
         self._remaining -= 1
         if status == "succeeded":
             self._emit("plan_step_complete", status, i, attempt=rec.attempts,
@@ -305,15 +490,18 @@ class Scheduler:
             return True
         self._decided[j] = True
         args, inline = payload
-        self._tasks[j] = asyncio.ensure_future(self._run_call(j, args, inline))
+        self._tasks[j] = self._loop.create_task(self._run_call(j, args, inline))
         return False
 
     def _record_waits(self, j: int) -> None:
+        if not self.track_waits:
+            return
         ws = self.waited_on[j]
         ws.update(self.an.after[j])
+        ended = self._ended
         for ref in self.an.refs[j]:
             for w in self.an.ref_writers[j].get(ref.key, ()):
-                if self.records[w].status in TERMINAL:
+                if ended[w]:
                     ws.add(w)
 
     # ------------------------------------------------------------------ one call
@@ -347,7 +535,25 @@ class Scheduler:
             max_attempts = max(policy.max_attempts, 1) if policy else 1
             while True:
                 rec.attempts += 1
-                err = await self._attempt(i, call, args, inline)
+                func = self._direct(i, call)
+                if func is not None and (err := self._check_input(i, call, args)) is not None:
+                    pass
+                elif func is not None:
+                    # the common case, without the extra coroutine layers of _attempt: an
+                    # async tool, no timeout or concurrency limit
+                    try:
+                        result = await func(**args)
+                    except asyncio.CancelledError:
+                        raise
+                    except TimeoutError:
+                        timeout = self._timeout_for(call)  # None here: same outcome as _attempt
+                        err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
+                    except Exception as exc:  # noqa: BLE001
+                        err = error_from_exception(exc)
+                    else:
+                        err = self._accept(i, call, result)
+                else:
+                    err = await self._attempt(i, call, args, inline)
                 if err is None:
                     self._finish(i, "succeeded")
                     break
@@ -371,7 +577,25 @@ class Scheduler:
             if rec.status not in TERMINAL:
                 rec.error = ErrorInfo(TOOL_FAILED, f"internal error: {type(exc).__name__}: {exc}")
                 self._finish(i, "failed")
+        finally:
+            # keep only calls still in flight (shutdown cancels them, run() waits for them)
+            self._tasks.pop(i, None)
         self._settled(i)
+
+    def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
+        """The tool's coroutine function when the call can simply be awaited, else None."""
+        if call.inline_output is not None or self._sem is not None or not self._plain_invoke:
+            return None
+        if (call.timeout if call.timeout is not None else self.opts.timeout) is not None:
+            return None
+        spec = self.specs[i]
+        if spec is None or spec.func is None:
+            return None
+        name = spec.name
+        is_async = self._async_func.get(name)
+        if is_async is None:
+            is_async = self._async_func[name] = bool(spec.is_async or inspect.iscoroutinefunction(spec.func))
+        return spec.func if is_async else None
 
     async def _call_gate(self, i, call, args, inline, risk):
         rec = self.records[i]
@@ -428,35 +652,26 @@ class Scheduler:
     def _validator(self, schema: Any, cache: dict, name: str):
         if name in cache:
             return cache[name]
-        v = None
-        if isinstance(schema, dict) and schema:
-            import jsonschema
-
-            cls = jsonschema.validators.validator_for(schema)
-            try:
-                cls.check_schema(schema)
-                v = cls(schema)
-            except jsonschema.SchemaError:
-                v = None
-        cache[name] = v
+        v = cache[name] = schema_validator(schema)
         return v
 
     def _check(self, validator, value) -> str | None:
         if validator is None:
             return None
-        err = next(iter(validator.iter_errors(value)), None)
-        if err is None:
-            return None
-        where = "/".join(str(p) for p in err.absolute_path)
-        return f"{err.message}" + (f" (at /{where})" if where else "")
+        return validator.check(value)
 
-    async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
-        rec = self.records[i]
+    def _check_input(self, i: int, call: Call, args: dict) -> ErrorInfo | None:
         spec = self.specs[i]
         if self.opts.validate_input and spec is not None and spec.func is not None:
             msg = self._check(self._validator(spec.input_schema, self._in_validators, spec.name), args)
             if msg:
                 return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
+        return None
+
+    async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
+        err = self._check_input(i, call, args)
+        if err is not None:
+            return err
         timeout = self._timeout_for(call)
         try:
             if self._sem is not None:
@@ -470,6 +685,12 @@ class Scheduler:
             return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001
             return error_from_exception(exc)
+        return self._accept(i, call, result)
+
+    def _accept(self, i: int, call: Call, result: Any) -> ErrorInfo | None:
+        """Check a tool's result and write it to its output path(s); an error, or None."""
+        rec = self.records[i]
+        spec = self.specs[i]
         # pick the target paths
         out = call.output
         branch: int | None = None
@@ -489,7 +710,7 @@ class Scheduler:
                                  "alternative of its output path")
             result = result.value
         try:
-            value = to_json_value(result)
+            value = result if type(result) in _SCALARS else to_json_value(result)
         except (TypeError, ValueError) as exc:
             return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
         if self.opts.validate_output and spec is not None and call.inline_output is None:
@@ -498,17 +719,20 @@ class Scheduler:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
         rec.output = value
         if out is not None:
-            if out.op == "&&":
-                targets = list(out.paths)
-            elif out.op == "||":
-                targets = [out.paths[branch or 0]]
+            op = out.op
+            if op == "&&":
+                targets = out.paths
+            elif op == "||":
+                targets = (out.paths[branch or 0],)
             else:
-                targets = [out.paths[0]]
-            if out.op == "||" and len(out.paths) > 1:
+                targets = (out.paths[0],)
+            if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()
+            append = self.log.append
+            wrote = self.wrote[i]
             for p in targets:
-                self.log.append(p.kind, p.path, value, out.method, rec.id)
-                self.wrote[i].append(p.key)
+                append(p.kind, p.path, value, out.method, rec.id)
+                wrote.append(p.key)
                 rec.written.append(p.text())
         rec.error = None
         return None
@@ -542,6 +766,7 @@ class Scheduler:
             self._done.set()
 
     async def run(self) -> RunResult:
+        self._loop = asyncio.get_running_loop()
         self._emit("plan_start", "running")
         try:
             for i in range(self.n):

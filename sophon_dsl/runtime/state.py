@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -36,12 +37,43 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+_clock = time.time
+_iso_cache: list = [None, ""]  # [whole second, "YYYY-MM-DDTHH:MM:SS"]
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+
+    Cheap: the date and time of day are formatted once per second, only the
+    microseconds each call (the run stamps three times per call)."""
+    t = _clock()
+    sec = int(t)
+    cache = _iso_cache
+    if cache[0] != sec:
+        cache[1] = datetime.fromtimestamp(sec, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        cache[0] = sec
+    us = int((t - sec) * 1e6)
+    return f"{cache[1]}.{us if us < 999999 else 999999:06d}Z"
+
+
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
 
 
 def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (fast path for scalars)."""
+    """A deep copy of a JSON value (fast path for scalars and plain dicts / lists).
+
+    JSON values built by :func:`to_json_value` share no containers and have no
+    cycles, so a plain recursive copy is a deep copy; anything else goes to
+    :func:`copy.deepcopy`."""
+    t = type(value)
+    if t in _ATOMIC:
+        return value
+    if t is dict:
+        atomic = _ATOMIC
+        return {k: (v if type(v) in atomic else json_copy(v)) for k, v in value.items()}
+    if t is list:
+        atomic = _ATOMIC
+        return [v if type(v) in atomic else json_copy(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return copy.deepcopy(value)
@@ -168,6 +200,20 @@ class Message:
         }
 
 
+_MSG_SETTERS = tuple(getattr(Message, name).__set__
+                     for name in ("seq", "kind", "path", "value", "method", "call", "date"))
+
+
+def _make_message(seq: int, kind: str, path: tuple, value: Any, method: OutputMethod, call: str | None,
+                  date: str) -> Message:
+    """``Message(...)`` without the frozen dataclass's per-field ``object.__setattr__`` lookups."""
+    msg = object.__new__(Message)
+    s0, s1, s2, s3, s4, s5, s6 = _MSG_SETTERS
+    s0(msg, seq); s1(msg, kind); s2(msg, path); s3(msg, value); s4(msg, method); s5(msg, call)  # noqa: E702
+    s6(msg, date)
+    return msg
+
+
 class StateLog:
     """Append-only log with an incrementally maintained resolved view per kind."""
 
@@ -178,9 +224,19 @@ class StateLog:
     def append(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> Message:
         value = json_copy(value)
-        msg = Message(len(self.messages), kind, tuple(path), value, method, call, date or now_iso())
+        path = path if type(path) is tuple else tuple(path)
+        msg = _make_message(len(self.messages), kind, path, value, method, call, date or now_iso())
         self.messages.append(msg)
-        self._views[kind] = _apply_in_place(self._views.get(kind, MISSING), msg.path, json_copy(value), method)
+        view_value = value if type(value) in _ATOMIC else json_copy(value)
+        views = self._views
+        if method is OutputMethod.SET and len(path) == 1:
+            # the common case (``†kind.name`` = result): no need to walk
+            root = views.get(kind, MISSING)
+            seg = path[0]
+            if type(root) is dict and type(seg) is str:
+                root[seg] = view_value
+                return msg
+        views[kind] = _apply_in_place(views.get(kind, MISSING), path, view_value, method)
         return msg
 
     def get(self, kind: str, path: tuple = ()) -> Any:
@@ -198,7 +254,8 @@ class StateLog:
         return {k: json_copy(v) for k, v in self._views.items() if k not in skip and v is not MISSING}
 
     def to_json(self) -> list[dict]:
-        return [m.to_json() for m in self.messages]
+        return [{"seq": m.seq, "kind": m.kind, "path": list(m.path), "value": m.value,
+                 "method": m.method.value, "call": m.call, "date": m.date} for m in self.messages]
 
 
 def to_json_value(value: Any) -> Any:
