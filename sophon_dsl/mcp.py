@@ -97,7 +97,12 @@ class McpToolError(RunError):
 
 
 def _connection_failed(label: str, exc: BaseException | str, stderr_tail: str = "") -> RunError:
-    msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {_exc_text(exc)}"
+    if isinstance(exc, str):
+        msg = exc
+    elif getattr(exc, "exceptions", None):  # an exception group: its leaves say what happened
+        msg = _exc_text(exc)
+    else:
+        msg = f"{type(exc).__name__}: {_exc_text(exc)}"
     cause = f"cannot connect to the MCP server {label}: {msg}"
     if stderr_tail:
         cause += f"\n--- server stderr (last lines) ---\n{stderr_tail}"
@@ -593,14 +598,20 @@ class McpToolSource:
                 self.raw_tools = await self._list_tools(session)
         except BaseException as exc:
             tail = self._stderr_tail()
+            failure: BaseException = exc
             try:
                 await stack.aclose()
-            except BaseException:  # noqa: BLE001 - the original failure is the one to report
-                pass
+            except BaseException as close_exc:  # noqa: BLE001
+                # A transport failure (connection refused, ...) cancels the session from inside
+                # (a CancelledError here); the transport's task group then raises the real cause.
+                if isinstance(exc, asyncio.CancelledError):
+                    failure = close_exc
             self._close_errlog()
-            if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+            task = asyncio.current_task()
+            really_cancelled = isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling()
+            if really_cancelled or isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise _connection_failed(self.config.label, exc, tail) from exc
+            raise _connection_failed(self.config.label, failure, tail) from exc
         self._stack = stack
         self._session = session
         self.tools = self._specs(self.call)

@@ -17,10 +17,10 @@ except ImportError:  # mcp 1.x
 
 from mcp.types import ToolAnnotations
 
-try:
+if "read_only_hint" in ToolAnnotations.model_fields:  # 2.x field names
     _READ_ONLY = ToolAnnotations(read_only_hint=True)
     _DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
-except Exception:  # 1.x field names
+else:  # 1.x (its models accept unknown keys silently, so ask by name)
     _READ_ONLY = ToolAnnotations(readOnlyHint=True)
     _DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True)
 

@@ -162,6 +162,13 @@ def test_cli_unreachable_server_is_a_usage_error(tmp_path, capsys):
     assert "E110" in err and "cannot connect to the MCP server" in err and "12345" in err  # stderr tail
 
 
+def test_unreachable_http_server_is_e110():
+    port = _free_port()  # nothing listens there
+    tools, diags = load_tool_source(f"mcp:http:http://127.0.0.1:{port}/mcp")
+    assert tools == [] and [d.code for d in diags] == ["E110"]
+    assert "cannot connect to the MCP server" in diags[0].message and "Cancelled" not in diags[0].message
+
+
 # -- config files -------------------------------------------------------------------
 
 
