@@ -56,7 +56,10 @@ def warm_up() -> None:
     global _WARM
     if _WARM:
         return
+    import jsonschema  # noqa: F401 - the checker validates literals with it
+
     from ..compiler import compile_plan
+    from ..runtime.scheduler import Scheduler  # noqa: F401
     from ..syntax.dsl_parser import parse_dsl
 
     plan, _ = parse_dsl('$state.x = warm(a=1)\n')
