@@ -438,28 +438,59 @@ def test_end_to_end_through_the_scripted_provider(tmp_path):
     assert result.turns[0].errors[0]["error"]["code"] == "E201"
 
 
-def test_end_to_end_through_the_openai_sdk_and_local_sse_server(monkeypatch):
-    pytest.importorskip("openai")
+class RecordingProvider:
+    """Wraps a provider; records ``reply_start`` / ``reply_end`` of each stream in ``events``."""
+
+    def __init__(self, inner, events: list):
+        self.inner, self.events, self.name = inner, events, getattr(inner, "name", "wrapped")
+
+    async def stream(self, messages, **kw):
+        tag = "delegate_" if "(You are the delegate" in messages[-1].content else ""
+        self.events.append(tag + "reply_start")
+        async for d in self.inner.stream(messages, **kw):
+            yield d
+        self.events.append(tag + "reply_end")
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_end_to_end_through_the_official_sdks_and_local_sse_server(api, monkeypatch):
+    """Offline, through the real SDK client against the local SSE server: a turn failing check and
+    repaired on the next, a branching plan, a delegate, and streamed dispatch."""
+    pytest.importorskip(api)
     sse = pytest.importorskip("sse_server")
     providers = pytest.importorskip("sophon_dsl.llm.providers")
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     events: list = []
-    replies = [
-        '$state.hits = web.serch(query="a")\n',                                   # fails check
-        '$state.receipt || $state.error = pay(amount=$input.amount)\n'             # branching plan, repaired
-        '$state.hits = web.search(query="a", limit=2)\n'
-        'return {"paid": $state.receipt.amount, "url": $state.hits[1].url}\n',
+    summarize = __import__("sophon_dsl.model", fromlist=["ToolDecl"]).ToolDecl(
+        "summarize", "Summarise", {"type": "object", "properties": {"article": {"type": "string"}}},
+        {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]})
+    script = [
+        '$state.hits = web.serch(query="a")\n',                                   # 1: fails check (E201)
+        sse.Reply('$state.first = web.search(query="first", limit=1)\n'           # 2: repaired, streamed
+                  '$state.receipt || $state.error = pay(amount=$input.amount)\n'
+                  '@delegate("anonymous") $state.sum = summarize(article="long text")\n'
+                  '$state.hits = web.search(query="a", limit=2)\n'
+                  'return {"paid": $state.receipt.amount, "url": $state.hits[1].url, '
+                  '"summary": $state.sum.summary}\n', chunk_chars=6, delay=0.004),
+        'return {"summary": "short"}\n',                                          # the delegate's sub-request
     ]
-    server_cls = getattr(sse, "ScriptedLLMServer")
-    reply_cls = getattr(sse, "Reply", None)
-    items = [reply_cls(r) if reply_cls is not None else r for r in replies]
-    with server_cls(items) as srv:
-        provider = providers.OpenAIProvider("gpt-test", base_url=srv.openai_base_url, api_key="sk-test")
-        result = Agent(provider, tools=make_tools(events)).run("pay and search", input={"amount": 20})
+    with sse.ScriptedLLMServer(script) as srv:
+        if api == "openai":
+            inner = providers.OpenAIProvider("gpt-test", base_url=srv.openai_base_url, api_key="sk-test")
+        else:
+            inner = providers.AnthropicProvider("claude-test", base_url=srv.anthropic_base_url, api_key="sk-test")
+        provider = RecordingProvider(inner, events)
+        result = Agent(provider, tools=make_tools(events) + [summarize]).run("pay and search", input={"amount": 20})
     assert result.ok, [t.errors for t in result.turns]
-    assert result.output == {"paid": 20, "url": "https://x/1"}
+    assert result.output == {"paid": 20, "url": "https://x/1", "summary": "short"}
     assert result.turns[0].errors[0]["error"]["code"] == "E201"
+    assert len(result.turns) == 2
+    # streamed dispatch: the first tool of turn 2 started before that reply finished
+    turn2 = events[events.index("reply_start", events.index("reply_end") + 1):]
+    assert turn2.index("start search first") < turn2.index("reply_end")
+    assert turn2.index("delegate_reply_start") < turn2.index("reply_end")   # the delegate ran mid-stream too
 
 
 # ---------------------------------------------------------------------------
