@@ -61,7 +61,7 @@ import heapq
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .diagnostics import Diagnostic, Span, has_errors, sort_key
 from .model import (
@@ -158,7 +158,14 @@ class CompiledPlan:
 def effective_registry(plan: Plan, tools: Any = None) -> ToolRegistry:
     """User tools + the builtin ``agent.step`` (unless overridden) + the plan's declarations."""
     reg = as_registry(tools)
-    if "agent.step" not in reg:
+    # Ask the tools given first: ``in`` on the registry itself would build the whole lazy
+    # standard library (tens of ms per compile) only to learn it has no agent.step.
+    given = getattr(reg, "_tools", None)
+    if isinstance(given, dict) and "agent.step" in given:
+        pass
+    elif isinstance(given, dict) and getattr(reg, "_fallback", None) is not None:
+        reg = reg.with_tools([AGENT_STEP])  # the standard library has no agent.step
+    elif "agent.step" not in reg:
         reg = reg.with_tools([AGENT_STEP])
     if plan.tools:
         reg = reg.with_plan_decls(plan.tools)
@@ -180,6 +187,103 @@ def compile_plan(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
     call without an inline ``_output`` is an error (E206).
     """
     return _Compiler(plan, effective_registry(plan, tools), max_calls, require_executor).run()
+
+
+# ---------------------------------------------------------------------------
+# A fast structural pre-check for simple JSON Schemas (shared with the runtime)
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
+                          "readOnly", "writeOnly"})
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    # Only answers "certainly valid"; anything else is left to jsonschema (e.g. 3.0 as integer).
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "array": lambda v: type(v) is list,
+    "object": lambda v: type(v) is dict,
+}
+
+
+def _always(_v: Any) -> bool:
+    return True
+
+
+def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | None:
+    """A predicate that returns True only for values ``schema`` certainly accepts, or None
+    when the schema uses anything beyond type / properties / required /
+    additionalProperties / items / anyOf (then jsonschema decides every value).
+
+    It lets the compiler (E204 on literals) and the runtime (tool inputs and
+    outputs) skip jsonschema for the plain schemas ``@tool`` derives from type
+    hints; a False answer only means "ask jsonschema"."""
+    if schema is True:
+        return _always
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    checks: list[Callable[[Any], bool]] = []
+    for key, val in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key == "type":
+            names = [val] if isinstance(val, str) else val
+            if not isinstance(names, list) or not names or any(n not in _TYPE_CHECKS for n in names):
+                return None
+            preds = [_TYPE_CHECKS[n] for n in names]
+            checks.append(preds[0] if len(preds) == 1 else (lambda v, ps=tuple(preds): any(p(v) for p in ps)))
+        elif key == "properties":
+            if not isinstance(val, dict):
+                return None
+            subs = {}
+            for name, sub in val.items():
+                f = fast_schema_check(sub, depth + 1)
+                if f is None:
+                    return None
+                if f is not _always:
+                    subs[name] = f
+            if subs:
+                items = tuple(subs.items())
+                checks.append(lambda v, items=items: type(v) is not dict or all(
+                    f(v[k]) for k, f in items if k in v))
+        elif key == "required":
+            if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
+                return None
+            req = tuple(val)
+            checks.append(lambda v, req=req: type(v) is not dict or all(k in v for k in req))
+        elif key == "additionalProperties":
+            if val is True:
+                continue
+            if val is False:
+                props = schema.get("properties")
+                known = frozenset(props) if isinstance(props, dict) else frozenset()
+                if schema.get("patternProperties"):
+                    return None
+                checks.append(lambda v, known=known: type(v) is not dict or all(k in known for k in v))
+                continue
+            return None
+        elif key == "items":
+            f = fast_schema_check(val, depth + 1)
+            if f is None:
+                return None
+            if f is not _always:
+                checks.append(lambda v, f=f: type(v) is not list or all(f(x) for x in v))
+        elif key == "anyOf":
+            if not isinstance(val, list) or not val:
+                return None
+            fs = [fast_schema_check(b, depth + 1) for b in val]
+            if any(f is None for f in fs):
+                return None
+            if all(f is not _always for f in fs):
+                checks.append(lambda v, fs=tuple(fs): any(f(v) for f in fs))
+        else:
+            return None
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+    cs = tuple(checks)
+    return lambda v: all(c(v) for c in cs)
 
 
 # ---------------------------------------------------------------------------
@@ -418,6 +522,9 @@ class _Compiler:
         self.ids = tuple(plan.call_ids())
         self.diags: list[Diagnostic] = []
         self._validators: dict[tuple[str, str], Any] = {}
+        self._fast: dict[tuple[str, str], Any] = {}
+        self._tool_facts: dict[str, tuple] = {}
+        self._param_types: dict[tuple[str, str], Any] = {}
 
     # -- helpers -----------------------------------------------------------
 
@@ -482,7 +589,11 @@ class _Compiler:
     def control_deps(self, index: dict[str, int]) -> tuple[frozenset[int], ...]:
         out = []
         names = list(index)
+        empty: frozenset[int] = frozenset()
         for i, call in enumerate(self.calls):
+            if not call.after:
+                out.append(empty)
+                continue
             deps = set()
             for name in call.after:
                 j = index.get(name)
@@ -537,21 +648,41 @@ class _Compiler:
     def call_reads(self, call: Call) -> list[Reference]:
         refs: list[Reference] = []
         for p in call.params:
-            refs.extend(iter_references(p.value))
+            v = p.value
+            if type(v) is Literal:
+                continue
+            if type(v) is Reference:
+                refs.append(v)
+            else:
+                refs.extend(iter_references(v))
         return refs
 
     def wire(self, control: tuple[frozenset[int], ...]):
         data_deps = []
         deps = []
         self.reads: list[list[Reference]] = []
+        writers, below = self.writers, self.below
         for i, call in enumerate(self.calls):
             reads = self.call_reads(call)
             self.reads.append(reads)
+            if not reads:
+                data_deps.append(())
+                deps.append(control[i])
+                continue
             per_ref = []
             all_deps = set(control[i])
             for ref in reads:
-                ws = sorted({j for j, _ in self.writers_of(ref.key) if j != i})
-                per_ref.append((ref, tuple(ws)))
+                key = ref.key
+                hits = [hit for k in range(1, len(key) + 1) if (hit := writers.get(key[:k]))]
+                ext = below.get(key)
+                if ext:
+                    hits.append(ext)
+                if len(hits) == 1 and len(hits[0]) == 1:
+                    j = hits[0][0][0]
+                    ws: tuple[int, ...] = () if j == i else (j,)
+                else:
+                    ws = tuple(sorted({j for hit in hits for j, _ in hit if j != i}))
+                per_ref.append((ref, ws))
                 all_deps.update(ws)
             data_deps.append(tuple(per_ref))
             deps.append(frozenset(all_deps))
@@ -631,7 +762,11 @@ class _Compiler:
 
     def check_reads(self) -> None:
         for i, call in enumerate(self.calls):
+            if not self.reads[i]:
+                continue  # nothing read (literals only)
             for p in call.params:
+                if type(p.value) is Literal:
+                    continue
                 self.check_value_reads(p.value, i, f"parameter '{p.name}' of call {self.ids[i]}",
                                        p.span or self.call_span(i))
         if self.plan.output is not None:
@@ -682,19 +817,29 @@ class _Compiler:
             self.diag("E206", f"call {cid} uses latent tool '{call.tool}' (no implementation) "
                               f"and no LLM executor is available", self.call_span(i))
 
+    def tool_facts(self, spec: ToolSpec) -> tuple:
+        """(props, required, strict) of a tool's input schema, computed once per tool."""
+        facts = self._tool_facts.get(spec.name)
+        if facts is None or facts[0] is not spec:
+            schema = spec.input_schema
+            props = schema.get("properties")
+            props = props if isinstance(props, dict) else {}
+            facts = (spec, props, spec.required, self.is_closed(schema))
+            self._tool_facts[spec.name] = facts
+        return facts[1:]
+
     def check_params(self, i: int, call: Call, spec: ToolSpec) -> None:
-        cid = self.ids[i]
         schema = spec.input_schema
         if not isinstance(schema, dict):
             return
-        props = schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        given = {p.name for p in call.params}
-        for name in spec.required:
-            if name not in given:
-                self.diag("E202", f"call {cid} to '{call.tool}' is missing required parameter "
-                                  f"'{name}'", self.call_span(i))
-        strict = self.is_closed(schema)
+        cid = self.ids[i]
+        props, required, strict = self.tool_facts(spec)
+        if required:
+            given = {p.name for p in call.params}
+            for name in required:
+                if name not in given:
+                    self.diag("E202", f"call {cid} to '{call.tool}' is missing required parameter "
+                                      f"'{name}'", self.call_span(i))
         for p in call.params:
             pschema = props.get(p.name)
             if pschema is None:
@@ -705,7 +850,7 @@ class _Compiler:
                     msg += f"; did you mean '{hint[0]}'?" if hint else f" (parameters: {known})"
                     self.diag("E203", msg, p.span or p.value.span or self.call_span(i))
                 continue
-            if not _has_refs(p.value):
+            if type(p.value) is Literal or not _has_refs(p.value):
                 self.check_literal(i, call, p, pschema, schema)
 
     @staticmethod
@@ -758,6 +903,21 @@ class _Compiler:
         return v
 
     def check_literal(self, i: int, call: Call, p, pschema: Any, root: dict) -> None:
+        key = (call.tool, p.name)
+        fast = self._fast.get(key, False)
+        if fast is False:
+            fast = self._fast[key] = fast_schema_check(pschema)
+        if fast is not None:
+            value = p.value
+            if type(value) is Literal:
+                if fast(value.value):
+                    return  # certainly valid: no need for jsonschema
+            else:
+                try:
+                    if fast(_literal_json(value)):
+                        return
+                except TypeError:
+                    pass
         v = self.validator(call.tool, p.name, pschema, root)
         if v is None:
             return
@@ -815,12 +975,17 @@ class _Compiler:
             if not isinstance(props, dict):
                 continue
             for p in call.params:
+                v = p.value
+                if type(v) is Literal or type(v) is ListValue or type(v) is ObjectValue:
+                    continue  # only whole-value references, expressions and templates are typed
                 if p.name not in props:
                     continue
-                expected = _schema_types(props[p.name], root)
+                tkey = (call.tool, p.name)
+                expected = self._param_types.get(tkey, False)
+                if expected is False:
+                    expected = self._param_types[tkey] = _schema_types(props[p.name], root)
                 if expected is None:
                     continue
-                v = p.value
                 if isinstance(v, Reference):
                     refs = [v]
                 elif isinstance(v, Expression):
@@ -838,7 +1003,6 @@ class _Compiler:
 
     def check_ref_type(self, i: int, p, ref: Reference, expected: frozenset[str]) -> None:
         key = ref.key
-        head = f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) expects {_fmt_types(expected)}"
         span = ref.span or p.value.span or p.span or self.call_span(i)
         found_writer = False
         for k in range(1, len(key) + 1):
@@ -858,6 +1022,8 @@ class _Compiler:
                 wspan = wref.span or self.calls[j].span
                 wloc = (f"{self.plan.file or '<plan>'}:{wspan.line}:{wspan.column}" if wspan
                         else self.loc(j))
+                head = (f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) expects "
+                        f"{_fmt_types(expected)}")
                 self.diag("E205", f"{head} but {ref.text()} is written by {self.ids[j]} "
                                   f"({self.loc(j)}) as {_fmt_types(produced)}{via}", span,
                           [f"{self.ids[j]} writes {wpath} at {wloc} (output of tool "
@@ -871,6 +1037,7 @@ class _Compiler:
         sub = _descend(schema, schema, ref.path)
         produced = _schema_types(sub, schema) if sub is not None else None
         if produced is not None and not _types_compatible(produced, expected):
+            head = f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) expects {_fmt_types(expected)}"
             self.diag("E205", f"{head} but {ref.text()} is declared as {_fmt_types(produced)} by the "
                               f"plan's {ref.kind} schema", span)
 

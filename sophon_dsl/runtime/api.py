@@ -70,19 +70,24 @@ def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
     same thing.  With ``tools`` given, it is reused only when they resolve to the very
     tools it was compiled with (same names, equal specs, same functions).
     """
-    from ..compiler import CompiledPlan, effective_registry
+    from ..compiler import AGENT_STEP, CompiledPlan
 
     if not isinstance(given, CompiledPlan) or given.plan is not plan:
         return None
     if tools is None:
         return given
-    reg = effective_registry(plan, tools)
+    if plan.tools:
+        return None  # declarations layered over the given tools: check again
+    reg = as_registry(tools)
     old = given.tools
-    if len(reg) != len(old):
-        return None
-    for name, spec in reg.items():
+    for name in {c.tool for c in plan.calls}:  # only the tools the plan uses matter
+        spec = reg.get(name)
+        if spec is None and name == AGENT_STEP.name:
+            spec = AGENT_STEP
         prev = old.get(name)
-        if prev is None or (prev is not spec and (prev != spec or prev.func is not spec.func)):
+        if spec is None or prev is None:
+            return None
+        if prev is not spec and (prev != spec or prev.func is not spec.func):
             return None
     return given
 
@@ -162,8 +167,13 @@ def _split_options(options: dict) -> tuple[RunOptions, dict]:
 
 def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
     out = []
+    specs: dict[str, Any] = {}
+    get = prep.registry.get
     for i, call in enumerate(prep.plan.calls):
-        r = effective_risk(call, prep.registry.get(call.tool))
+        spec = specs.get(call.tool, specs)
+        if spec is specs:
+            spec = specs[call.tool] = get(call.tool)
+        r = effective_risk(call, spec)
         if r >= threshold:
             out.append({"id": prep.ids[i], "tool": call.tool, "risk": r.label, "index": i})
     return out

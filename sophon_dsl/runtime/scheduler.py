@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
 
+from ..compiler import fast_schema_check
 from ..model import Call, Expression, ListValue, Literal, ObjectValue, Plan, Reference, RetryPolicy, Risk, Template
 from ..tools import ToolRegistry, ToolSpec
 from .analysis import Analysis, analyze, effective_risk, overlaps
@@ -96,96 +97,6 @@ def render_text_value(value: Any) -> str:
 # Output / input validation: one compiled validator per distinct schema (shared by runs),
 # with a fast structural pre-check for the simple schemas ``@tool`` derives from type hints.
 
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
-                          "readOnly", "writeOnly"})
-_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    # Only answers "certainly valid"; anything else is left to jsonschema (e.g. 3.0 as integer).
-    "integer": lambda v: type(v) is int,
-    "number": lambda v: type(v) is int or type(v) is float,
-    "string": lambda v: type(v) is str,
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-    "array": lambda v: type(v) is list,
-    "object": lambda v: type(v) is dict,
-}
-
-
-def _always(_v: Any) -> bool:
-    return True
-
-
-def _fast_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | None:
-    """A predicate that returns True only for values ``schema`` certainly accepts, or None
-    when the schema uses anything beyond type / properties / required /
-    additionalProperties / items / anyOf (then jsonschema decides every value)."""
-    if schema is True:
-        return _always
-    if not isinstance(schema, dict) or depth > 8:
-        return None
-    checks: list[Callable[[Any], bool]] = []
-    for key, val in schema.items():
-        if key in _ANNOTATIONS:
-            continue
-        if key == "type":
-            names = [val] if isinstance(val, str) else val
-            if not isinstance(names, list) or not names or any(n not in _TYPE_CHECKS for n in names):
-                return None
-            preds = [_TYPE_CHECKS[n] for n in names]
-            checks.append(preds[0] if len(preds) == 1 else (lambda v, ps=tuple(preds): any(p(v) for p in ps)))
-        elif key == "properties":
-            if not isinstance(val, dict):
-                return None
-            subs = {}
-            for name, sub in val.items():
-                f = _fast_check(sub, depth + 1)
-                if f is None:
-                    return None
-                if f is not _always:
-                    subs[name] = f
-            if subs:
-                items = tuple(subs.items())
-                checks.append(lambda v, items=items: type(v) is not dict or all(
-                    f(v[k]) for k, f in items if k in v))
-        elif key == "required":
-            if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
-                return None
-            req = tuple(val)
-            checks.append(lambda v, req=req: type(v) is not dict or all(k in v for k in req))
-        elif key == "additionalProperties":
-            if val is True:
-                continue
-            if val is False:
-                props = schema.get("properties")
-                known = frozenset(props) if isinstance(props, dict) else frozenset()
-                if schema.get("patternProperties"):
-                    return None
-                checks.append(lambda v, known=known: type(v) is not dict or all(k in known for k in v))
-                continue
-            return None
-        elif key == "items":
-            f = _fast_check(val, depth + 1)
-            if f is None:
-                return None
-            if f is not _always:
-                checks.append(lambda v, f=f: type(v) is not list or all(f(x) for x in v))
-        elif key == "anyOf":
-            if not isinstance(val, list) or not val:
-                return None
-            fs = [_fast_check(b, depth + 1) for b in val]
-            if any(f is None for f in fs):
-                return None
-            if all(f is not _always for f in fs):
-                checks.append(lambda v, fs=tuple(fs): any(f(v) for f in fs))
-        else:
-            return None
-    if not checks:
-        return _always
-    if len(checks) == 1:
-        return checks[0]
-    cs = tuple(checks)
-    return lambda v: all(c(v) for c in cs)
-
-
 class _Validator:
     """``check(value)`` -> None or a message: fast pre-check, then jsonschema for the rest."""
 
@@ -225,7 +136,7 @@ def schema_validator(schema: Any) -> _Validator | None:
     cls = jsonschema.validators.validator_for(schema)
     try:
         cls.check_schema(schema)
-        v: _Validator | None = _Validator(_fast_check(schema), cls(schema))
+        v: _Validator | None = _Validator(fast_schema_check(schema), cls(schema))
     except jsonschema.SchemaError:
         v = None
     if key is not None:
