@@ -641,6 +641,9 @@ class StreamTurn:
             return self._closed
         if self._form is None:
             self._form = _detect_form(self.text) or "dsl"
+            if not strip_fences(self.text).strip():
+                self.errors.append({"call": None, "error": {
+                    "code": "Reply.Empty", "message": "the reply was empty: write calls, or return the final output"}})
         if self._form == "dsl":
             for st in self._splitter.close():
                 self._statement(st)

@@ -572,3 +572,11 @@ def test_dsl_prompt_and_replies_cost_fewer_tokens_than_json():
     report = token_report("count the hits", tools, replies, input={"q": "x"})
     assert report["prompt"]["dsl"] < report["prompt"]["json"]
     assert report["reply_total"]["ratio"] < 0.8
+
+
+def test_empty_reply_is_an_error_message():
+    provider = FakeProvider(["", 'return 2\n'])
+    result = Agent(provider, tools=[]).run("x")
+    assert result.ok and result.output == 2
+    assert result.turns[0].errors[0]["error"]["code"] == "Reply.Empty"
+    assert "Reply.Empty" in context_of(provider.requests[1])
