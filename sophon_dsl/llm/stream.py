@@ -390,6 +390,14 @@ class StreamScheduler(Scheduler):
 
     # -- delegates and scoped latent calls -------------------------------------
 
+    def _direct(self, i: int, call: Call) -> Any:
+        # the runtime's fast path awaits an async activity directly; a delegated call must
+        # go through _invoke instead
+        if call.delegate and self.delegate is not None:
+            return None
+        sup = getattr(super(), "_direct", None)
+        return sup(i, call) if sup is not None else None
+
     async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:
         if call.inline_output is None and call.delegate and self.delegate is not None:
             return await self.delegate.execute(LatentRequest(call, self.records[i].id, self.specs[i], args,

@@ -185,3 +185,20 @@ def test_scoped_context_is_instance_aware():
     assert scoped_context(["state", "input"], ctx) == {"state": {"a": 1}, "input": {"q": 1}}
     assert scoped_context(["state"], ctx, "X") == {"state": {"a": 2}}
     assert scoped_context(None, ctx) == {}
+
+
+def test_a_delegated_call_of_an_activity_tool_runs_the_delegate_not_the_code():
+    ran: list = []
+
+    @tool
+    async def research(topic: str) -> dict:
+        ran.append(topic)
+        return {"summary": "from code"}
+
+    def route(system: str, user: str) -> str:
+        if is_delegate(user):
+            return 'return {"summary": "from delegate"}\n'
+        return '@delegate("anonymous") $state.r = research(topic="x")\nreturn $state.r.summary\n'
+
+    result = Agent(RoutingProvider(route), tools=[research]).run("x")
+    assert result.ok and result.output == "from delegate" and ran == []
