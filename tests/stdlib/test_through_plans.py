@@ -130,6 +130,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"hello from 127.0.0.1")
         elif url.path == "/to-private":
             self._send(302, b"", {"Location": "http://10.0.0.1/secret"})
+        elif url.path == "/big":
+            self._send(200, b"x" * 5000)
+        elif url.path == "/loop":
+            self._send(302, b"", {"Location": "/loop"})
         elif url.path == "/hop":
             self._send(302, b"", {"Location": "/prices.json?currency=USD"})
         else:
@@ -337,9 +341,23 @@ def test_http_error_caught_by_a_branching_output_path(run_plan, http_server):
                    '†state.after = text.join(items=["got", "here"], separator=" ")\n')
     assert run.code == 0 and run.status == "succeeded"
     assert "page" not in run.state
-    problem = run.state["problem"]
-    assert "Http.Blocked" in json.dumps(problem)
+    assert run.state["problem"]["error"] == "Http.Blocked" and run.state["problem"]["cause"]
+    assert run.call("c1")["status"] == "failed" and run.error_of("c1") == "Http.Blocked"
     assert run.state["after"] == "got here"
+
+
+def test_http_limits_from_stdlib_config(run_plan, http_server, settings):
+    server, base = http_server
+    cfg = settings(http_allow_list=["127.0.0.1"], http_max_response_bytes=1000, http_max_redirects=3)
+    run = run_plan(f'big: †state.big = http.get(url="{base}/big")\n'
+                   f'loop: †state.loop = http.get(url="{base}/loop")\n'
+                   f'bad: †state.bad = http.get(url="ftp://127.0.0.1/x")\n', "--stdlib-config", cfg)
+    assert run.code == 1 and run.status == "failed"
+    assert run.call("big")["status"] == "succeeded"
+    assert run.state["big"]["truncated"] is True and len(run.state["big"]["text"]) == 1000
+    assert run.error_of("loop") == "Http.TooManyRedirects"
+    assert run.error_of("bad") in ("Http.Blocked", "Http.InvalidUrl")
+    assert [p for _, p, _ in server.seen].count("/loop") == 4  # the first request and 3 redirects
 
 
 def test_http_example_plan(run_plan, http_server):
@@ -387,6 +405,21 @@ w1: †state.f = files.write(path="../evil.txt", content="x")
 w2: †state.g = files.write(path="linkdir/evil.txt", content="x")
 nf: †state.h = files.read(path="missing.txt")
 """
+
+
+def test_files_modes_and_caps_through_a_plan(run_plan, sandbox):
+    (sandbox / "log.txt").write_text("one\n", encoding="utf-8")
+    run = run_plan('a: †state.a = files.write(path="log.txt", content="two\\n", mode="append")\n'
+                   'c: †state.c = files.write(path="log.txt", content="x", mode="create")\n'
+                   '@after(a)\n'
+                   'r: †state.r = files.read(path="log.txt", max_bytes=4)\n'
+                   'l: †state.l = files.list(path=".", recursive=true)\n',
+                   "--sandbox", str(sandbox), "--approve", "yes")
+    assert run.code == 1
+    assert run.error_of("c") == "Files.Exists"
+    assert run.state["r"] == {"path": "log.txt", "content": "one\n", "size": 8, "truncated": True}
+    assert (sandbox / "log.txt").read_text(encoding="utf-8") == "one\ntwo\n"
+    assert "log.txt" in [e["path"] for e in run.state["l"]["entries"]]
 
 
 def test_files_refuse_paths_outside_the_sandbox(run_plan, sandbox, tmp_path):
