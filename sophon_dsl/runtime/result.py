@@ -72,6 +72,14 @@ class RunResult:
     error: ErrorInfo | None = None
     events: list = field(default_factory=list, repr=False)
 
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.run() formats the finished main task (and so its
+        # result) while restoring the SIGINT handler; the full dataclass repr of a
+        # 10,000-call result took longer than running the calls.
+        err = f", error={self.error.error!r}" if self.error else ""
+        return (f"RunResult(status={self.status!r}, plan_id={self.plan_id!r}, calls={len(self.calls)}, "
+                f"log={len(self.log)}{err})")
+
     @property
     def ok(self) -> bool:
         return self.status == "succeeded"
