@@ -60,7 +60,7 @@ hyphen_names = st.builds(
 tool_names = st.one_of(
     st.builds(lambda parts: ".".join(parts), st.lists(hyphen_names, min_size=1, max_size=3)),
     st.sampled_from(["goal", "tool", "return", "mode", "input", "true", "null"]),
-    st.text(min_size=1, max_size=10),  # needs quoting
+    st.text(min_size=1, max_size=10).filter(str.strip),  # needs quoting
 )
 
 kinds = st.sampled_from(["input", "state", "data"]) | identifiers
@@ -149,15 +149,12 @@ retries = st.one_of(
         backoff_rate=st.floats(0, 10, allow_nan=False),
         max_delay=st.none() | st.floats(0, 1000, allow_nan=False),
         jitter=st.booleans(),
-        errors=st.lists(strings, max_size=3).map(tuple),
+        errors=st.lists(strings.filter(str.strip), max_size=3).map(tuple),
     ),
 )
 
-ids = st.one_of(identifiers, hyphen_names, st.text(min_size=1, max_size=6))
-model_hints = st.one_of(
-    st.dictionaries(identifiers, json_data, max_size=3),
-    json_data,
-)
+ids = st.one_of(identifiers, hyphen_names, st.text(min_size=1, max_size=6).filter(str.strip))
+model_hints = st.dictionaries(identifiers, json_data, max_size=3)
 
 
 @st.composite
@@ -172,16 +169,16 @@ def calls(draw) -> Call:
         inline_output=opt(values),
         id=opt(ids),
         activity=opt(ids),
-        instance=opt(strings),
-        delegate=opt(strings),
+        instance=opt(strings.filter(str.strip)),
+        delegate=opt(strings.filter(str.strip)),
         scopes=opt(st.lists(ids, max_size=3).map(tuple)),
-        reasoning=opt(strings),
+        reasoning=opt(strings.filter(str.strip)),
         risk=opt(st.sampled_from(list(Risk))),
         retry=opt(retries),
         timeout=opt(st.floats(0.001, 10**6, allow_nan=False) | st.integers(1, 3600)),
         after=draw(st.lists(ids, max_size=3).map(tuple)),
         model_hint=opt(model_hints),
-        success_criterion=opt(strings),
+        success_criterion=opt(strings.filter(str.strip)),
     )
 
 

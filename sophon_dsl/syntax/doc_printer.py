@@ -22,7 +22,6 @@ with one path have ``op=None``.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import yaml
@@ -30,12 +29,6 @@ import yaml
 from ..model import Call, OutputMethod, Plan, value_to_json
 
 __all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
-
-
-def _number(x: float) -> Any:
-    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
-        return int(x)
-    return x
 
 
 def call_to_document(call: Call) -> dict[str, Any]:
@@ -67,7 +60,7 @@ def call_to_document(call: Call) -> dict[str, Any]:
         r = call.retry.to_json()
         out["_retry"] = r["max_attempts"] if list(r) == ["max_attempts"] else r
     if call.timeout is not None:
-        out["_timeout"] = _number(call.timeout)
+        out["_timeout"] = call.timeout
     if call.after:
         out["_after"] = list(call.after)
     if call.model_hint is not None:
@@ -113,5 +106,19 @@ def dump_json(plan: Plan) -> str:
     return json.dumps(plan_to_document(plan), indent=2, ensure_ascii=False) + "\n"
 
 
+class _PlanDumper(yaml.SafeDumper):
+    """Safe YAML, except that strings holding Unicode line breaks (NEL, LS, PS) are
+    double-quoted: PyYAML folds them to spaces in any other style."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    if any(ch in text for ch in "\x85\u2028\u2029"):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return dumper.represent_str(text)
+
+
+_PlanDumper.add_representer(str, _represent_str)
+
+
 def dump_yaml(plan: Plan) -> str:
-    return yaml.safe_dump(plan_to_document(plan), sort_keys=False, allow_unicode=True)
+    return yaml.dump(plan_to_document(plan), Dumper=_PlanDumper, sort_keys=False, allow_unicode=True)

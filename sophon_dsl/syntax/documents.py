@@ -145,16 +145,16 @@ class _Reader:
     def string(self, node: LocatedNode, code: str, what: str, allow_empty: bool = False) -> str | None:
         if node.is_string and (allow_empty or node.value.strip()):
             return node.value
-        self.err(code, f"{what} must be a {'' if allow_empty else 'non-empty '}string, "
-                       f"got {node.describe()}", node)
+        got = "a blank string" if node.is_string else node.describe()
+        self.err(code, f"{what} must be a {'' if allow_empty else 'non-blank '}string, got {got}", node)
         return None
 
     def strings(self, node: LocatedNode, code: str, what: str) -> tuple[str, ...] | None:
         if node.is_string:
             return (node.value,)
-        if node.is_array and all(n.is_string and n.value for n in node.value):
+        if node.is_array and all(n.is_string and n.value.strip() for n in node.value):
             return tuple(n.value for n in node.value)
-        self.err(code, f"{what} must be a list of non-empty strings", node)
+        self.err(code, f"{what} must be a list of non-blank strings", node)
         return None
 
     # ------------------------------------------------------------------- calls
@@ -300,7 +300,7 @@ class _Reader:
                 res = kw["retry"] = self.retry(vnode)
             elif key == "_timeout":
                 if vnode.is_scalar and _is_number(vnode.value) and vnode.value > 0:
-                    res = kw["timeout"] = float(vnode.value)
+                    res = kw["timeout"] = vnode.value
                 else:
                     self.err("E103", "_timeout must be a positive number of seconds", vnode)
             elif key == "_modelHint":

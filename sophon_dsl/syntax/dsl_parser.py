@@ -634,6 +634,8 @@ class _Builder(Transformer):
         else:
             tool = str(tool_tok)
         tool_span = _tspan(tool_tok)
+        if not tool.strip():
+            self._err("E102", "a quoted tool name must not be blank", tool_span)
         span = _join(start, end)
         if output is not None:
             spans.append(("_outputPath", output.span))
@@ -769,8 +771,9 @@ def _convert_attr(attr: str, data: Any) -> tuple[str, Any, str | None]:
     if attr in ("_id", "_activity", "_instance", "_delegate", "_reasoningForCall", "_successCriterion"):
         fname = {"_id": "id", "_activity": "activity", "_instance": "instance", "_delegate": "delegate",
                  "_reasoningForCall": "reasoning", "_successCriterion": "success_criterion"}[attr]
-        if not isinstance(data, str):
-            return fname, None, f"{attr} must be a string, got {_type_name(data)}"
+        if not isinstance(data, str) or not data.strip():
+            got = "a blank string" if isinstance(data, str) else _type_name(data)
+            return fname, None, f"{attr} must be a non-blank string, got {got}"
         return fname, data, None
     if attr == "_risk":
         if not isinstance(data, str):
@@ -787,10 +790,13 @@ def _convert_attr(attr: str, data: Any) -> tuple[str, Any, str | None]:
         fname = "after" if attr == "_after" else "scopes"
         if isinstance(data, str):
             data = [data]
-        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-            return fname, None, f"{attr} must be a list of names"
+        if not isinstance(data, list) or not all(isinstance(x, str) and x.strip() for x in data):
+            return fname, None, f"{attr} must be a list of non-blank names"
         return fname, tuple(data), None
     if attr == "_modelHint":
+        if not isinstance(data, dict):
+            return "model_hint", None, ("_modelHint must be an object such as "
+                                        f'{{"requiresReasoning": true}}, got {_type_name(data)}')
         return "model_hint", data, None
     if attr == "_retry":
         if _is_number(data) and isinstance(data, int):
@@ -817,8 +823,8 @@ def _convert_attr(attr: str, data: Any) -> tuple[str, Any, str | None]:
                 elif k == "errors":
                     if isinstance(v, str):
                         v = [v]
-                    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                        return "retry", None, "errors must be a list of error names"
+                    if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+                        return "retry", None, "errors must be a list of non-blank error names"
                     v = tuple(v)
                 kw[k] = v
             return "retry", RetryPolicy(**kw), None
