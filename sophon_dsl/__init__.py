@@ -21,6 +21,7 @@ from .model import Call, Mode, Plan, Risk
 from .tools import ToolRegistry, ToolSpec, tool
 
 __all__ = [
+    "Agent",
     "Call",
     "Diagnostic",
     "DiagnosticError",
@@ -68,4 +69,8 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return getattr(runtime, name)
+    if name == "Agent":
+        from .llm.agent import Agent
+
+        return Agent
     raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")

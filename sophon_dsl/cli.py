@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .llm.constrained_cli import register as register_constrained
 
     COMMANDS.update(register_constrained(sub, _add_tools_arg, _registry))
+
+    from .llm.cli import register as register_agent
+
+    COMMANDS.update(register_agent(sub, _add_source_args, _add_tools_arg, _registry))
     return parser
 
 
