@@ -122,8 +122,8 @@ def _stdlib_choice(args: argparse.Namespace) -> Any:
         if not Path(sandbox).is_dir():
             raise UsageError(f"--sandbox: {sandbox!r} is not a directory")
         kwargs["sandbox_root"] = sandbox
-    if hosts:
-        kwargs["http_allow_list"] = hosts
+    if hosts:  # --allow-host adds to the config file's list
+        kwargs["http_allow_list"] = (*kwargs.get("http_allow_list", ()), *hosts)
     try:
         config = StdlibConfig(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -157,8 +157,16 @@ def _read_stdlib_config(path: str) -> dict[str, Any]:
     if unknown:
         raise UsageError(f"--stdlib-config: unknown setting(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(known))}")
-    if isinstance(data.get("http_allow_list"), list):
-        data["http_allow_list"] = tuple(data["http_allow_list"])
+    hosts = data.get("http_allow_list")
+    if isinstance(hosts, str):
+        data["http_allow_list"] = (hosts,)
+    elif isinstance(hosts, list) and all(isinstance(h, str) for h in hosts):
+        data["http_allow_list"] = tuple(hosts)
+    elif hosts is not None:
+        raise UsageError("--stdlib-config: http_allow_list must be a host or a list of hosts/CIDRs")
+    root = data.get("sandbox_root")
+    if root is not None and not (isinstance(root, str) and Path(root).is_dir()):
+        raise UsageError(f"--stdlib-config: sandbox_root {root!r} is not a directory")
     return data
 
 

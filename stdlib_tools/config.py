@@ -56,7 +56,10 @@ class StdlibConfig:
     truncate_chars: int = 8000
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "http_allow_list", tuple(self.http_allow_list or ()))
+        hosts = self.http_allow_list or ()
+        if isinstance(hosts, str):  # one host given as a string: one entry, never its characters
+            hosts = (hosts,)
+        object.__setattr__(self, "http_allow_list", tuple(hosts))
 
     @property
     def root(self) -> Path:

@@ -118,13 +118,15 @@ class MemoryStore:
 
 def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSpec]:
     holder: dict[str, MemoryStore] = {}
+    opening = threading.Lock()  # memory calls run in worker threads: open the store once
 
     def get_store() -> MemoryStore:  # opened on first use
         if store is not None:
             return store
-        if "s" not in holder:
-            holder["s"] = MemoryStore(config.memory_db_path)
-        return holder["s"]
+        with opening:
+            if "s" not in holder:
+                holder["s"] = MemoryStore(config.memory_db_path)
+            return holder["s"]
 
     def write(text: Annotated[str, Field(description="what to remember")],
               tags: list[str] | None = None,

@@ -35,6 +35,7 @@ def test_run_without_approval_is_rejected_and_runs_nothing(capsys):
     assert main(["run", PLAN, "--tools", TOOLS, "--input", INPUT, "--approve", "no", "--json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert result["status"] == "rejected"
+    assert result["error"]["error"] == "Approval.Rejected"
     assert all(c["status"] == "pending" for c in result["calls"])
 
 

@@ -96,6 +96,7 @@ class RunResult:
             "state": self.state,
             "output": self.output,
             "calls": [c.to_json() for c in self.calls],
+            "error": self.error.to_json() if self.error is not None else None,
             "log": self.log,
         }
 

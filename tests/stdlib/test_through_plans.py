@@ -360,11 +360,6 @@ def test_http_limits_from_stdlib_config(run_plan, http_server, settings):
     assert [p for _, p, _ in server.seen].count("/loop") == 4  # the first request and 3 redirects
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sophon_dsl/cli.py _read_stdlib_config converts only a YAML list for http_allow_list, and "
-    "StdlibConfig.__post_init__ does tuple(value): a scalar `http_allow_list: 127.0.0.1` becomes "
-    "('1', '2', '7', '.', '0', ...), so 127.0.0.1 stays blocked while the host '0' (0.0.0.0, "
-    "i.e. this machine) is let through the SSRF guard"))
 def test_http_allow_list_given_as_one_string_in_stdlib_config(run_plan, http_server, settings):
     server, base = http_server
     port = server.server_address[1]
@@ -620,11 +615,6 @@ w2: †state.second = memory.write(text="Globex offers a free tier")
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stdlib_tools/memory.py build(): get_store() opens the store lazily without a lock; "
-    "memory calls run in worker threads, so two memory calls that start together each open "
-    "their own ':memory:' database and one write is lost (both get id 1, a later search sees "
-    "one of them)"))
 def test_memory_concurrent_writes_share_one_store(run_plan, monkeypatch):
     import time as _time
 
