@@ -50,3 +50,19 @@ def test_seed_examples_check_clean_once_tools_are_declared(capsys):
 def test_competitors_example_in_three_forms():
     forms = [sophon_dsl.load(ROOT / "examples" / f"competitors{ext}") for ext in (".plan", ".json", ".yaml")]
     assert forms[0] == forms[1] == forms[2]
+
+
+def test_agent_demo_repairs_its_plan_and_finishes(capsys):
+    args = ["agent", "Compare Acme Corp, Globex and Initech and email the team",
+            "--tools", str(ROOT / "examples" / "competitors_tools.py"),
+            "--provider", "scripted:" + str(ROOT / "examples" / "agent" / "competitors_replies.yaml"),
+            "--input", "@" + str(ROOT / "examples" / "competitors_input.json"),
+            "--approve", "yes", "--json"]
+    assert main(args) == 0
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "succeeded"
+    assert len(result["turns"]) == 2
+    assert [e["error"]["error"] if isinstance(e.get("error"), dict) else e for e in result["turns"][0]["errors"]]
+    assert result["output"]["message_id"].startswith("msg-")
