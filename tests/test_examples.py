@@ -64,5 +64,8 @@ def test_agent_demo_repairs_its_plan_and_finishes(capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["status"] == "succeeded"
     assert len(result["turns"]) == 2
-    assert [e["error"]["error"] if isinstance(e.get("error"), dict) else e for e in result["turns"][0]["errors"]]
+    [error] = result["turns"][0]["errors"]
+    assert error["id"] == "c3" and error["error"]["code"] == "E201"
+    assert (error["error"]["line"], error["error"]["column"]) == (3, 18)
+    assert result["turns"][1]["errors"] == []
     assert result["output"]["message_id"].startswith("msg-")
