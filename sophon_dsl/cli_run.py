@@ -183,17 +183,26 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
             pass
 
 
-def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
-    from .compiler import compile_plan
-    from .runtime import PlanInvalid
-
+def _load_runnable(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> tuple | None:
+    """(plan, registry, sources) for ``args.plan``, or None after printing its load errors."""
     result = load_plan(args.plan, args.from_format)
     plan = result.plan
     sources = {plan.file or "": plan.source or ""}
     if not result.ok:
         print(render_text(result.diagnostics, sources=sources), file=sys.stderr)
-        return EXIT_FAIL
+        return None
     registry, _notes = registry_for(args)
+    return plan, registry, sources
+
+
+def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
+    from .compiler import compile_plan
+    from .runtime import PlanInvalid
+
+    loaded = _load_runnable(args, load_plan, registry_for)
+    if loaded is None:
+        return EXIT_FAIL
+    plan, registry, sources = loaded
     view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
     try:
         outcome = asyncio.run(_run_async(plan, registry, args, view))
@@ -232,13 +241,10 @@ def _summarise(outcome: Any) -> None:
 def cmd_dry_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
     from .runtime import PlanInvalid, dry_run
 
-    result = load_plan(args.plan, args.from_format)
-    plan = result.plan
-    sources = {plan.file or "": plan.source or ""}
-    if not result.ok:
-        print(render_text(result.diagnostics, sources=sources), file=sys.stderr)
+    loaded = _load_runnable(args, load_plan, registry_for)
+    if loaded is None:
         return EXIT_FAIL
-    registry, _notes = registry_for(args)
+    plan, registry, sources = loaded
     mocks = None
     if args.mocks is not None:
         from .runtime import load_mocks
