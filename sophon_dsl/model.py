@@ -263,6 +263,12 @@ class Call:
     tool_span: Span | None = _span()
     # Span of each attribute / meta-property by its JSON name (e.g. "_after").
     attr_spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
+    # DSL comments (trivia: excluded from equality; the JSON/YAML forms drop them).  Each
+    # entry is one comment line as written, starting with '#'.  ``comments`` are the
+    # full-line comments above the call (and any comment inside it, e.g. between its
+    # decorators or arguments); ``trailing_comment`` ends the call's last line.
+    comments: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    trailing_comment: str | None = field(default=None, compare=False, repr=False)
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -330,6 +336,15 @@ class Plan:
     # JSON path of each node by its span, filled by the YAML/JSON loaders so that
     # diagnostics about a node can name it (``$[1].query``); ``None`` for DSL plans.
     span_paths: Any = field(default=None, compare=False, repr=False)
+    # DSL comments (trivia, like Call.comments): ``comments`` open the file (the block
+    # before the first statement that a blank line separates from it);
+    # ``field_comments`` are ``(key, leading, trailing)`` for header fields (key
+    # ``"goal"``, ``"input"``, ...), tool declarations (``"tool <name>"``) and the
+    # ``return`` statement (``"return"``); ``trailing_comments`` follow the last statement.
+    comments: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    field_comments: tuple[tuple[str, tuple[str, ...], str | None], ...] = field(
+        default=(), compare=False, repr=False)
+    trailing_comments: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def has_header(self) -> bool:

@@ -119,7 +119,7 @@ _SKIP = ("skip",)
 
 class _Ctx:
     __slots__ = ("calls", "diags", "header", "header_spans", "tools", "output", "output_seen",
-                 "raw", "bad")
+                 "raw", "bad", "comments")
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
@@ -135,6 +135,9 @@ class _Ctx:
         # id(value) -> (value, diagnostic) for values that are errors in a call
         # (bare words, malformed references) but fine in raw contexts.
         self.bad: dict[int, tuple[Any, Diagnostic]] = {}
+        # line -> (column, text) of each `#` comment (at most one per line), filled by the
+        # lexer callback; attached to statements after parsing (_attach_comments).
+        self.comments: dict[int, tuple[int, str]] = {}
 
 
 class _PostLex:
@@ -244,6 +247,11 @@ class _Builder(Transformer):
         self.ctx = _Ctx()
 
     # -- helpers ----------------------------------------------------------
+
+    def comment(self, tok: Token) -> Token:
+        """Lexer callback for the (ignored) COMMENT terminal."""
+        self.ctx.comments[tok.line] = (tok.column, tok.value.rstrip())
+        return tok
 
     def _err(self, code: str, message: str, span: Span | None) -> None:
         self.ctx.diags.append(Diagnostic(code, message, span))
@@ -864,6 +872,7 @@ def _get_parser() -> tuple[Lark, _Builder]:
             lexer="basic",
             postlex=_PostLex(),
             transformer=builder,
+            lexer_callbacks={"COMMENT": builder.comment},
             maybe_placeholders=False,
             propagate_positions=False,
         )
@@ -1017,9 +1026,16 @@ def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic
         diags = [d.with_file(file) for d in diags]
     diags.sort(key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
     h = ctx.header
+    calls = ctx.calls
+    trivia: dict[str, Any] = {}
+    if ctx.comments:
+        try:
+            calls, trivia = _attach_comments(ctx, lines)
+        except Exception:  # pragma: no cover - defensive: comments are trivia
+            calls, trivia = ctx.calls, {}
     try:
         plan = Plan(
-            calls=tuple(ctx.calls),
+            calls=tuple(calls),
             goal=h.get("goal"),
             mode=h.get("mode", Mode.EAGER),
             id=h.get("id"),
@@ -1031,6 +1047,7 @@ def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic
             file=file,
             source=text,
             form="dsl",
+            **trivia,
         )
     except Exception as e:  # pragma: no cover - defensive
         diags.append(Diagnostic("E001", f"cannot build plan: {e}", Span(1, 1, 1, 2), file))
@@ -1070,3 +1087,100 @@ def _run(parser: Lark, builder: _Builder, text: str) -> None:
         except RecursionError:
             ctx.diags.append(Diagnostic("E001", "values are nested too deeply", Span(1, 1, 1, 2)))
             return
+
+
+# ---------------------------------------------------------------------------
+# Comments
+
+
+def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str, Any]]:
+    """Attach the collected comments to statements by line position.
+
+    * a comment at the end of a statement's last line is that statement's trailing comment;
+    * any other comment inside a statement (between its decorators, label and call, inside
+      its argument list or a multi-line value) and a comment on its own line directly
+      before a statement is a leading comment of that statement;
+    * comments before the first statement that a blank line separates from it open the
+      file (``Plan.comments``); comments after the last statement are
+      ``Plan.trailing_comments``.
+
+    Statements are the calls, header fields, tool declarations and ``return`` that were
+    built; a comment before a statement with an error moves on to the next statement.
+    Returns the calls (with comments) and the comment fields of the plan.
+    """
+    # (start line, start column, end line, key); key: call index or field key
+    anchors: list[tuple[int, int, int, Any]] = []
+    for i, c in enumerate(ctx.calls):
+        if c.span is not None:
+            anchors.append((c.span.line, c.span.column, c.span.end_line, i))
+    for name, sp in ctx.header_spans.items():
+        if name in ctx.header:
+            anchors.append((sp.line, sp.column, sp.end_line, name))
+    for name, tool in ctx.tools.items():
+        if tool.span is not None:
+            anchors.append((tool.span.line, tool.span.column, tool.span.end_line, "tool " + name))
+    out = ctx.output
+    if ctx.output_seen and out is not None and getattr(out, "span", None) is not None:
+        anchors.append((out.span.line, out.span.column, out.span.end_line, "return"))
+    anchors.sort(key=lambda a: (a[0], a[1]))
+
+    head: list[str] = []
+    tail: list[str] = []
+    leading: dict[Any, list[str]] = {}
+    trailing: dict[Any, str] = {}
+    n = len(anchors)
+    # Comments on lines before `first_blank` (the blank line nearest above the first
+    # statement, or above the last comment in a file without statements) open the file.
+    first_blank = 0
+    for ln in range((anchors[0][0] if anchors else max(ctx.comments)) - 1, 0, -1):
+        if not lines[ln - 1].strip():
+            first_blank = ln
+            break
+    k = 0
+    for line in sorted(ctx.comments):
+        col, text = ctx.comments[line]
+        while k < n and anchors[k][2] < line:
+            k += 1
+        if k == n:
+            tail.append(text)
+            continue
+        # the last statement that starts on or before this line and has not ended yet
+        j = k
+        while j + 1 < n and anchors[j + 1][0] <= line and anchors[j + 1][2] >= line:
+            j += 1
+        start, _, end, key = anchors[j]
+        if start > line:  # before the statement
+            if j == 0 and line < first_blank:
+                head.append(text)
+            else:
+                leading.setdefault(key, []).append(text)
+        elif line == end and lines[line - 1][:col - 1].strip():
+            trailing[key] = text
+        else:
+            leading.setdefault(key, []).append(text)
+
+    # The calls were built by this parse and are not shared yet: set the comment fields in
+    # place (much cheaper than dataclasses.replace on plans with thousands of comments).
+    calls = ctx.calls
+    setattr_ = object.__setattr__
+    for key, lead in leading.items():
+        if type(key) is int:
+            setattr_(calls[key], "comments", tuple(lead))
+    for key, text in trailing.items():
+        if type(key) is int:
+            setattr_(calls[key], "trailing_comment", text)
+    fields = []
+    for _, _, _, key in anchors:
+        if type(key) is str and (key in leading or key in trailing):
+            fields.append((key, tuple(leading.get(key, ())), trailing.get(key)))
+    if not anchors:  # a file of comments only
+        head = [text for line, (_, text) in sorted(ctx.comments.items()) if line < first_blank]
+        tail = tail[len(head):]
+    trivia: dict[str, Any] = {}
+    if head:
+        trivia["comments"] = tuple(head)
+    if fields:
+        trivia["field_comments"] = tuple(fields)
+    if tail:
+        trivia["trailing_comments"] = tuple(tail)
+    return calls, trivia

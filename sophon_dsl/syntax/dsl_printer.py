@@ -13,7 +13,12 @@ Layout rules (the formatter's contract):
   fits in 88 columns, else one argument per line (4-space indent, trailing comma);
 * JSON-style ``true``/``false``/``null``, double-quoted strings, bare object
   keys and parameter names when they are plain names, bare references;
-* ``return value`` last.
+* ``return value`` last;
+* comments (``Call.comments``, ``Plan.comments`` and friends) each on their own
+  line above their statement, a trailing comment two spaces after its
+  statement's last line, file comments first and followed by a blank line,
+  trailing comments last; each is normalised to ``# text`` (see
+  :func:`format_comment`).
 
 ``parse_dsl(print_dsl(plan)) == plan`` for every plan whose names and values
 are representable (finite numbers, references with identifier paths).
@@ -43,7 +48,7 @@ from ..model import (
 )
 from ..refs import literal_string_to_source, template_to_string
 
-__all__ = ["print_dsl", "format_value", "CANONICAL_DAGGER", "MAX_WIDTH"]
+__all__ = ["print_dsl", "format_value", "format_comment", "CANONICAL_DAGGER", "MAX_WIDTH"]
 
 #: Dagger used for bare references in canonical output (chosen by token count, see
 #: tests/test_token_ratio.py).  Strings always use `†` (inside quotes `$` is text).
@@ -136,6 +141,42 @@ def format_json(data: Any) -> str:
     return _scalar(data)
 
 
+def format_comment(text: str) -> list[str]:
+    """Comment lines for one comment in canonical form.
+
+    A comment is normally one line starting with ``#``; text without the ``#`` gets
+    ``# `` in front.  Trailing whitespace is dropped and a space is put after the ``#``
+    unless the text is empty or starts with a space, ``!``, ``:`` or another ``#``
+    (``#!``, ``#:`` and ``##`` banners are kept as written; a leading tab becomes a
+    space).  Text containing line breaks becomes several comment lines, so a comment
+    can never turn into code.
+    """
+    out = []
+    for line in text.splitlines() or [""]:
+        line = line.rstrip()
+        if not line.startswith("#"):
+            line = "# " + line.lstrip() if line.strip() else "#"
+        body = line[1:]
+        if body:
+            if body[0] == "\t":
+                body = " " + body[1:]
+            elif body[0] not in " !:#":
+                body = " " + body
+        out.append("#" + body)
+    return out
+
+
+def _with_comments(lines: list[str], leading, trailing: str | None) -> list[str]:
+    """``lines`` of one statement with its leading comments above and trailing comment after."""
+    out: list[str] = []
+    for c in leading:
+        out.extend(format_comment(c))
+    out.extend(lines)
+    if trailing is not None:
+        out[-1] += "  " + " ".join(format_comment(trailing))
+    return out
+
+
 def _target(out: OutputTarget, dagger: str) -> str:
     op = f" {out.op} " if out.op else " || "
     return op.join(p.text(dagger) for p in out.paths) + " " + _METHOD_OPS[out.method]
@@ -190,8 +231,10 @@ def _arg(name: str, value: Value, dagger: str) -> str:
     return f"{_param_name(name)}={format_value(value, dagger)}"
 
 
-def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WIDTH) -> str:
-    """One call statement (decorator line included) without a trailing newline."""
+def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WIDTH,
+                comments: bool = True) -> str:
+    """One call statement (decorator line and, unless ``comments=False``, its comments
+    included) without a trailing newline."""
     label_ok = call.id is not None and _is_name(call.id)
     lines = []
     decos = _decorators(call, label_ok)
@@ -209,6 +252,8 @@ def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WID
     if len(one) > width and args:
         one = head + "(\n" + "".join(f"{INDENT}{a},\n" for a in args) + ")" + tail
     lines.append(one)
+    if comments and (call.comments or call.trailing_comment is not None):
+        lines = _with_comments(lines, call.comments, call.trailing_comment)
     return "\n".join(lines)
 
 
@@ -216,24 +261,52 @@ def print_dsl(plan: Plan, dagger: str = CANONICAL_DAGGER) -> str:
     """Canonical DSL text for ``plan`` (ends with a newline unless the plan is empty)."""
     if dagger not in ("†", "$"):
         raise ValueError("dagger must be '†' or '$'")
+    notes = {key: (lead, trail) for key, lead, trail in plan.field_comments}
+    pending: list[str] = []  # comments of a statement that is not printed (e.g. `mode = eager`)
+
+    def stmt(key: str | None, line: str | None) -> list[str]:
+        lead, trail = notes.pop(key, ((), None)) if key is not None else ((), None)
+        if line is None:  # not printed: its comments go to the next statement
+            pending.extend(lead)
+            if trail is not None:
+                pending.append(trail)
+            return []
+        out = _with_comments([line], [*pending, *lead], trail)
+        pending.clear()
+        return out
+
     header: list[str] = []
-    if plan.goal is not None:
-        header.append(f"goal = {_q(plan.goal)}")
-    if plan.mode is not Mode.EAGER:
-        header.append(f"mode = {Mode(plan.mode).value}")
-    if plan.id is not None:
-        header.append(f"id = {_q(plan.id)}")
+    header += stmt("goal", f"goal = {_q(plan.goal)}" if plan.goal is not None else None)
+    header += stmt("mode", f"mode = {Mode(plan.mode).value}" if plan.mode is not Mode.EAGER else None)
+    header += stmt("id", f"id = {_q(plan.id)}" if plan.id is not None else None)
     for name, schema in (("input", plan.input_schema), ("state", plan.state_schema),
                          ("output", plan.output_schema)):
-        if schema is not None:
-            header.append(f"{name} = {format_json(schema)}")
+        header += stmt(name, f"{name} = {format_json(schema)}" if schema is not None else None)
     for tool in plan.tools:
         name = tool.name if _DOTTED_RE.match(tool.name) else _q(tool.name)
-        header.append(f"tool {name} = {format_json(tool.to_json())}")
-    body = [format_call(c, dagger) for c in plan.calls]
-    if plan.output is not None:
-        body.append("return " + format_value(plan.output, dagger))
+        header += stmt("tool " + tool.name, f"tool {name} = {format_json(tool.to_json())}")
+    for key in [k for k in notes if k != "return"]:  # comments of fields the plan no longer has
+        stmt(key, None)
+    body: list[str] = []
+    for c in plan.calls:
+        text = format_call(c, dagger, comments=False)
+        lead = c.comments
+        if pending:
+            lead = (*pending, *lead)
+            pending.clear()
+        if lead or c.trailing_comment is not None:
+            text = "\n".join(_with_comments(text.split("\n"), lead, c.trailing_comment))
+        body.append(text)
+    body += stmt("return", "return " + format_value(plan.output, dagger) if plan.output is not None else None)
+    tail = [line for c in (*pending, *plan.trailing_comments) for line in format_comment(c)]
+    if body:
+        body += tail
+    else:
+        header += tail
     parts = []
+    if plan.comments:
+        head = [line for c in plan.comments for line in format_comment(c)]
+        parts.append("\n".join(head) + "\n")
     if header:
         parts.append("\n".join(header) + "\n")
     if body:
