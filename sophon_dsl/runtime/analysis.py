@@ -11,6 +11,7 @@ and ``writers`` but keeps references apart, which the scheduler needs for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ..diagnostics import Diagnostic
@@ -27,12 +28,12 @@ def overlaps(a: tuple, b: tuple) -> bool:
 @dataclass
 class Analysis:
     ids: list[str]
-    refs: list[list[Reference]]                 # references read by each call (params + inline output)
-    ref_writers: list[dict[tuple, tuple[int, ...]]]  # per call: ref key -> writer indexes (not itself)
+    refs: list[Any]                             # references read by each call (params + inline output)
+    ref_writers: list[Any]                      # per call: {ref key: writer indexes (not itself)} (read-only)
     after: list[tuple[int, ...]]                # control deps
     deps: list[frozenset[int]]                  # all deps (data + control)
     dependents: list[tuple[int, ...]]           # reverse of deps
-    out_keys: list[list[tuple]]                 # output path keys per call
+    out_keys: list[Any]                         # output path keys per call (sequences)
     diagnostics: list[Diagnostic]
 
     def topo_order(self) -> list[int] | None:
@@ -125,12 +126,35 @@ def effective_risk(call: Call, spec: Any):
     return r
 
 
+def _dependents(n: int, deps: list) -> list[tuple[int, ...]]:
+    """The reverse of ``deps`` (ascending), with one shared empty tuple for calls nothing waits for."""
+    rev: dict[int, list[int]] = {}
+    for i, d in enumerate(deps):
+        for j in d:
+            lst = rev.get(j)
+            if lst is None:
+                rev[j] = [i]
+            else:
+                lst.append(i)
+    out: list[tuple[int, ...]] = [()] * n
+    for j, lst in rev.items():
+        out[j] = tuple(lst)
+    return out
+
+
+_NO_WRITERS: Any = MappingProxyType({})
+
+
 def analyze_compiled(compiled: Any) -> Analysis:
     """The same :class:`Analysis` as :func:`analyze`, reusing a CompiledPlan's wiring.
 
     The compiler already resolved every parameter reference to its writers with the same
     rule; only references inside an inline ``_output`` (not reads for the compiler, but
     inputs for the runtime) need the full analysis, so such plans fall back to it.
+
+    Per-call entries are tuples (shared empty ones for calls that read nothing) rather than
+    fresh lists and dicts: the analysis lives as long as the run, and every container it
+    keeps per call is one more object for the cyclic GC to promote and traverse.
     """
     plan = compiled.plan
     calls = plan.calls
@@ -139,19 +163,20 @@ def analyze_compiled(compiled: Any) -> Analysis:
             return analyze(plan, list(compiled.ids))
     ids = list(compiled.ids)
     n = len(calls)
-    index_of = {cid: i for i, cid in enumerate(ids)}
+    index_of: dict[str, int] | None = None
     diags: list[Diagnostic] = []
-    refs: list[list[Reference]] = []
-    ref_writers: list[dict[tuple, tuple[int, ...]]] = []
-    after: list[tuple[int, ...]] = []
-    deps: list[frozenset[int]] = []
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    out_keys: list[list[tuple]] = []
-    empty: frozenset[int] = frozenset()
+    refs: list = [()] * n
+    ref_writers: list = [_NO_WRITERS] * n
+    after: list = [()] * n
+    deps: list = list(compiled.deps)
+    out_keys: list = [()] * n
     for i, (call, per_ref) in enumerate(zip(calls, compiled.data_deps)):
         out = call.output
-        out_keys.append([r.key for r in out.paths] if out is not None else [])
+        if out is not None:
+            out_keys[i] = tuple([r.key for r in out.paths])
         if call.after:
+            if index_of is None:
+                index_of = {cid: k for k, cid in enumerate(ids)}
             a: list[int] = []
             for name in call.after:
                 j = index_of.get(name)
@@ -159,23 +184,18 @@ def analyze_compiled(compiled: Any) -> Analysis:
                     diags.append(Diagnostic("E304", f"'after' names an unknown call {name!r}", call.span))
                 elif j != i:
                     a.append(j)
-            after.append(tuple(a))
-        else:
-            after.append(())
+            after[i] = ta = tuple(a)
+            d = deps[i]
+            if ta and not d.issuperset(ta):
+                deps[i] = d | frozenset(ta)
         if per_ref:
-            rs = [ref for ref, _ in per_ref]
-            rw = {}
-            for ref, ws in per_ref:
-                rw.setdefault(ref.key, ws)
-            refs.append(rs)
-            ref_writers.append(rw)
-        else:
-            refs.append([])
-            ref_writers.append({})
-        d = compiled.deps[i]
-        if after[-1] and not d.issuperset(after[-1]):
-            d = d | frozenset(after[-1])
-        deps.append(d if d else empty)
-        for j in d:
-            dependents[j].append(i)
-    return Analysis(ids, refs, ref_writers, after, deps, [tuple(x) for x in dependents], out_keys, diags)
+            refs[i] = tuple([ref for ref, _ in per_ref])
+            if len(per_ref) == 1:
+                ref, ws = per_ref[0]
+                ref_writers[i] = {ref.key: ws}
+            else:
+                rw: dict = {}
+                for ref, ws in per_ref:
+                    rw.setdefault(ref.key, ws)
+                ref_writers[i] = rw
+    return Analysis(ids, refs, ref_writers, after, deps, _dependents(n, deps), out_keys, diags)

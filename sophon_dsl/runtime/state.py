@@ -200,33 +200,44 @@ class Message:
         }
 
 
-_MSG_SETTERS = tuple(getattr(Message, name).__set__
-                     for name in ("seq", "kind", "path", "value", "method", "call", "date"))
-
-
-def _make_message(seq: int, kind: str, path: tuple, value: Any, method: OutputMethod, call: str | None,
-                  date: str) -> Message:
-    """``Message(...)`` without the frozen dataclass's per-field ``object.__setattr__`` lookups."""
-    msg = object.__new__(Message)
-    s0, s1, s2, s3, s4, s5, s6 = _MSG_SETTERS
-    s0(msg, seq); s1(msg, kind); s2(msg, path); s3(msg, value); s4(msg, method); s5(msg, call)  # noqa: E702
-    s6(msg, date)
-    return msg
+_METHODS = {m.value: m for m in OutputMethod}
 
 
 class StateLog:
-    """Append-only log with an incrementally maintained resolved view per kind."""
+    """Append-only log with an incrementally maintained resolved view per kind.
+
+    Entries are kept as plain tuples ``(kind, path, value, method name, call, date)``
+    (the position is the sequence number): a tuple of strings and numbers is untracked by
+    the cyclic GC, whereas one object per write stays tracked for the whole run.
+    :attr:`messages` builds the :class:`Message` objects when asked.
+    """
 
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self._entries: list[tuple] = []
         self._views: dict[str, Any] = {}
+
+    @property
+    def messages(self) -> list[Message]:
+        """The log as :class:`Message` objects, oldest first (built on each access)."""
+        return [Message(seq, e[0], e[1], e[2], _METHODS[e[3]], e[4], e[5]) for seq, e in enumerate(self._entries)]
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def append(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> Message:
+        """Append a write; returns its :class:`Message`."""
+        self._write(kind, path, value, method, call, date)
+        entries = self._entries
+        e = entries[-1]
+        return Message(len(entries) - 1, e[0], e[1], e[2], method, e[4], e[5])
+
+    def _write(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
+               call: str | None = None, date: str | None = None) -> None:
+        """:meth:`append` without building the returned :class:`Message`."""
         value = json_copy(value)
         path = path if type(path) is tuple else tuple(path)
-        msg = _make_message(len(self.messages), kind, path, value, method, call, date or now_iso())
-        self.messages.append(msg)
+        self._entries.append((kind, path, value, method.value, call, date or now_iso()))
         view_value = value if type(value) in _ATOMIC else json_copy(value)
         views = self._views
         if method is OutputMethod.SET and len(path) == 1:
@@ -235,9 +246,8 @@ class StateLog:
             seg = path[0]
             if type(root) is dict and type(seg) is str:
                 root[seg] = view_value
-                return msg
+                return
         views[kind] = _apply_in_place(views.get(kind, MISSING), path, view_value, method)
-        return msg
 
     def get(self, kind: str, path: tuple = ()) -> Any:
         """The resolved value at ``kind.path`` (shared; copy before handing out), or MISSING."""
@@ -254,8 +264,9 @@ class StateLog:
         return {k: json_copy(v) for k, v in self._views.items() if k not in skip and v is not MISSING}
 
     def to_json(self) -> list[dict]:
-        return [{"seq": m.seq, "kind": m.kind, "path": list(m.path), "value": m.value,
-                 "method": m.method.value, "call": m.call, "date": m.date} for m in self.messages]
+        return [{"seq": seq, "kind": kind, "path": list(path), "value": value, "method": method,
+                 "call": call, "date": date}
+                for seq, (kind, path, value, method, call, date) in enumerate(self._entries)]
 
 
 def to_json_value(value: Any) -> Any:
