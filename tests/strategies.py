@@ -40,6 +40,7 @@ __all__ = [
     "calls",
     "plans",
     "tool_names",
+    "comments",
 ]
 
 _ID_FIRST = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
@@ -157,8 +158,19 @@ ids = st.one_of(identifiers, hyphen_names, st.text(min_size=1, max_size=6).filte
 model_hints = st.dictionaries(identifiers, json_data, max_size=3)
 
 
+# One comment line in the printer's canonical form: `#`, `# text` or `##`/`#!`/`#:` text,
+# no line breaks (any of str.splitlines' separators) and no trailing whitespace.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_comment_text = st.text(st.characters(blacklist_characters=_LINE_BREAKS), max_size=15).map(str.strip)
+comments = st.one_of(
+    _comment_text.map(lambda t: "# " + t if t else "#"),
+    st.builds(lambda m, t: m + t, st.sampled_from(["##", "#!", "#:"]), _comment_text),
+).map(str.rstrip)
+_comment_block = st.lists(comments, max_size=2).map(tuple)
+
+
 @st.composite
-def calls(draw) -> Call:
+def calls(draw, comments: bool = False) -> Call:
     names = draw(st.lists(param_names, max_size=4, unique=True))
     params = tuple(Param(n, draw(values)) for n in names)
     opt = lambda s: draw(st.none() | s)  # noqa: E731
@@ -179,6 +191,7 @@ def calls(draw) -> Call:
         after=draw(st.lists(ids, max_size=3).map(tuple)),
         model_hint=opt(model_hints),
         success_criterion=opt(strings.filter(str.strip)),
+        **(_call_comments(draw) if comments else {}),
     )
 
 
@@ -193,11 +206,38 @@ tool_decls = st.builds(
 )
 
 
-@st.composite
-def plans(draw, max_calls: int = 5) -> Plan:
-    tools = draw(st.lists(tool_decls, max_size=2, unique_by=lambda t: t.name))
+def _call_comments(draw) -> dict:
+    return {"comments": draw(_comment_block), "trailing_comment": draw(st.none() | comments)}
+
+
+def _plan_comments(draw, plan: Plan) -> Plan:
+    """Comments on the statements ``plan`` has, in printing order (see dsl_printer)."""
+    keys = [k for k, present in (
+        ("goal", plan.goal is not None), ("mode", plan.mode is not Mode.EAGER), ("id", plan.id is not None),
+        ("input", plan.input_schema is not None), ("state", plan.state_schema is not None),
+        ("output", plan.output_schema is not None)) if present]
+    keys += ["tool " + t.name for t in plan.tools]
+    if plan.output is not None:
+        keys.append("return")
+    fields = []
+    for key in keys:
+        lead, trail = draw(_comment_block), draw(st.none() | comments)
+        if lead or trail is not None:
+            fields.append((key, lead, trail))
     return Plan(
-        calls=tuple(draw(st.lists(calls(), max_size=max_calls))),
+        calls=plan.calls, goal=plan.goal, mode=plan.mode, id=plan.id, input_schema=plan.input_schema,
+        state_schema=plan.state_schema, output_schema=plan.output_schema, tools=plan.tools,
+        output=plan.output, comments=draw(_comment_block), field_comments=tuple(fields),
+        trailing_comments=draw(_comment_block),
+    )
+
+
+@st.composite
+def plans(draw, max_calls: int = 5, comments: bool = False) -> Plan:
+    """Whole plans; ``comments=True`` also puts DSL comments everywhere they can go."""
+    tools = draw(st.lists(tool_decls, max_size=2, unique_by=lambda t: t.name))
+    plan = Plan(
+        calls=tuple(draw(st.lists(calls(comments), max_size=max_calls))),
         goal=draw(st.none() | strings),
         mode=draw(st.sampled_from(list(Mode))),
         id=draw(st.none() | strings),
@@ -207,3 +247,4 @@ def plans(draw, max_calls: int = 5) -> Plan:
         tools=tuple(tools),
         output=draw(st.none() | values),
     )
+    return _plan_comments(draw, plan) if comments else plan
