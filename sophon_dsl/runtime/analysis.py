@@ -28,8 +28,9 @@ def overlaps(a: tuple, b: tuple) -> bool:
 @dataclass
 class Analysis:
     ids: list[str]
-    refs: list[Any]                             # references read by each call (params + inline output)
-    ref_writers: list[Any]                      # per call: {ref key: writer indexes (not itself)} (read-only)
+    refs: Any                                   # refs[i]: references call i reads (params + inline output)
+    ref_writers: list[Any]                      # per call: {ref key: writer indexes (not itself)} or
+                                                # a tuple of (ref key, writer indexes) pairs
     after: list[tuple[int, ...]]                # control deps
     deps: list[frozenset[int]]                  # all deps (data + control)
     dependents: list[tuple[int, ...]]           # reverse of deps
@@ -165,7 +166,6 @@ def analyze_compiled(compiled: Any) -> Analysis:
     n = len(calls)
     index_of: dict[str, int] | None = None
     diags: list[Diagnostic] = []
-    refs: list = [()] * n
     ref_writers: list = [_NO_WRITERS] * n
     after: list = [()] * n
     deps: list = list(compiled.deps)
@@ -189,13 +189,34 @@ def analyze_compiled(compiled: Any) -> Analysis:
             if ta and not d.issuperset(ta):
                 deps[i] = d | frozenset(ta)
         if per_ref:
-            refs[i] = tuple([ref for ref, _ in per_ref])
+            # (key, writers) pairs: tuples of strings and ints, untracked by the cyclic GC
             if len(per_ref) == 1:
                 ref, ws = per_ref[0]
-                ref_writers[i] = {ref.key: ws}
+                ref_writers[i] = ((ref.key, ws),)
             else:
-                rw: dict = {}
+                seen: dict = {}
                 for ref, ws in per_ref:
-                    rw.setdefault(ref.key, ws)
-                ref_writers[i] = rw
-    return Analysis(ids, refs, ref_writers, after, deps, _dependents(n, deps), out_keys, diags)
+                    seen.setdefault(ref.key, ws)
+                ref_writers[i] = tuple(seen.items())
+    return Analysis(ids, _Refs(compiled.data_deps), ref_writers, after, deps, _dependents(n, deps), out_keys,
+                    diags)
+
+
+class _Refs:
+    """``Analysis.refs`` read from a CompiledPlan's ``data_deps`` (no per-call copy)."""
+
+    __slots__ = ("data_deps",)
+
+    def __init__(self, data_deps: Any) -> None:
+        self.data_deps = data_deps
+
+    def __len__(self) -> int:
+        return len(self.data_deps)
+
+    def __getitem__(self, i: int) -> tuple:
+        per_ref = self.data_deps[i]
+        return tuple([ref for ref, _ in per_ref]) if per_ref else ()
+
+    def __iter__(self):
+        for i in range(len(self.data_deps)):
+            yield self[i]

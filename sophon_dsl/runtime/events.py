@@ -90,11 +90,19 @@ def make_event(type_: str, plan_id: str, goal: str | None, step_index: int | Non
                data: Any = None) -> Event:
     """``Event(...)`` without the frozen dataclass's per-field ``object.__setattr__`` lookups
     (the scheduler emits two events per call)."""
+    return _build((type_, plan_id, goal, step_index, total_steps, status, call_id, tool, attempt, preview,
+                   error, reason, _now(), data))
+
+
+def _build(fields: tuple) -> Event:
+    """The :class:`Event` of a raw field tuple (in ``_FIELDS`` order, ``time`` included)."""
     ev = _new(Event)
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _SETTERS
+    (type_, plan_id, goal, step_index, total_steps, status, call_id, tool, attempt, preview, error, reason,
+     when, data) = fields
     s0(ev, type_); s1(ev, plan_id); s2(ev, goal); s3(ev, step_index); s4(ev, total_steps)  # noqa: E702
     s5(ev, status); s6(ev, call_id); s7(ev, tool); s8(ev, attempt); s9(ev, preview)  # noqa: E702
-    s10(ev, error); s11(ev, reason); s12(ev, _now()); s13(ev, data)  # noqa: E702
+    s10(ev, error); s11(ev, reason); s12(ev, when); s13(ev, data)  # noqa: E702
     return ev
 
 
@@ -114,9 +122,27 @@ class EventBus:
         else:
             self._callbacks = list(callbacks)
         self._queues: list[asyncio.Queue] = []
-        self.history: list[Event] = []
+        # Events emitted with emit_raw while nobody observes them stay field tuples (which the
+        # cyclic GC untracks) until the history is read; ``history`` turns them into Events.
+        self._log: list = []
+        self._raw = 0               # how many entries of _log may still be tuples
         self.closed = False
         self._pending: set = set()
+
+    @property
+    def history(self) -> list[Event]:
+        """Every event emitted so far, oldest first."""
+        log = self._log
+        if self._raw:
+            for k, e in enumerate(log):
+                if type(e) is tuple:
+                    log[k] = _build(e)
+            self._raw = 0
+        return log
+
+    def snapshot(self) -> "EventHistory":
+        """The events emitted so far, as a list built only when first read."""
+        return EventHistory(self, len(self._log))
 
     def add_callback(self, cb: Callable[[Event], Any]) -> None:
         self._callbacks.append(cb)
@@ -126,8 +152,21 @@ class EventBus:
         """Whether anything besides the history sees events (callbacks or subscribers)."""
         return bool(self._callbacks or self._queues)
 
+    def emit_raw(self, fields: tuple) -> None:
+        """Emit the event whose fields (``_FIELDS`` order, ``time`` included) are ``fields``.
+
+        Unobserved, it is recorded as the tuple itself and built on demand; observers get
+        the :class:`Event` at once, exactly as from :meth:`emit`."""
+        if self._callbacks or self._queues:
+            self.emit(_build(fields))
+            return
+        self._log.append(fields)
+        self._raw += 1
+        if fields[0] in TERMINAL_EVENTS:
+            self.close()
+
     def emit(self, event: Event) -> None:
-        self.history.append(event)
+        self._log.append(event)
         if not self._callbacks and not self._queues:
             if event.type in TERMINAL_EVENTS:
                 self.close()
@@ -183,3 +222,20 @@ class EventBus:
         """Wait for coroutine callbacks still running."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+class EventHistory:
+    """A run's events up to a point, turned into :class:`Event` objects when first read."""
+
+    __slots__ = ("bus", "count", "events")
+
+    def __init__(self, bus: EventBus, count: int) -> None:
+        self.bus = bus
+        self.count = count
+        self.events: list[Event] | None = None
+
+    def get(self) -> list[Event]:
+        if self.events is None:
+            self.events = self.bus.history[: self.count]
+            self.bus = None  # type: ignore[assignment]
+        return self.events

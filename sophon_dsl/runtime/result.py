@@ -33,7 +33,7 @@ class CallRecord:
     started_at: str | None = None
     ended_at: str | None = None
     caught: bool = False
-    written: list[str] = field(default_factory=list)
+    written: list[str] = None  # type: ignore[assignment]  # a list; see the property below
     branch: str | None = None
     output: Any = None
     started: float | None = None   # monotonic clock, for benchmarks and dry-run
@@ -78,7 +78,7 @@ class RunResult:
         # 10,000-call result took longer than running the calls.
         err = f", error={self.error.error!r}" if self.error else ""
         return (f"RunResult(status={self.status!r}, plan_id={self.plan_id!r}, calls={len(self.calls)}, "
-                f"log={len(self.log)}{err})")
+                f"log={_log_len(self)}{err})")
 
     @property
     def ok(self) -> bool:
@@ -102,3 +102,59 @@ class RunResult:
 
     def dumps(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, indent=indent, default=str)
+
+
+def _get_events(self: RunResult) -> list:
+    ev = self.__dict__["events"]
+    if type(ev) is not list:
+        ev = self.__dict__["events"] = ev.get()  # an EventHistory: built on first read
+    return ev
+
+
+def _set_events(self: RunResult, value: Any) -> None:
+    self.__dict__["events"] = value
+
+
+# ``events`` is read through a property so that the scheduler can hand over its event
+# history without building 2 Event objects per call up front (most callers never read
+# them); readers always get the same list of Event objects.
+RunResult.events = property(_get_events, _set_events, doc="The run's events, oldest first.")  # type: ignore[assignment]
+
+
+def _get_written(self: CallRecord) -> list:
+    d = self.__dict__
+    w = d["written"]
+    if type(w) is not list:
+        w = d["written"] = [] if w is None else list(w)
+    return w
+
+
+def _set_written(self: CallRecord, value: Any) -> None:
+    self.__dict__["written"] = value
+
+
+# ``written`` is always a list for readers; until someone reads it the scheduler keeps the
+# paths as a tuple (None: nothing written), which the cyclic GC does not track.
+CallRecord.written = property(_get_written, _set_written,  # type: ignore[assignment]
+                              doc="The output paths this call wrote (a list).")
+
+
+def _log_len(self: RunResult) -> int:
+    lg = self.__dict__.get("log")
+    return len(lg) if type(lg) is list or lg is None or not hasattr(lg, "count") else lg.count
+
+
+def _get_log(self: RunResult) -> list:
+    lg = self.__dict__["log"]
+    if type(lg) is not list:
+        lg = self.__dict__["log"] = lg.to_json()  # a LogSnapshot: built on first read
+    return lg
+
+
+def _set_log(self: RunResult, value: Any) -> None:
+    self.__dict__["log"] = value
+
+
+# ``log`` (a list of message dicts) is built when first read: two containers per message,
+# allocated for every run whether or not anyone looks at the audit trail.
+RunResult.log = property(_get_log, _set_log, doc="The state log: one dict per message.")  # type: ignore[assignment]

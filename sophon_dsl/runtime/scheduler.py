@@ -40,7 +40,7 @@ from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, RunError, error_from_exception, matches,
 )
-from .events import EventBus, make_event, preview
+from .events import EventBus, preview
 from .protocols import Branch, LatentRequest
 from .result import CallRecord, RunResult
 from .state import MISSING, StateLog, json_copy, now_iso, to_json_value
@@ -50,6 +50,7 @@ __all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay", "schem
 TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_now = time.time
 
 # Input states
 _HAS, _MISSING, _BROKEN, _PENDING = 0, 1, 2, 3
@@ -60,6 +61,7 @@ _HAS, _MISSING, _BROKEN, _PENDING = 0, 1, 2, 3
 # plan no longer holds 10,000 unstarted tasks (and their coroutines, contexts, handles and
 # arguments) alive at the same time, which the cyclic GC would promote and rescan.
 _BURST = 256
+_LATER = object()  # queued arguments not built yet (literal-only calls)
 
 
 @dataclass
@@ -153,6 +155,27 @@ def schema_validator(schema: Any) -> _Validator | None:
     return v
 
 
+def _add_written(rec: CallRecord, texts: Any) -> None:
+    """Append output path texts to ``rec.written`` (kept as a tuple until someone reads it)."""
+    d = rec.__dict__
+    w = d["written"]
+    if type(w) is list:
+        w.extend(texts)
+    else:
+        d["written"] = (w or ()) + tuple(texts)
+
+
+def _writers(rw: Any, key: tuple) -> tuple:
+    """The writers of ``key`` in one call's ``Analysis.ref_writers`` entry (a mapping, or a
+    tuple of ``(key, writers)`` pairs)."""
+    if type(rw) is tuple:
+        for k, ws in rw:
+            if k == key:
+                return ws
+        return ()
+    return rw.get(key, ())
+
+
 class _Acc:
     __slots__ = ("broken", "missing", "pending")
 
@@ -224,19 +247,18 @@ class Scheduler:
               preview: str | None = None, error: dict | None = None, reason: str | None = None,
               data: Any = None) -> None:
         if i is None:
-            ev = make_event(type_, self.plan_id, self.plan.goal, None, self.n, status, None, None, attempt,
-                            preview, error, reason, data)
+            self.bus.emit_raw((type_, self.plan_id, self.plan.goal, None, self.n, status, None, None, attempt,
+                               preview, error, reason, _now(), data))
         else:
             rec = self.records[i]
-            ev = make_event(type_, self.plan_id, self.plan.goal, i, self.n, status, rec.id, rec.tool, attempt,
-                            preview, error, reason, data)
-        self.bus.emit(ev)
+            self.bus.emit_raw((type_, self.plan_id, self.plan.goal, i, self.n, status, rec.id, rec.tool,
+                               attempt, preview, error, reason, _now(), data))
 
     # ------------------------------------------------------------------ inputs
 
     def _ref_state(self, i: int, ref: Reference) -> tuple[int, Any]:
         key = ref.key
-        writers = self.an.ref_writers[i].get(key, ())
+        writers = _writers(self.an.ref_writers[i], key)
         wrote_any = False
         if writers:
             ended = self._ended
@@ -418,7 +440,12 @@ class Scheduler:
             if self._ready or self._burst >= _BURST:
                 if not self._ready:
                     self._loop.call_soon(self._pump)
-                self._ready.append((j, args, inline))
+                if not self.an.refs[j] and not self.an.after[j]:
+                    # literals only: the same arguments whenever they are built, so build them
+                    # when the task is created rather than holding them while queued
+                    self._ready.append((j, _LATER, None))
+                else:
+                    self._ready.append((j, args, inline))
                 return False
             self._burst += 1
         self._tasks[j] = self._loop.create_task(self._run_call(j, args, inline))
@@ -436,6 +463,8 @@ class Scheduler:
         run_call = self._run_call
         for _ in range(min(len(ready), _BURST)):
             j, args, inline = ready.popleft()
+            if args is _LATER:
+                args, inline = self.evaluate(j)[1]
             tasks[j] = create(run_call(j, args, inline))
         self._burst = _BURST if ready else 0
         if ready:
@@ -448,7 +477,7 @@ class Scheduler:
         ws.update(self.an.after[j])
         ended = self._ended
         for ref in self.an.refs[j]:
-            for w in self.an.ref_writers[j].get(ref.key, ()):
+            for w in _writers(self.an.ref_writers[j], ref.key):
                 if ended[w]:
                     ws.add(w)
 
@@ -679,11 +708,13 @@ class Scheduler:
                 rec.branch = targets[0].text()
             append = self.log._write
             keys = self.wrote[i]
+            texts = []
             for p in targets:
                 append(p.kind, p.path, value, out.method, rec.id)
                 keys += (p.key,)
-                rec.written.append(p.text())
+                texts.append(p.text())
             self.wrote[i] = keys
+            _add_written(rec, texts)
         rec.error = None
         return None
 
@@ -702,7 +733,7 @@ class Scheduler:
             catch = out.paths[-1]
             self.log._write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
             self.wrote[i] += (catch.key,)
-            rec.written.append(catch.text())
+            _add_written(rec, (catch.text(),))
             rec.caught = True
             rec.branch = catch.text()
             rec.reason = f"error delivered to {catch.text()}"
@@ -783,8 +814,8 @@ class Scheduler:
         else:
             self._emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
         return RunResult(status, self.log.resolved(exclude=("input",)), output, self.records,
-                         self.log.to_json(), self.plan_id, self.plan.goal, self.plan_error,
-                         list(self.bus.history))
+                         self.log.snapshot(), self.plan_id, self.plan.goal, self.plan_error,
+                         self.bus.snapshot())
 
 
 def evaluate_loose(v: Any, log: StateLog) -> Any:

@@ -263,10 +263,29 @@ class StateLog:
         skip = set(exclude)
         return {k: json_copy(v) for k, v in self._views.items() if k not in skip and v is not MISSING}
 
-    def to_json(self) -> list[dict]:
+    def to_json(self, count: int | None = None) -> list[dict]:
+        """The log (its first ``count`` messages) as a list of message dicts."""
+        entries = self._entries if count is None else self._entries[:count]
         return [{"seq": seq, "kind": kind, "path": list(path), "value": value, "method": method,
                  "call": call, "date": date}
-                for seq, (kind, path, value, method, call, date) in enumerate(self._entries)]
+                for seq, (kind, path, value, method, call, date) in enumerate(entries)]
+
+    def snapshot(self) -> "LogSnapshot":
+        """The log as it is now; :meth:`LogSnapshot.to_json` builds the dicts when asked."""
+        return LogSnapshot(self, len(self._entries))
+
+
+class LogSnapshot:
+    """The first ``count`` messages of a :class:`StateLog` (entries are never changed)."""
+
+    __slots__ = ("log", "count")
+
+    def __init__(self, log: StateLog, count: int) -> None:
+        self.log = log
+        self.count = count
+
+    def to_json(self) -> list[dict]:
+        return self.log.to_json(self.count)
 
 
 def to_json_value(value: Any) -> Any:
