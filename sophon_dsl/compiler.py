@@ -695,8 +695,15 @@ class _Compiler:
         if kind == "input":
             schema = self.plan.input_schema
             return schema is None or _schema_has_path(schema, schema, ref.path)
-        if any(j != reader for j, _ in self.writers_of(ref.key)):
-            return True
+        key = ref.key
+        w = self.writers
+        for k in range(1, len(key) + 1):
+            for j, _ in w.get(key[:k], ()):
+                if j != reader:
+                    return True
+        for j, _ in self.below.get(key, ()):
+            if j != reader:
+                return True
         if kind == "state" and self.plan.state_schema is not None:
             schema = self.plan.state_schema
             return _schema_has_path(schema, schema, ref.path)
@@ -717,6 +724,8 @@ class _Compiler:
                 stack.extend(val for _, val in reversed(v.entries))
                 continue
             if isinstance(v, Reference):
+                if self.known_kind(v.kind) and self.has_source(v, reader):
+                    continue  # the common case: nothing to report
                 groups, any_of = [v], False
             elif isinstance(v, Expression):
                 groups, any_of = list(v.operands), v.op == "||"

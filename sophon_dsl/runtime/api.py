@@ -168,8 +168,20 @@ def _split_options(options: dict) -> tuple[RunOptions, dict]:
 def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
     out = []
     specs: dict[str, Any] = {}
+    tool_risky: dict[str, bool] = {}
     get = prep.registry.get
+    # a call is risky when its own @risk or its tool's risk reaches the threshold
+    exact = threshold <= Risk.NONE
     for i, call in enumerate(prep.plan.calls):
+        if not exact and call.risk is None:
+            risky = tool_risky.get(call.tool)
+            if risky is None:
+                spec = specs.get(call.tool, specs)
+                if spec is specs:
+                    spec = specs[call.tool] = get(call.tool)
+                risky = tool_risky[call.tool] = effective_risk(call, spec) >= threshold
+            if not risky:
+                continue
         spec = specs.get(call.tool, specs)
         if spec is specs:
             spec = specs[call.tool] = get(call.tool)
