@@ -110,4 +110,4 @@ def test_formatting_normalises_input():
     text = "# c\n†state.x=f( a = 'b' , c=True,\n );return {'k':None,}\n"
     plan, diags = parse_dsl(text)
     assert not diags
-    assert print_dsl(plan) == '$state.x = f(a="b", c=true)\nreturn {k: null}\n'
+    assert print_dsl(plan) == '# c\n$state.x = f(a="b", c=true)\nreturn {k: null}\n'
