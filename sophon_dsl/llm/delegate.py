@@ -22,7 +22,7 @@ reaches the parent except through that output.  Delegates nest up to
 ``_instance`` routing is done by this layer, not the runtime: before a call is
 handed to the scheduler its ``†state`` reads and writes are rewritten to the
 kind ``state@X`` and its ``†input.k`` reads to ``input@X`` when instance X's own
-input carries ``k`` (see :func:`sophon_dsl.llm.stream.route_instance`).
+input carries ``k`` (see :mod:`sophon_dsl.instances`).
 """
 
 from __future__ import annotations

@@ -39,12 +39,12 @@ from typing import Any, Callable, Iterable
 
 from ..compiler import compile_plan
 from ..diagnostics import Diagnostic
-from ..model import Call, Expression, ListValue, Literal, Mode, ObjectValue, Plan, Reference, Template, Value
-from ..runtime.analysis import analyze
+from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
+from ..model import Call, Mode, Plan, Reference, Value
 from ..runtime.errors import ErrorInfo
 from ..runtime.events import EventBus
 from ..runtime.protocols import LatentRequest
-from ..runtime.result import CallRecord, RunResult
+from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
 from ..runtime import scheduler as _sched_mod
 from ..tools import ToolRegistry
@@ -232,53 +232,6 @@ def _detect_form(text: str) -> str | None:
 
 # ---------------------------------------------------------------------------
 # Instances: `_instance` routes a call's reads and writes to that instance's data
-
-
-def _map_value(v: Value | None, fn: Callable[[Reference], Reference]) -> Value | None:
-    if v is None or isinstance(v, Literal):
-        return v
-    if isinstance(v, Reference):
-        return fn(v)
-    if isinstance(v, Expression):
-        return replace(v, operands=tuple(fn(r) for r in v.operands))
-    if isinstance(v, Template):
-        return replace(v, parts=tuple(fn(p) if isinstance(p, Reference) else p for p in v.parts))
-    if isinstance(v, ListValue):
-        return replace(v, items=tuple(_map_value(x, fn) for x in v.items))
-    if isinstance(v, ObjectValue):
-        return replace(v, entries=tuple((k, _map_value(x, fn)) for k, x in v.entries))
-    return v
-
-
-def instance_kind(kind: str, instance: str) -> str:
-    return f"{kind}@{instance}"
-
-
-def route_instance(call: Call, instance_inputs: dict[str, Any] | None = None) -> Call:
-    """Rewrite a call with ``_instance`` X so that it reads and writes X's data.
-
-    ``†state...`` becomes the kind ``state@X`` (reads and output paths); ``†input.k``
-    becomes ``input@X`` when X's own input carries ``k`` (a targeted input overrides the
-    global one, Act 013), else it stays the global input.  Other kinds are shared.
-    """
-    inst = call.instance
-    if not inst:
-        return call
-    own_input = (instance_inputs or {}).get(inst)
-
-    def fn(ref: Reference) -> Reference:
-        if ref.kind == "state":
-            return replace(ref, kind=instance_kind("state", inst))
-        if ref.kind == "input" and isinstance(own_input, dict):
-            if not ref.path or (isinstance(ref.path[0], str) and ref.path[0] in own_input):
-                return replace(ref, kind=instance_kind("input", inst))
-        return ref
-
-    params = tuple(replace(p, value=_map_value(p.value, fn)) for p in call.params)
-    out = call.output
-    if out is not None:
-        out = replace(out, paths=tuple(fn(p) for p in out.paths))
-    return replace(call, params=params, output=out, inline_output=_map_value(call.inline_output, fn))
 
 
 # ---------------------------------------------------------------------------
