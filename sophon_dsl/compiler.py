@@ -91,6 +91,11 @@ __all__ = [
 
 #: Reference kinds that are always known.  Any other kind must be written by a call.
 BUILTIN_KINDS = frozenset({"input", "state", "data"})
+
+
+def base_kind(kind: str) -> str:
+    """``state@A`` (instance A's state, Acts 013) behaves as ``state``; other kinds are themselves."""
+    return kind.partition("@")[0]
 #: Kinds that plans may read but never write.
 READ_ONLY_KINDS = frozenset({"input"})
 
@@ -619,7 +624,7 @@ class _Compiler:
             if out is None:
                 continue
             for p, ref in enumerate(out.paths):
-                if ref.kind in READ_ONLY_KINDS:
+                if base_kind(ref.kind) in READ_ONLY_KINDS:
                     self.diag("E307", f"call {self.ids[i]} writes {ref.text()}: the '{ref.kind}' kind "
                                       f"is read-only", ref.span or out.span or self.call_span(i))
                     continue
@@ -691,7 +696,7 @@ class _Compiler:
     # -- reads: kinds and sources (E306, E301) -----------------------------
 
     def has_source(self, ref: Reference, reader: int | None) -> bool:
-        kind = ref.kind
+        kind = base_kind(ref.kind)
         if kind == "input":
             schema = self.plan.input_schema
             return schema is None or _schema_has_path(schema, schema, ref.path)
@@ -710,7 +715,7 @@ class _Compiler:
         return False
 
     def known_kind(self, kind: str) -> bool:
-        return kind in BUILTIN_KINDS or kind in self.written_kinds
+        return base_kind(kind) in BUILTIN_KINDS or kind in self.written_kinds
 
     def check_value_reads(self, value: Value, reader: int | None, where: str,
                           fallback: Span | None) -> None:
@@ -751,12 +756,12 @@ class _Compiler:
             for r in (missing[:1] if any_of else missing):
                 # Without a state schema the state is an open world: earlier turns or the
                 # caller's initial state may hold the path, so this is only a warning.
-                open_state = r.kind == "state" and self.plan.state_schema is None
+                open_state = base_kind(r.kind) == "state" and self.plan.state_schema is None
                 self.diag("W303" if open_state else "E301",
                           self.missing_message(where, r, any_of and len(known) > 1), r.span or span)
 
     def missing_message(self, where: str, ref: Reference, all_fallbacks: bool) -> str:
-        kind = ref.kind
+        kind = base_kind(ref.kind)
         if kind == "input":
             why = "the plan's input schema has no such property"
         elif kind == "state" and self.plan.state_schema is not None:

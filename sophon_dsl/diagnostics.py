@@ -87,6 +87,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E204": (Severity.ERROR, "literal does not match the parameter's schema"),
     "E205": (Severity.ERROR, "reference type mismatch"),
     "E206": (Severity.ERROR, "latent call needs an LLM executor"),
+    "E207": (Severity.ERROR, "activity without an implementation"),
     # E3xx: data flow
     "E301": (Severity.ERROR, "read of a path that nothing writes"),
     "E302": (Severity.ERROR, "dependency cycle"),

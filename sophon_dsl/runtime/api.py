@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator
 
 from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
+from ..instances import route_plan
 from ..tools import ToolRegistry, as_registry
 from .analysis import analyze, analyze_compiled, effective_risk
 from .approval import ApprovalRequest, decide, normalize_approver
@@ -93,14 +94,15 @@ def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
 
 
 def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
-            initial_kinds: Any = ()) -> Prepared:
+            initial_kinds: Any = (), context: dict | None = None) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
 
     Uses :func:`sophon_dsl.compiler.compile_plan` when it is available (E206,
     latent call without executor, is ignored when an ``executor`` is given).
     """
     given = plan
-    plan = _load(plan)
+    # calls with `_instance` X read and write X's own data (state@X, input@X): Acts 013
+    plan = route_plan(_load(plan), context)
     registry = as_registry(tools)
     ids = plan.call_ids()
     diags: list[Diagnostic] = []
@@ -142,6 +144,13 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
                 errors.append(Diagnostic("E201", f"unknown tool {call.tool!r} (call {ids[i]})", call.tool_span or call.span))
         if an.topo_order() is None:
             errors.append(Diagnostic("E302", "dependency cycle between calls"))
+    for i, call in enumerate(plan.calls):
+        spec = registry.get(call.tool)
+        if (spec is not None and spec.explicit and spec.func is None and call.inline_output is None):
+            errors.append(Diagnostic(
+                "E207", f"call {ids[i]} uses {call.tool!r}, declared as an activity (latent: false), "
+                        "but no implementation is registered: pass its Python function in tools",
+                call.tool_span or call.span))
     if executor is None and compiled is None:
         for i, call in enumerate(plan.calls):
             spec = registry.get(call.tool)
@@ -267,7 +276,8 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
         if decision.action == "edit" and decision.plan is not None:
             try:
                 prep = prepare(decision.plan, prep.registry, executor=opts.executor,
-                               initial_kinds=[k for k in ("state",) if state is not None] + list(context or ()))
+                               initial_kinds=[k for k in ("state",) if state is not None] + list(context or ()),
+                               context=context)
             except PlanInvalid as exc:
                 bus.emit(Event("approval_rejected", plan_id, plan_obj.goal, None, len(plan_obj.calls), "rejected",
                                reason="the edited plan has errors"))
@@ -309,7 +319,7 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None) -> tuple[RunH
     if rest:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
-    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds)
+    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context)
     bus = EventBus(on_event)
     pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
     return RunHandle(bus, pid), opts, context, prep

@@ -185,6 +185,16 @@ class _Acc:
         self.pending = False
 
 
+def _call_in_thread(func: Callable[..., Any], args: dict) -> Any:
+    """Run a sync tool in a worker thread.  ``SystemExit`` and ``KeyboardInterrupt`` raised
+    there come from the tool, never from the user (signals reach the main thread), so they
+    become ordinary failures instead of tearing the run down."""
+    try:
+        return func(**args)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise RunError(TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})") from exc
+
+
 class Scheduler:
     """Runs one plan once. Use :func:`sophon_dsl.runtime.arun` rather than this class directly."""
 
@@ -523,6 +533,8 @@ class Scheduler:
                         result = await func(**args)
                     except asyncio.CancelledError:
                         raise
+                    except SystemExit as exc:  # a tool must not end the program: it failed
+                        err = ErrorInfo(TOOL_FAILED, f"{call.tool} raised SystemExit({exc.code!r})")
                     except TimeoutError:
                         timeout = self._timeout_for(call)  # None here: same outcome as _attempt
                         err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
@@ -606,7 +618,7 @@ class Scheduler:
     def _timeout_for(self, call: Call) -> float | None:
         return call.timeout if call.timeout is not None else self.opts.timeout
 
-    async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:
+    async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:  # noqa: C901
         if call.inline_output is not None:
             return inline
         spec = self.specs[i]
@@ -618,10 +630,16 @@ class Scheduler:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=self.opts.max_workers,
                                                     thread_name_prefix="sophon-tool")
-                out = asyncio.get_running_loop().run_in_executor(self._pool, partial(func, **args))
+                out = asyncio.get_running_loop().run_in_executor(self._pool, partial(_call_in_thread, func, args))
             if inspect.isawaitable(out):
-                out = await out
+                try:
+                    out = await out
+                except SystemExit as exc:  # a tool must not end the program: it failed
+                    raise RunError(TOOL_FAILED, f"{call.tool} raised SystemExit({exc.code!r})") from exc
             return out
+        if spec is not None and spec.explicit:
+            raise RunError(TOOL_FAILED, f"{call.tool} is declared as an activity but no implementation "
+                                        "is registered: pass its Python function in tools")
         if self.opts.executor is None:
             raise RunError(TOOL_FAILED, f"latent call {self.records[i].id} ({call.tool}) needs an LLM executor")
         return await self.opts.executor.execute(

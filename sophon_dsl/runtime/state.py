@@ -12,7 +12,6 @@ kind, updated incrementally on each append.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -289,20 +288,12 @@ class LogSnapshot:
 
 
 def to_json_value(value: Any) -> Any:
-    """Normalise a tool result to plain JSON (pydantic models, tuples, sets, dataclasses)."""
+    """Normalise a tool result to plain JSON with pydantic's serializer: pydantic models,
+    dataclasses, tuples, sets, datetimes, UUIDs, decimals, enums...  Anything it cannot
+    describe (an arbitrary object, a circular structure) raises ``ValueError``, which the
+    runtime reports as ``Tool.OutputInvalid`` instead of storing a made-up string."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    import dataclasses
+    from pydantic_core import to_jsonable_python
 
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_json_value(dataclasses.asdict(value))
-    if isinstance(value, (set, frozenset)):
-        return [to_json_value(v) for v in sorted(value, key=repr)]
-    return json.loads(json.dumps(value, default=str))
+    return to_jsonable_python(value)
