@@ -42,6 +42,10 @@ def add_run_parsers(sub: Any, add_source_args: Any, add_tools_arg: Any) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="timeout per call")
     p.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit for the whole plan")
+    p.add_argument("--provider", default=None, metavar="SPEC",
+                   help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
+                        "scripted:FILE, or several comma-separated for failover)")
+    p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
 
     p = sub.add_parser("dry-run", help="simulate a plan with mocks; nothing real runs")
     p.add_argument("plan", metavar="PLAN")
@@ -167,6 +171,8 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         value = getattr(args, name)
         if value is not None:
             options[name] = value
+    if args.provider:
+        options["executor"] = _latent_executor(args.provider, args.model)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state), **options)
     loop = asyncio.get_running_loop()
@@ -193,6 +199,18 @@ def _load_runnable(args: argparse.Namespace, load_plan: Any, registry_for: Any) 
         return None
     registry, _notes = registry_for(args)
     return plan, registry, sources
+
+
+def _latent_executor(spec: str, model: str | None) -> Any:
+    from .cli import UsageError
+    from .llm.latent import LLMLatentExecutor
+    from .llm.provider import ProviderError
+    from .llm.providers import get_provider
+
+    try:
+        return LLMLatentExecutor(get_provider(spec, model=model), model=model)
+    except (ProviderError, ValueError, OSError) as exc:
+        raise UsageError(f"--provider {spec}: {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:

@@ -46,6 +46,7 @@ other field (``description``, ``toolHints``, ``task``, ``expected_findings``,
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from ..diagnostics import Diagnostic, Span
@@ -59,6 +60,7 @@ __all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADE
            "STEP_TOOL"]
 
 STEP_TOOL = "agent.step"
+_STEP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 META_PROPERTIES = (
     "_tool", "_outputPath", "_outputMethod", "_output", "_id", "_activity", "_instance",
@@ -413,6 +415,16 @@ class _Reader:
                     params.append(Param(key, val, node.entry_span(key)))
         if not ok:
             return None
+        # Wire the steps as data flow too: each step's result goes to †state.steps.<id>, and a
+        # step receives its dependencies' results as `inputs`, so whoever executes it (an LLM)
+        # sees what the steps before it found.  Only ids that are plain names can be paths.
+        wired = {d for d in ids if ids.count(d) == 1 and _STEP_KEY.fullmatch(d)}  # unique plain ids
+        if step_id in wired and not any(p.name == "inputs" for p in params):
+            deps = [d for d in kw.get("after", ()) if d in wired]
+            if deps:
+                params.append(Param("inputs", ObjectValue(tuple(
+                    (d, Reference("state", ("steps", d), node.span)) for d in deps), node.span), node.span))
+            kw["output"] = OutputTarget((Reference("state", ("steps", step_id), node.span),), span=node.span)
         return Call(tool=STEP_TOOL, params=tuple(params), id=step_id, span=node.span,
                     tool_span=node.span, attr_spans=tuple(attr_spans), **kw)
 
