@@ -5,10 +5,14 @@ tool name) or, failing that, from a sample derived from the tool's output
 schema.  A mock entry is ``{"result": ...}``, ``{"error": "Name"}`` /
 ``{"error": {"error": ..., "cause": ...}}``, optionally with ``"latency"``
 (seconds), or a list of such entries answered in turn (the last repeats), so
-retries can be simulated.  Mocks files are YAML or JSON::
+retries can be simulated.  ``"branch"`` (a 0-based index or an alternative's
+path text, ``"†state.b"`` or ``"state.b"``) picks an alternative of a
+``†a || †b`` output path: the mock answers ``Branch(branch, result)``, as an
+activity would.  Mocks files are YAML or JSON::
 
     web.search: {result: {hits: [a, b]}, latency: 0.8}
     s5: [{error: Tool.Timeout, latency: 30}, {result: {sent: true}, latency: 1}]
+    pay: {branch: "†state.declined", result: {reason: expired}}
 
 The report gives the order, which calls would run in parallel, which branches
 are taken and which skipped (with reasons), the approvals that would be asked
@@ -29,7 +33,7 @@ from ..tools import ToolRegistry
 from .api import _risky_calls, prepare
 from .errors import ErrorInfo, RunError
 from .events import EventBus
-from .protocols import LatentRequest
+from .protocols import Branch, LatentRequest
 from .result import RunResult
 from .scheduler import RunOptions, Scheduler, retry_delay
 
@@ -142,6 +146,9 @@ class DryRunReport:
         return "\n".join(lines)
 
 
+_ENTRY_KEYS = frozenset({"result", "error", "latency", "branch"})
+
+
 class _MockExecutor:
     def __init__(self, mocks: dict, registry: ToolRegistry):
         self.mocks = mocks
@@ -156,7 +163,7 @@ class _MockExecutor:
         self.seen[cid] = k + 1
         if isinstance(entry, list):
             entry = entry[min(k, len(entry) - 1)] if entry else None
-        if not isinstance(entry, dict) or not ({"result", "error", "latency"} & set(entry)):
+        if not isinstance(entry, dict) or not (_ENTRY_KEYS & set(entry)):
             entry = {"result": entry} if entry is not None else {}
         self.latency.setdefault(cid, []).append(float(entry.get("latency", 0.0) or 0.0))
         if "error" in entry and entry["error"] is not None:
@@ -165,10 +172,14 @@ class _MockExecutor:
                 raise RunError(str(err.get("error", "Tool.Failed")), str(err.get("cause", "")))
             raise RunError(str(err), "mocked error")
         if "result" in entry:
-            return entry["result"]
-        spec = self.registry.get(request.call.tool)
-        schema = spec.output_schema if spec is not None else None
-        return sample_from_schema(schema) if schema else f"<{request.call.tool} result>"
+            value = entry["result"]
+        else:
+            spec = self.registry.get(request.call.tool)
+            schema = spec.output_schema if spec is not None else None
+            value = sample_from_schema(schema) if schema else f"<{request.call.tool} result>"
+        if entry.get("branch") is not None:
+            return Branch(entry["branch"], value)
+        return value
 
 
 async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: Any = None, state: Any = None,
