@@ -16,7 +16,8 @@ activity would.  Mocks files are YAML or JSON::
 
 The report gives the order, which calls would run in parallel, which branches
 are taken and which skipped (with reasons), the approvals that would be asked
-for, and the makespan predicted from the latencies (unbounded concurrency).
+for, the makespan predicted from the latencies (unbounded concurrency), and
+the arguments each mocked call was given, per attempt (``arguments``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class DryRunReport:
     makespan: float
     sequential_time: float
     result: RunResult = field(repr=False, default=None)  # type: ignore[assignment]
+    # the arguments each mocked call was given, one dict per attempt, by call id
+    arguments: dict[str, list[dict]] = field(repr=False, default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -155,12 +158,14 @@ class _MockExecutor:
         self.registry = registry
         self.seen: dict[str, int] = {}
         self.latency: dict[str, list[float]] = {}
+        self.arguments: dict[str, list[dict]] = {}
 
     async def execute(self, request: LatentRequest) -> Any:
         cid = request.call_id
         entry = self.mocks.get(cid, self.mocks.get(request.call.tool))
         k = self.seen.get(cid, 0)
         self.seen[cid] = k + 1
+        self.arguments.setdefault(cid, []).append(request.args)
         if isinstance(entry, list):
             entry = entry[min(k, len(entry) - 1)] if entry else None
         if not isinstance(entry, dict) or not (_ENTRY_KEYS & set(entry)):
@@ -241,6 +246,7 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         makespan=max(end, default=0.0),
         sequential_time=sequential,
         result=result,
+        arguments=ex.arguments,
     )
 
 
