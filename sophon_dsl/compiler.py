@@ -514,6 +514,44 @@ def _short(v: Any, limit: int = 40) -> str:
 
 # ---------------------------------------------------------------------------
 
+# How a read of a reference kind finds its source (E301 / W303), decided once per kind.
+_SRC_WRITER = 0            # another call writes it (data, declared kinds, state without schema)
+_SRC_WRITER_OR_SCHEMA = 1  # state with a state schema: a writer, else the schema has the path
+_SRC_ALWAYS = 2            # input without an input schema: anything may be passed
+_SRC_INPUT_SCHEMA = 3      # input with an input schema: the schema has the path
+_SRC_UNKNOWN = 4           # not a known kind (E306)
+
+
+class _ToolTable:
+    """What the compiler needs of one tool, computed once per tool and compile: the
+    spec, its input schema (None when not a dict: no parameter checks), properties,
+    required names, whether unknown names are errors, and per parameter name and per
+    list of parameter names (``sigs``) what the checks of a call need."""
+
+    __slots__ = ("spec", "schema", "props", "required", "strict", "typed", "latent", "entries", "sigs")
+
+    def __init__(self) -> None:
+        self.props: dict = {}
+        self.required: tuple[str, ...] = ()
+        self.strict = False
+        self.typed = False
+
+
+class _ParamEntry:
+    """A declared parameter: its schema, the fast literal check and the JSON types it
+    accepts (both computed on first use; False until then)."""
+
+    __slots__ = ("name", "pschema", "fast", "types")
+
+    def __init__(self, name: str, pschema: Any) -> None:
+        self.name = name
+        self.pschema = pschema
+        self.fast: Any = False
+        self.types: Any = False
+
+
+_UNKNOWN_PARAM: Any = object()  # a parameter name the closed input schema does not allow (E203)
+
 
 class _Compiler:
     def __init__(self, plan: Plan, tools: ToolRegistry, max_calls: int | None,
@@ -530,6 +568,7 @@ class _Compiler:
         self._fast: dict[tuple[str, str], Any] = {}
         self._tool_facts: dict[str, tuple] = {}
         self._param_types: dict[tuple[str, str], Any] = {}
+        self._path_ok: dict[tuple, bool] = {}
 
     # -- helpers -----------------------------------------------------------
 
@@ -558,28 +597,36 @@ class _Compiler:
                       extra.span or extra.tool_span)
         index = self.check_ids()
         self.build_writers()
-        control = self.control_deps(index)
-        data_deps, deps = self.wire(control)
-        self.check_reads()
-        for i, call in enumerate(self.calls):
-            self.check_call(i, call)
-        self.check_reference_types()
-        order, cyclic = self.toposort(deps)
-        if cyclic:
-            self.report_cycles(deps, data_deps, control)
+        # One walk per call: wiring, sources (E306/E301/W303), parameters (E201-E206),
+        # reference types (E205), control dependencies (E304) and the call's own checks.
+        control, data_deps, deps, backward = self.check_calls(index)
+        if self.plan.output is not None:
+            self.check_value_reads(self.plan.output, None, "the plan's output", None)
+        if backward:
+            # every dependency points to an earlier call: the smallest-index-first
+            # topological order is the plan order, and there is no cycle
+            order: tuple[int, ...] = tuple(range(self.n))
+        else:
+            order, cyclic = self.toposort(deps)
+            if cyclic:
+                self.report_cycles(deps, data_deps, control)
         self.check_concurrent_writers(deps, order)
-        self.check_unread_branches()
-        diags = tuple(sorted(self.diags, key=sort_key))
+        if self.branching:
+            self.check_unread_branches(data_deps)
+        diags = tuple(sorted(self.diags, key=sort_key)) if self.diags else ()
         return CompiledPlan(
             plan=self.plan, tools=self.tools, ids=self.ids, deps=deps, data_deps=data_deps,
-            control_deps=control, writers={k: tuple(v) for k, v in self.writers.items()},
+            control_deps=control, writers=self.writers,
             order=order, diagnostics=diags, ok=not has_errors(diags), index=index,
         )
 
     # -- ids and `after` ---------------------------------------------------
 
     def check_ids(self) -> dict[str, int]:
-        index: dict[str, int] = {}
+        index: dict[str, int] = dict(zip(self.ids, range(self.n)))
+        if len(index) == self.n:
+            return index  # no duplicate: the same dict as the loop below builds
+        index = {}
         for i, cid in enumerate(self.ids):
             if cid in index:
                 call = self.calls[i]
@@ -591,51 +638,74 @@ class _Compiler:
                 index[cid] = i
         return index
 
-    def control_deps(self, index: dict[str, int]) -> tuple[frozenset[int], ...]:
-        out = []
-        names = list(index)
-        empty: frozenset[int] = frozenset()
-        for i, call in enumerate(self.calls):
-            if not call.after:
-                out.append(empty)
-                continue
-            deps = set()
-            for name in call.after:
-                j = index.get(name)
-                if j is None:
-                    hint = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-                    msg = f"'after' of call {self.ids[i]} names unknown call '{name}'"
-                    if hint:
-                        msg += f"; did you mean '{hint[0]}'?"
-                    self.diag("E304", msg, call.attr_span("_after"))
-                else:
-                    deps.add(j)
-            out.append(frozenset(deps))
-        return tuple(out)
+    def after_deps(self, i: int, call: Call, index: dict[str, int]) -> frozenset[int]:
+        """Call ``i``'s ``after`` dependencies (E304 for unknown names)."""
+        deps = set()
+        for name in call.after:
+            j = index.get(name)
+            if j is None:
+                hint = difflib.get_close_matches(name, list(index), n=1, cutoff=0.6)
+                msg = f"'after' of call {self.ids[i]} names unknown call '{name}'"
+                if hint:
+                    msg += f"; did you mean '{hint[0]}'?"
+                self.diag("E304", msg, call.attr_span("_after"))
+            else:
+                deps.add(j)
+        return frozenset(deps)
 
     # -- writers and wiring ------------------------------------------------
 
     def build_writers(self) -> None:
-        writers: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
-        below: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # proper prefix -> writers
+        """``writers``: written key -> ((call, path index), ...) in first-write order (the
+        CompiledPlan field); ``below``: proper prefix of a written key -> its writers."""
+        writers: dict[tuple, Any] = {}
+        below: dict[tuple, list[tuple[int, int]]] = {}
         written_kinds: set[str] = set()
+        multi: list[tuple] = []
+        branching = False
+        read_only: dict[str, bool] = {}
         for i, call in enumerate(self.calls):
             out = call.output
             if out is None:
                 continue
-            for p, ref in enumerate(out.paths):
-                if base_kind(ref.kind) in READ_ONLY_KINDS:
+            paths = out.paths
+            if out.op == "||" and len(paths) > 1:
+                branching = True
+            for p, ref in enumerate(paths):
+                kind = ref.kind
+                ro = read_only.get(kind)
+                if ro is None:
+                    ro = read_only[kind] = base_kind(kind) in READ_ONLY_KINDS
+                if ro:
                     self.diag("E307", f"call {self.ids[i]} writes {ref.text()}: the '{ref.kind}' kind "
                                       f"is read-only", ref.span or out.span or self.call_span(i))
                     continue
-                key = ref.key
-                writers[key].append((i, p))
-                written_kinds.add(ref.kind)
-                for k in range(1, len(key)):
-                    below[key[:k]].append((i, p))
+                path = ref.path
+                key = (kind, *path)
+                w = writers.get(key)
+                if w is None:
+                    writers[key] = ((i, p),)
+                elif type(w) is tuple:
+                    writers[key] = [*w, (i, p)]
+                    multi.append(key)
+                else:
+                    w.append((i, p))
+                written_kinds.add(kind)
+                if path:
+                    for k in range(1, len(key)):
+                        sub = key[:k]
+                        b = below.get(sub)
+                        if b is None:
+                            below[sub] = [(i, p)]
+                        else:
+                            b.append((i, p))
+        for key in multi:
+            writers[key] = tuple(writers[key])
         self.writers = writers
         self.below = below
         self.written_kinds = written_kinds
+        self.multi = multi
+        self.branching = branching
 
     def writers_of(self, key: tuple) -> list[tuple[int, int]]:
         """Every (call, path) that may write ``key``: same key, a prefix or an extension."""
@@ -650,48 +720,263 @@ class _Compiler:
             out.extend(ext)
         return out
 
-    def call_reads(self, call: Call) -> list[Reference]:
-        refs: list[Reference] = []
-        for p in call.params:
-            v = p.value
-            if type(v) is Literal:
-                continue
-            if type(v) is Reference:
-                refs.append(v)
-            else:
-                refs.extend(iter_references(v))
-        return refs
-
-    def wire(self, control: tuple[frozenset[int], ...]):
-        data_deps = []
-        deps = []
-        self.reads: list[list[Reference]] = []
-        writers, below = self.writers, self.below
-        for i, call in enumerate(self.calls):
-            reads = self.call_reads(call)
-            self.reads.append(reads)
-            if not reads:
-                data_deps.append(())
-                deps.append(control[i])
-                continue
-            per_ref = []
-            all_deps = set(control[i])
-            for ref in reads:
-                key = ref.key
-                hits = [hit for k in range(1, len(key) + 1) if (hit := writers.get(key[:k]))]
-                ext = below.get(key)
-                if ext:
-                    hits.append(ext)
-                if len(hits) == 1 and len(hits[0]) == 1:
-                    j = hits[0][0][0]
-                    ws: tuple[int, ...] = () if j == i else (j,)
+    def resolve(self, key: tuple, i: int | None) -> tuple[int, ...]:
+        """The calls other than ``i`` that may write ``key`` (same key, a prefix or an
+        extension), sorted: one lookup per prefix of ``key``, stopping at the first
+        prefix nothing is written below."""
+        w_get = self.writers.get
+        below = self.below
+        first = more = None
+        n = len(key)
+        for k in range(1, n):
+            sub = key[:k]
+            hit = w_get(sub)
+            if hit:
+                if first is None:
+                    first = hit
                 else:
-                    ws = tuple(sorted({j for hit in hits for j, _ in hit if j != i}))
-                per_ref.append((ref, ws))
-                all_deps.update(ws)
-            data_deps.append(tuple(per_ref))
-            deps.append(frozenset(all_deps))
-        return tuple(data_deps), tuple(deps)
+                    more = [hit] if more is None else more + [hit]
+            if sub not in below:
+                break  # nothing is written below sub: no longer prefix, no extension
+        else:
+            hit = w_get(key)
+            if hit:
+                if first is None:
+                    first = hit
+                else:
+                    more = [hit] if more is None else more + [hit]
+            ext = below.get(key)
+            if ext:
+                if first is None:
+                    first = ext
+                else:
+                    more = [ext] if more is None else more + [ext]
+        if first is None:
+            return ()
+        if more is None:
+            if len(first) == 1:
+                j = first[0][0]
+                return () if j == i else (j,)
+            return tuple(sorted({j for j, _ in first if j != i}))
+        return tuple(sorted({j for hit in (first, *more) for j, _ in hit if j != i}))
+
+    def kind_mode(self, kind: str) -> int:
+        """How a read of ``kind`` finds its source: see the ``_SRC_*`` constants."""
+        base = base_kind(kind)
+        if base not in BUILTIN_KINDS and kind not in self.written_kinds:
+            return _SRC_UNKNOWN
+        if base == "input":
+            return _SRC_ALWAYS if self.plan.input_schema is None else _SRC_INPUT_SCHEMA
+        if base == "state" and self.plan.state_schema is not None:
+            return _SRC_WRITER_OR_SCHEMA
+        return _SRC_WRITER
+
+    def sourced(self, mode: int, ref: Reference, ws: tuple[int, ...]) -> bool:
+        """``known_kind(ref.kind) and has_source(ref, reader)`` given ``ws``, the reader's
+        writers of ``ref`` (:meth:`resolve`)."""
+        if mode == _SRC_WRITER:
+            return bool(ws)
+        if mode == _SRC_ALWAYS:
+            return True
+        if mode == _SRC_UNKNOWN:
+            return False
+        if mode == _SRC_WRITER_OR_SCHEMA:
+            if ws:
+                return True
+            schema = self.plan.state_schema
+        else:
+            schema = self.plan.input_schema
+        cache = self._path_ok
+        ck = (mode, ref.path)
+        ok = cache.get(ck)
+        if ok is None:
+            ok = cache[ck] = _schema_has_path(schema, schema, ref.path)
+        return ok
+
+    def tool_table(self, name: str) -> "_ToolTable":
+        tab = _ToolTable()
+        spec = tab.spec = self.tools.get(name)
+        tab.sigs = {}
+        tab.entries = {}
+        if spec is None:
+            tab.schema = None
+            tab.latent = True
+            return tab
+        tab.latent = spec.latent
+        schema = spec.input_schema
+        if not isinstance(schema, dict):
+            tab.schema = None
+            return tab
+        tab.schema = schema
+        props, required, strict = self.tool_facts(spec)
+        tab.props, tab.required, tab.strict = props, required, strict
+        tab.typed = isinstance(schema.get("properties"), dict)
+        return tab
+
+    def signature(self, tab: "_ToolTable", names: tuple[str, ...]) -> tuple:
+        """For one list of parameter names of a tool: (missing required names, one entry
+        per parameter: a :class:`_ParamEntry`, ``_UNKNOWN_PARAM`` (E203) or None)."""
+        given = set(names)
+        missing = tuple(name for name in tab.required if name not in given)
+        entries = []
+        props, cache = tab.props, tab.entries
+        for name in names:
+            e = cache.get(name, cache)
+            if e is cache:
+                pschema = props.get(name)
+                if pschema is not None:
+                    e = _ParamEntry(name, pschema)
+                elif tab.strict and not self.pattern_allows(tab.schema, name):
+                    e = _UNKNOWN_PARAM
+                else:
+                    e = None
+                cache[name] = e
+            entries.append(e)
+        return missing, tuple(entries)
+
+    def literal_ok(self, entry: "_ParamEntry", value: Value) -> bool:
+        """True when ``value`` (a literal tree) certainly satisfies the parameter's schema."""
+        fast = entry.fast
+        if fast is False:
+            fast = entry.fast = fast_schema_check(entry.pschema)
+        if fast is _always:
+            return True
+        if fast is None:
+            return False
+        if type(value) is Literal:
+            return fast(value.value)
+        try:
+            return fast(_literal_json(value))
+        except TypeError:
+            return False
+
+    def check_calls(self, index: dict[str, int]):
+        """Every per-call check and the wiring, in one walk over each call's values."""
+        calls, ids = self.calls, self.ids
+        resolve, sourced = self.resolve, self.sourced
+        tables: dict[str, _ToolTable] = {}
+        modes: dict[str, int] = {}
+        control: list[frozenset[int]] = []
+        data_deps: list[tuple] = []
+        deps: list[frozenset[int]] = []
+        empty: frozenset[int] = frozenset()
+        backward = True
+        writer_mode = _SRC_WRITER
+        for i, call in enumerate(calls):
+            if call.after:
+                ctl = self.after_deps(i, call, index)
+                if ctl and max(ctl) >= i:
+                    backward = False
+            else:
+                ctl = empty
+            control.append(ctl)
+            tab = tables.get(call.tool)
+            if tab is None:
+                tab = tables[call.tool] = self.tool_table(call.tool)
+            params = call.params
+            entries = None
+            if tab.schema is not None:
+                names = tuple([p.name for p in params])
+                sig = tab.sigs.get(names)
+                if sig is None:
+                    sig = tab.sigs[names] = self.signature(tab, names)
+                missing, entries = sig
+                for name in missing:
+                    self.diag("E202", f"call {ids[i]} to '{call.tool}' is missing required parameter "
+                                      f"'{name}'", self.call_span(i))
+            elif tab.spec is None:
+                self.unknown_tool(i, call)
+            per_ref: list = []
+            for k, p in enumerate(params):
+                v = p.value
+                tv = type(v)
+                entry = entries[k] if entries is not None else None
+                if entry is _UNKNOWN_PARAM:
+                    self.unknown_param(i, call, p, tab)
+                    entry = None
+                if tv is Literal:
+                    if entry is not None and not self.literal_ok(entry, v):
+                        self.check_literal(i, call, p, entry.pschema, tab.schema)
+                    continue
+                if tv is Reference:
+                    kind = v.kind
+                    ws = resolve((kind, *v.path), i)
+                    per_ref.append((v, ws))
+                    mode = modes.get(kind)
+                    if mode is None:
+                        mode = modes[kind] = self.kind_mode(kind)
+                    if not (ws if mode == writer_mode else sourced(mode, v, ws)):
+                        self.check_value_reads(v, i, f"parameter '{p.name}' of call {ids[i]}",
+                                               p.span or self.call_span(i))
+                else:
+                    n0 = len(per_ref)
+                    self.walk_value(v, i, p, per_ref, modes)
+                    if len(per_ref) == n0 and entry is not None and not self.literal_ok(entry, v):
+                        self.check_literal(i, call, p, entry.pschema, tab.schema)
+                    if tv is ListValue or tv is ObjectValue:
+                        continue  # only whole-value references, expressions and templates are typed
+                if entry is not None and tab.typed:
+                    expected = entry.types
+                    if expected is False:
+                        expected = entry.types = self.param_types(call.tool, p.name, tab)
+                    if expected is not None:
+                        self.check_value_type(i, p, v, expected)
+            if per_ref:
+                if len(per_ref) == 1 and not ctl:
+                    ws = per_ref[0][1]
+                    if ws and ws[-1] > i:
+                        backward = False
+                    d = frozenset(ws)
+                else:
+                    acc = set(ctl)
+                    for _, ws in per_ref:
+                        if ws:
+                            if ws[-1] > i:
+                                backward = False
+                            acc.update(ws)
+                    d = frozenset(acc)
+                data_deps.append(tuple(per_ref))
+                deps.append(d)
+            else:
+                data_deps.append(())
+                deps.append(ctl)
+            self.check_call_rest(i, call, tab)
+        return tuple(control), tuple(data_deps), tuple(deps), backward
+
+    def walk_value(self, value: Value, i: int, p, per_ref: list, modes: dict) -> None:
+        """The references inside a parameter value, in source order (``iter_references``),
+        each with its writers; E306 / E301 / W303 for the nodes that lack a source."""
+        resolve, sourced = self.resolve, self.sourced
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, ListValue):
+                stack.extend(reversed(v.items))
+                continue
+            if isinstance(v, ObjectValue):
+                stack.extend(val for _, val in reversed(v.entries))
+                continue
+            if isinstance(v, Reference):
+                ops: Iterable[Reference] = (v,)
+            elif isinstance(v, Expression):
+                ops = v.operands
+            elif isinstance(v, Template):
+                ops = [q for q in v.parts if isinstance(q, Reference)]
+            else:
+                continue
+            ok = True
+            for r in ops:
+                kind = r.kind
+                ws = resolve((kind, *r.path), i)
+                per_ref.append((r, ws))
+                if ok:
+                    mode = modes.get(kind)
+                    if mode is None:
+                        mode = modes[kind] = self.kind_mode(kind)
+                    ok = sourced(mode, r, ws)
+            if not ok:
+                self.check_value_reads(v, i, f"parameter '{p.name}' of call {self.ids[i]}",
+                                       p.span or self.call_span(i))
 
     # -- reads: kinds and sources (E306, E301) -----------------------------
 
@@ -774,39 +1059,38 @@ class _Compiler:
         extra = " (no alternative of the '||' expression has a source)" if all_fallbacks else ""
         return f"{where} reads {ref.text()} but {why}{extra}"
 
-    def check_reads(self) -> None:
-        for i, call in enumerate(self.calls):
-            if not self.reads[i]:
-                continue  # nothing read (literals only)
-            for p in call.params:
-                if type(p.value) is Literal:
-                    continue
-                self.check_value_reads(p.value, i, f"parameter '{p.name}' of call {self.ids[i]}",
-                                       p.span or self.call_span(i))
-        if self.plan.output is not None:
-            self.check_value_reads(self.plan.output, None, "the plan's output", None)
-
     # -- per-call checks ---------------------------------------------------
 
-    def check_call(self, i: int, call: Call) -> None:
+    def unknown_tool(self, i: int, call: Call) -> None:
+        names = list(self.tools)
+        hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
+        if not hint:
+            lowered = {n.lower(): n for n in names}
+            if call.tool.lower() in lowered:
+                hint = [lowered[call.tool.lower()]]
+        msg = f"unknown tool '{call.tool}' in call {self.ids[i]}"
+        if hint:
+            msg += f"; did you mean '{hint[0]}'?"
+        self.diag("E201", msg, self.call_span(i))
+
+    def unknown_param(self, i: int, call: Call, p, tab: "_ToolTable") -> None:
+        props = tab.props
+        hint = difflib.get_close_matches(p.name, list(props), n=1, cutoff=0.6)
+        known = ", ".join(props) if props else "none"
+        msg = f"unknown parameter '{p.name}' for tool '{call.tool}' in call {self.ids[i]}"
+        msg += f"; did you mean '{hint[0]}'?" if hint else f" (parameters: {known})"
+        self.diag("E203", msg, p.span or p.value.span or self.call_span(i))
+
+    def check_call_rest(self, i: int, call: Call, tab: "_ToolTable") -> None:
+        """E401, E402, W401, E206: what depends on the call's tool and attributes only."""
+        inline = call.inline_output
+        if inline is None and not tab.latent:
+            return  # an activity tool without inline output: nothing to check
+        spec = tab.spec
+        latent = tab.latent
+        is_activity = not latent or call.activity is not None
         cid = self.ids[i]
-        spec = self.tools.get(call.tool)
-        if spec is None:
-            names = list(self.tools)
-            hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
-            if not hint:
-                lowered = {n.lower(): n for n in names}
-                if call.tool.lower() in lowered:
-                    hint = [lowered[call.tool.lower()]]
-            msg = f"unknown tool '{call.tool}' in call {cid}"
-            if hint:
-                msg += f"; did you mean '{hint[0]}'?"
-            self.diag("E201", msg, self.call_span(i))
-        else:
-            self.check_params(i, call, spec)
-        latent = spec is None or spec.latent
-        is_activity = (spec is not None and not spec.latent) or call.activity is not None
-        if call.inline_output is not None:
+        if inline is not None:
             out_span = call.attr_span("_output")
             if self.plan.mode is Mode.LAZY:
                 self.diag("E401", f"call {cid} has an inline _output but the plan is in lazy mode "
@@ -818,7 +1102,7 @@ class _Compiler:
         if (self.plan.mode is Mode.EAGER and spec is not None and latent and not is_activity
                 and call.output is not None and call.output.is_branching):
             alts = " || ".join(r.text() for r in call.output.paths)
-            if call.inline_output is not None:
+            if inline is not None:
                 why = "its inline _output was produced on one branch only"
             else:
                 why = "the model resolves the call while planning and picks one alternative"
@@ -827,7 +1111,7 @@ class _Compiler:
                               f"or use lazy mode to keep the branch",
                       call.output.span or self.call_span(i))
         if (self.require_executor and spec is not None and latent and not is_activity
-                and call.inline_output is None):
+                and inline is None):
             self.diag("E206", f"call {cid} uses latent tool '{call.tool}' (no implementation) "
                               f"and no LLM executor is available", self.call_span(i))
 
@@ -841,31 +1125,6 @@ class _Compiler:
             facts = (spec, props, spec.required, self.is_closed(schema))
             self._tool_facts[spec.name] = facts
         return facts[1:]
-
-    def check_params(self, i: int, call: Call, spec: ToolSpec) -> None:
-        schema = spec.input_schema
-        if not isinstance(schema, dict):
-            return
-        cid = self.ids[i]
-        props, required, strict = self.tool_facts(spec)
-        if required:
-            given = {p.name for p in call.params}
-            for name in required:
-                if name not in given:
-                    self.diag("E202", f"call {cid} to '{call.tool}' is missing required parameter "
-                                      f"'{name}'", self.call_span(i))
-        for p in call.params:
-            pschema = props.get(p.name)
-            if pschema is None:
-                if strict and not self.pattern_allows(schema, p.name):
-                    hint = difflib.get_close_matches(p.name, list(props), n=1, cutoff=0.6)
-                    known = ", ".join(props) if props else "none"
-                    msg = f"unknown parameter '{p.name}' for tool '{call.tool}' in call {cid}"
-                    msg += f"; did you mean '{hint[0]}'?" if hint else f" (parameters: {known})"
-                    self.diag("E203", msg, p.span or p.value.span or self.call_span(i))
-                continue
-            if type(p.value) is Literal or not _has_refs(p.value):
-                self.check_literal(i, call, p, pschema, schema)
 
     @staticmethod
     def is_closed(schema: dict) -> bool:
@@ -979,41 +1238,30 @@ class _Compiler:
         s = _descend(root, root, sub)
         return (s, root) if s is not None else None
 
-    def check_reference_types(self) -> None:
-        for i, call in enumerate(self.calls):
-            spec = self.tools.get(call.tool)
-            if spec is None or not isinstance(spec.input_schema, dict):
-                continue
-            root = spec.input_schema
-            props = root.get("properties")
-            if not isinstance(props, dict):
-                continue
-            for p in call.params:
-                v = p.value
-                if type(v) is Literal or type(v) is ListValue or type(v) is ObjectValue:
-                    continue  # only whole-value references, expressions and templates are typed
-                if p.name not in props:
-                    continue
-                tkey = (call.tool, p.name)
-                expected = self._param_types.get(tkey, False)
-                if expected is False:
-                    expected = self._param_types[tkey] = _schema_types(props[p.name], root)
-                if expected is None:
-                    continue
-                if isinstance(v, Reference):
-                    refs = [v]
-                elif isinstance(v, Expression):
-                    refs = list(v.operands) if v.op == "||" else [v.operands[-1]]
-                elif isinstance(v, Template):
-                    if not _types_compatible(frozenset({"string"}), expected):
-                        self.diag("E205", f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) "
-                                          f"expects {_fmt_types(expected)} but its template value "
-                                          f"is a string", v.span or p.span or self.call_span(i))
-                    continue
-                else:
-                    continue
-                for ref in refs:
-                    self.check_ref_type(i, p, ref, expected)
+    def param_types(self, tool: str, name: str, tab: "_ToolTable") -> frozenset[str] | None:
+        tkey = (tool, name)
+        expected = self._param_types.get(tkey, False)
+        if expected is False:
+            root = tab.schema
+            expected = self._param_types[tkey] = _schema_types(root["properties"][name], root)
+        return expected
+
+    def check_value_type(self, i: int, p, v: Value, expected: frozenset[str]) -> None:
+        """E205 for a whole-value reference, expression or template passed as ``p``."""
+        if isinstance(v, Reference):
+            refs = [v]
+        elif isinstance(v, Expression):
+            refs = list(v.operands) if v.op == "||" else [v.operands[-1]]
+        elif isinstance(v, Template):
+            if not _types_compatible(frozenset({"string"}), expected):
+                self.diag("E205", f"parameter '{p.name}' of call {self.ids[i]} ({self.loc(i)}) "
+                                  f"expects {_fmt_types(expected)} but its template value "
+                                  f"is a string", v.span or p.span or self.call_span(i))
+            return
+        else:
+            return
+        for ref in refs:
+            self.check_ref_type(i, p, ref, expected)
 
     def check_ref_type(self, i: int, p, ref: Reference, expected: frozenset[str]) -> None:
         key = ref.key
@@ -1181,16 +1429,23 @@ class _Compiler:
     # -- concurrent writers (W301) -----------------------------------------
 
     def check_concurrent_writers(self, deps, order) -> None:
+        below = self.below
+        overlaps = any(key in below for key in self.writers)  # a written key above another
+        if not overlaps and not self.multi:
+            return  # every key has one writer and none is written below another: no W301
         pos = [0] * self.n
         for k, i in enumerate(order):
             pos[i] = k
-        setters_of: dict[tuple, list[int]] = {}
+        if overlaps:
+            setters_of: dict[tuple, list[int]] = {}
+            for key, ws in self.writers.items():
+                js = sorted({j for j, _ in ws if self.calls[j].output.method is OutputMethod.SET})  # type: ignore[union-attr]
+                if js:
+                    setters_of[key] = js
+            self.check_prefix_overlaps(deps, pos, setters_of)
         for key, ws in self.writers.items():
-            js = sorted({j for j, _ in ws if self.calls[j].output.method is OutputMethod.SET})  # type: ignore[union-attr]
-            if js:
-                setters_of[key] = js
-        self.check_prefix_overlaps(deps, pos, setters_of)
-        for key, ws in self.writers.items():
+            if len(ws) < 2:
+                continue
             setters = sorted({j for j, _ in ws
                               if self.calls[j].output.method is OutputMethod.SET},  # type: ignore[union-attr]
                              key=lambda j: pos[j])
@@ -1249,10 +1504,10 @@ class _Compiler:
 
     # -- unread branch alternatives (W302) ---------------------------------
 
-    def check_unread_branches(self) -> None:
+    def check_unread_branches(self, data_deps) -> None:
         read_keys: set[tuple] = set()
         read_below: set[tuple] = set()
-        all_reads = [r for reads in self.reads for r in reads]
+        all_reads = [r for per_ref in data_deps for r, _ in per_ref]
         all_reads.extend(iter_references(self.plan.output))
         for r in all_reads:
             key = r.key
