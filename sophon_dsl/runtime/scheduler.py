@@ -32,7 +32,8 @@ from functools import partial
 from typing import Any, Callable
 
 from ..compiler import fast_schema_check
-from ..model import Call, Expression, ListValue, Literal, ObjectValue, Plan, Reference, RetryPolicy, Risk, Template
+from ..model import (Call, Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference,
+                     RetryPolicy, Risk, Template)
 from ..tools import ToolRegistry, ToolSpec
 from .analysis import Analysis, analyze, effective_risk, overlaps
 from .approval import ApprovalRequest, decide
@@ -183,6 +184,11 @@ class _Acc:
         self.broken: list[str] = []
         self.missing: list[str] = []
         self.pending = False
+
+
+# Output methods that only make sense for one JSON type of written value (spec: output methods).
+_NEEDS_TYPE = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("an object", dict),
+               OutputMethod.CONCAT: ("a list", list)}
 
 
 def _call_in_thread(func: Callable[..., Any], args: dict) -> Any:
@@ -713,6 +719,11 @@ class Scheduler:
             msg = self._check(self._validator(spec.output_schema, self._validators, spec.name), value)
             if msg:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
+        if out is not None and out.method in _NEEDS_TYPE:
+            kind, ok = _NEEDS_TYPE[out.method]
+            if not isinstance(value, ok):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} returned {type(value).__name__}, but "
+                                 f"'{out.method.value}' writes need {kind}")
         rec.output = value
         if out is not None:
             op = out.op
