@@ -682,23 +682,24 @@ class _Compiler:
                     continue
                 path = ref.path
                 key = (kind, *path)
+                wp = (i, p)
                 w = writers.get(key)
                 if w is None:
-                    writers[key] = ((i, p),)
+                    writers[key] = (wp,)
                 elif type(w) is tuple:
-                    writers[key] = [*w, (i, p)]
+                    writers[key] = [*w, wp]
                     multi.append(key)
                 else:
-                    w.append((i, p))
+                    w.append(wp)
                 written_kinds.add(kind)
                 if path:
                     for k in range(1, len(key)):
                         sub = key[:k]
                         b = below.get(sub)
                         if b is None:
-                            below[sub] = [(i, p)]
+                            below[sub] = [wp]
                         else:
-                            b.append((i, p))
+                            b.append(wp)
         for key in multi:
             writers[key] = tuple(writers[key])
         self.writers = writers
@@ -910,7 +911,26 @@ class _Compiler:
                                                p.span or self.call_span(i))
                 else:
                     n0 = len(per_ref)
-                    self.walk_value(v, i, p, per_ref, modes)
+                    if tv is ListValue:
+                        # items in order: the same order as the walk (depth first, left to right)
+                        for x in v.items:
+                            tx = type(x)
+                            if tx is Literal:
+                                continue
+                            if tx is Reference:
+                                kind = x.kind
+                                ws = resolve((kind, *x.path), i)
+                                per_ref.append((x, ws))
+                                mode = modes.get(kind)
+                                if mode is None:
+                                    mode = modes[kind] = self.kind_mode(kind)
+                                if not (ws if mode == writer_mode else sourced(mode, x, ws)):
+                                    self.check_value_reads(x, i, f"parameter '{p.name}' of call {ids[i]}",
+                                                           p.span or self.call_span(i))
+                            else:
+                                self.walk_value(x, i, p, per_ref, modes)
+                    else:
+                        self.walk_value(v, i, p, per_ref, modes)
                     if len(per_ref) == n0 and entry is not None and not self.literal_ok(entry, v):
                         self.check_literal(i, call, p, entry.pschema, tab.schema)
                     if tv is ListValue or tv is ObjectValue:
