@@ -569,6 +569,7 @@ class _Compiler:
         self._tool_facts: dict[str, tuple] = {}
         self._param_types: dict[tuple[str, str], Any] = {}
         self._path_ok: dict[tuple, bool] = {}
+        self._top: dict[str, tuple] = {}  # kind -> (writers of (kind,), writers below it)
 
     # -- helpers -----------------------------------------------------------
 
@@ -721,37 +722,50 @@ class _Compiler:
             out.extend(ext)
         return out
 
-    def resolve(self, key: tuple, i: int | None) -> tuple[int, ...]:
-        """The calls other than ``i`` that may write ``key`` (same key, a prefix or an
-        extension), sorted: one lookup per prefix of ``key``, stopping at the first
+    def resolve(self, kind: str, path: tuple, i: int | None) -> tuple[int, ...]:
+        """The calls other than ``i`` that may write ``(kind, *path)`` (same key, a prefix
+        or an extension), sorted: one lookup per prefix of the key, stopping at the first
         prefix nothing is written below."""
-        w_get = self.writers.get
-        below = self.below
-        first = more = None
-        n = len(key)
-        for k in range(1, n):
-            sub = key[:k]
-            hit = w_get(sub)
-            if hit:
-                if first is None:
-                    first = hit
-                else:
-                    more = [hit] if more is None else more + [hit]
-            if sub not in below:
-                break  # nothing is written below sub: no longer prefix, no extension
-        else:
-            hit = w_get(key)
-            if hit:
-                if first is None:
-                    first = hit
-                else:
-                    more = [hit] if more is None else more + [hit]
-            ext = below.get(key)
+        top = self._top.get(kind)
+        if top is None:
+            kk = (kind,)
+            top = self._top[kind] = (self.writers.get(kk), self.below.get(kk))
+        first = top[0]
+        more = None
+        if not path:
+            ext = top[1]
             if ext:
                 if first is None:
                     first = ext
                 else:
-                    more = [ext] if more is None else more + [ext]
+                    more = [ext]
+        elif top[1] is not None:  # something is written below (kind,)
+            w_get = self.writers.get
+            below = self.below
+            key = (kind, *path)
+            for k in range(2, len(key)):
+                sub = key[:k]
+                hit = w_get(sub)
+                if hit:
+                    if first is None:
+                        first = hit
+                    else:
+                        more = [hit] if more is None else more + [hit]
+                if sub not in below:
+                    break  # nothing is written below sub: no longer prefix, no extension
+            else:
+                hit = w_get(key)
+                if hit:
+                    if first is None:
+                        first = hit
+                    else:
+                        more = [hit] if more is None else more + [hit]
+                ext = below.get(key)
+                if ext:
+                    if first is None:
+                        first = ext
+                    else:
+                        more = [ext] if more is None else more + [ext]
         if first is None:
             return ()
         if more is None:
@@ -901,7 +915,7 @@ class _Compiler:
                     continue
                 if tv is Reference:
                     kind = v.kind
-                    ws = resolve((kind, *v.path), i)
+                    ws = resolve(kind, v.path, i)
                     per_ref.append((v, ws))
                     mode = modes.get(kind)
                     if mode is None:
@@ -919,7 +933,7 @@ class _Compiler:
                                 continue
                             if tx is Reference:
                                 kind = x.kind
-                                ws = resolve((kind, *x.path), i)
+                                ws = resolve(kind, x.path, i)
                                 per_ref.append((x, ws))
                                 mode = modes.get(kind)
                                 if mode is None:
@@ -987,7 +1001,7 @@ class _Compiler:
             ok = True
             for r in ops:
                 kind = r.kind
-                ws = resolve((kind, *r.path), i)
+                ws = resolve(kind, r.path, i)
                 per_ref.append((r, ws))
                 if ok:
                     mode = modes.get(kind)

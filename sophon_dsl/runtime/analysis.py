@@ -10,6 +10,7 @@ and ``writers`` but keeps references apart, which the scheduler needs for
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -146,6 +147,17 @@ def _dependents(n: int, deps: list) -> list[tuple[int, ...]]:
 _NO_WRITERS: Any = MappingProxyType({})
 
 
+# CompiledPlan -> its Analysis, keyed by id with a weak reference (a CompiledPlan is not
+# hashable): a precompiled plan run many times is analysed once.
+_CACHE: dict[int, tuple[Any, Analysis]] = {}
+
+
+def _forget(key: int, ref: Any) -> None:
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0] is ref:
+        del _CACHE[key]
+
+
 def analyze_compiled(compiled: Any) -> Analysis:
     """The same :class:`Analysis` as :func:`analyze`, reusing a CompiledPlan's wiring.
 
@@ -156,12 +168,34 @@ def analyze_compiled(compiled: Any) -> Analysis:
     Per-call entries are tuples (shared empty ones for calls that read nothing) rather than
     fresh lists and dicts: the analysis lives as long as the run, and every container it
     keeps per call is one more object for the cyclic GC to promote and traverse.
+
+    The result for one CompiledPlan is computed once and kept while the plan lives; each
+    call gets its own Analysis with its own (shallow-copied) lists, sharing the immutable
+    per-call entries.
     """
+    key = id(compiled)
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0]() is compiled:
+        an = entry[1]
+    else:
+        an = _analyze_compiled(compiled)
+        if an is None:
+            return analyze(compiled.plan, list(compiled.ids))
+        try:
+            ref = weakref.ref(compiled, lambda r, key=key: _forget(key, r))
+        except TypeError:  # pragma: no cover - not weak-referenceable: no caching
+            return an
+        _CACHE[key] = (ref, an)
+    return Analysis(list(an.ids), an.refs, list(an.ref_writers), list(an.after), list(an.deps),
+                    list(an.dependents), an.out_keys, list(an.diagnostics))
+
+
+def _analyze_compiled(compiled: Any) -> Analysis | None:
     plan = compiled.plan
     calls = plan.calls
     for c in calls:
         if c.inline_output is not None and next(iter_references(c.inline_output), None) is not None:
-            return analyze(plan, list(compiled.ids))
+            return None
     ids = list(compiled.ids)
     n = len(calls)
     index_of: dict[str, int] | None = None
@@ -169,11 +203,7 @@ def analyze_compiled(compiled: Any) -> Analysis:
     ref_writers: list = [_NO_WRITERS] * n
     after: list = [()] * n
     deps: list = list(compiled.deps)
-    out_keys: list = [()] * n
-    for i, (call, per_ref) in enumerate(zip(calls, compiled.data_deps)):
-        out = call.output
-        if out is not None:
-            out_keys[i] = tuple([r.key for r in out.paths])
+    for i, call in enumerate(calls):
         if call.after:
             if index_of is None:
                 index_of = {cid: k for k, cid in enumerate(ids)}
@@ -188,6 +218,7 @@ def analyze_compiled(compiled: Any) -> Analysis:
             d = deps[i]
             if ta and not d.issuperset(ta):
                 deps[i] = d | frozenset(ta)
+    for i, per_ref in enumerate(compiled.data_deps):
         if per_ref:
             # (key, writers) pairs: tuples of strings and ints, untracked by the cyclic GC
             if len(per_ref) == 1:
@@ -198,8 +229,28 @@ def analyze_compiled(compiled: Any) -> Analysis:
                 for ref, ws in per_ref:
                     seen.setdefault(ref.key, ws)
                 ref_writers[i] = tuple(seen.items())
-    return Analysis(ids, _Refs(compiled.data_deps), ref_writers, after, deps, _dependents(n, deps), out_keys,
-                    diags)
+    return Analysis(ids, _Refs(compiled.data_deps), ref_writers, after, deps, _dependents(n, deps),
+                    _OutKeys(calls), diags)
+
+
+class _OutKeys:
+    """``Analysis.out_keys`` read from the calls' output targets (built on access)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, calls: Any) -> None:
+        self.calls = calls
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def __getitem__(self, i: int) -> tuple:
+        out = self.calls[i].output
+        return tuple([r.key for r in out.paths]) if out is not None else ()
+
+    def __iter__(self):
+        for i in range(len(self.calls)):
+            yield self[i]
 
 
 class _Refs:

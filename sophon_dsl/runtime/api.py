@@ -104,7 +104,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     # calls with `_instance` X read and write X's own data (state@X, input@X): Acts 013
     plan = route_plan(_load(plan), context)
     registry = as_registry(tools)
-    ids = plan.call_ids()
+    ids: list[str] | None = None
     diags: list[Diagnostic] = []
     compiled = None
     if check:
@@ -120,10 +120,13 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
             diags = list(compiled.diagnostics)
             if reused and executor is None and not any(d.code == "E206" for d in diags):
                 # compiled without require_executor: add what it would have said (E206)
+                latent: dict[str, bool] = {}
                 for i, call in enumerate(plan.calls):
-                    spec = compiled.tools.get(call.tool)
-                    if (spec is not None and spec.latent and call.activity is None
-                            and call.inline_output is None):
+                    lat = latent.get(call.tool)
+                    if lat is None:
+                        spec = compiled.tools.get(call.tool)
+                        lat = latent[call.tool] = spec is not None and spec.latent
+                    if lat and call.activity is None and call.inline_output is None:
                         diags.append(Diagnostic(
                             "E206", f"call {compiled.ids[i]} uses latent tool '{call.tool}' (no "
                                     "implementation) and no LLM executor is available",
@@ -132,6 +135,8 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
             ids = list(compiled.ids)
     if compiled is None:
         registry = registry.with_plan_decls(plan.tools)
+    if ids is None:
+        ids = plan.call_ids()
     # E301 (nothing writes a path) is the run's business when initial data is supplied.
     errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
               and not (d.code == "E301" and initial_kinds)]
@@ -144,9 +149,13 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
                 errors.append(Diagnostic("E201", f"unknown tool {call.tool!r} (call {ids[i]})", call.tool_span or call.span))
         if an.topo_order() is None:
             errors.append(Diagnostic("E302", "dependency cycle between calls"))
+    no_code: dict[str, bool] = {}  # tool -> declared as an activity but without implementation
     for i, call in enumerate(plan.calls):
-        spec = registry.get(call.tool)
-        if (spec is not None and spec.explicit and spec.func is None and call.inline_output is None):
+        bad = no_code.get(call.tool)
+        if bad is None:
+            spec = registry.get(call.tool)
+            bad = no_code[call.tool] = spec is not None and spec.explicit and spec.func is None
+        if bad and call.inline_output is None:
             errors.append(Diagnostic(
                 "E207", f"call {ids[i]} uses {call.tool!r}, declared as an activity (latent: false), "
                         "but no implementation is registered: pass its Python function in tools",
