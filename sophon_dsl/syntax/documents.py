@@ -50,10 +50,10 @@ import re
 from typing import Any
 
 from ..diagnostics import Diagnostic, Span
-from ..model import (ARGUMENT_METHODS, Call, ListValue, Literal, Mode, ObjectValue,
-                     OutputMethod, OutputTarget, Param, Plan, Reference, RetryPolicy, Risk,
-                     ToolDecl, Value)
+from ..model import (Call, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
+                     Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
 from .located import LocatedNode
 
 __all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
@@ -74,7 +74,6 @@ REQUEST_KEYS = ("type", "schema", "context", "config")
 TOOL_DECL_KEYS = ("name", "description", "input", "output", "risk", "latent")
 _TOOL_ALIASES = {"inputSchema": "input", "input_schema": "input", "parameters": "input",
                  "outputSchema": "output", "output_schema": "output"}
-RETRY_KEYS = ("max_attempts", "interval", "backoff_rate", "max_delay", "jitter", "errors")
 
 
 def _suggest(word: str, options) -> str:
@@ -82,8 +81,17 @@ def _suggest(word: str, options) -> str:
     return f"; did you mean {m[0]!r}?" if m else ""
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _sub_node(node: LocatedNode, path: tuple[str | int, ...]) -> LocatedNode:
+    """The node at ``path`` inside ``node`` (as far as it exists), to point at exactly."""
+    for seg in path:
+        if isinstance(seg, int):
+            child = node.value[seg] if node.is_array and 0 <= seg < len(node.value) else None
+        else:
+            child = node.get(seg)
+        if child is None:
+            break
+        node = child
+    return node
 
 
 def _is_schema(node: LocatedNode) -> bool:
@@ -151,14 +159,6 @@ class _Reader:
         self.err(code, f"{what} must be a {'' if allow_empty else 'non-blank '}string, got {got}", node)
         return None
 
-    def strings(self, node: LocatedNode, code: str, what: str) -> tuple[str, ...] | None:
-        if node.is_string:
-            return (node.value,)
-        if node.is_array and all(n.is_string and n.value.strip() for n in node.value):
-            return tuple(n.value for n in node.value)
-        self.err(code, f"{what} must be a list of non-blank strings", node)
-        return None
-
     # ------------------------------------------------------------------- calls
     def calls(self, node: LocatedNode) -> list[Call]:
         if not node.is_array:
@@ -194,41 +194,6 @@ class _Reader:
                 return None
         return tuple(paths), op
 
-    def retry(self, node: LocatedNode) -> RetryPolicy | None:
-        v = node.value
-        if node.is_scalar and isinstance(v, int) and not isinstance(v, bool):
-            if v >= 1:
-                return RetryPolicy(max_attempts=v)
-            self.err("E103", "_retry must be at least 1 (the maximum number of attempts)", node)
-            return None
-        if not node.is_object:
-            self.err("E103", f"_retry must be an integer (max attempts) or an object with "
-                             f"{', '.join(RETRY_KEYS)}; got {node.describe()}", node)
-            return None
-        kw: dict[str, Any] = {}
-        ok = True
-        for k, n in node.value:
-            val = n.value
-            if k == "max_attempts" and n.is_scalar and isinstance(val, int) and not isinstance(val, bool) and val >= 1:
-                kw[k] = val
-            elif k in ("interval", "backoff_rate") and n.is_scalar and _is_number(val) and val >= 0:
-                kw[k] = float(val)
-            elif k == "max_delay" and n.is_scalar and (val is None or (_is_number(val) and val >= 0)):
-                kw[k] = None if val is None else float(val)
-            elif k == "jitter" and n.is_scalar and isinstance(val, bool):
-                kw[k] = val
-            elif k == "errors" and (errs := self.strings(n, "E103", "_retry.errors")) is not None:
-                kw[k] = errs
-            elif k in RETRY_KEYS:
-                if k != "errors":
-                    self.err("E103", f"_retry.{k} has the wrong type or value", n)
-                ok = False
-            else:
-                self.err("E103", f"unknown _retry field {k!r}{_suggest(k, RETRY_KEYS)}; expected "
-                                 f"{', '.join(RETRY_KEYS)}", n)
-                ok = False
-        return RetryPolicy(**kw) if ok else None
-
     def call(self, node: LocatedNode) -> Call | None:
         if not node.is_object:
             self.err("E102", f"a call must be an object with a \"_tool\" property, got {node.describe()}", node)
@@ -249,7 +214,7 @@ class _Reader:
         kw: dict[str, Any] = {}
         params: list[Param] = []
         attr_spans: list[tuple[str, Span]] = []
-        path_node = method_node = None
+        path_node = method_node = method = None
         parsed_path: Any = None
         for key, vnode in node.value:
             if not key.startswith("_"):
@@ -271,58 +236,31 @@ class _Reader:
             elif key == "_outputPath":
                 path_node = vnode
                 res = parsed_path = self.output_path(vnode)
-            elif key == "_outputMethod":
-                method_node = vnode
-                if vnode.is_string and vnode.value in ARGUMENT_METHODS:
-                    res = OutputMethod(vnode.value)
-                else:
-                    self.err("E103", f"_outputMethod must be one of {', '.join(ARGUMENT_METHODS)}", vnode)
             elif key == "_output":
                 res = self.value(vnode)
                 kw["inline_output"] = res
-            elif key in ("_id", "_activity", "_instance", "_delegate", "_reasoningForCall",
-                         "_successCriterion"):
-                res = self.string(vnode, "E103", key)
-                field_name = {"_id": "id", "_reasoningForCall": "reasoning",
-                              "_successCriterion": "success_criterion"}.get(key, key[1:])
-                kw[field_name] = res
-            elif key in ("_scopes", "_after"):
-                res = self.strings(vnode, "E103", key)
-                kw[key[1:]] = res
-            elif key == "_risk":
-                try:
-                    res = Risk.parse(vnode.value) if vnode.is_string else None
-                except ValueError as exc:
-                    self.err("E103", f"_risk: {exc}", vnode)
+            else:
+                if key == "_outputMethod":
+                    method_node = vnode
+                field_name, res, errors = convert_attribute(
+                    key, vnode.value if vnode.is_scalar else vnode.to_data())
+                for e in errors:
+                    self.err("E103", e.message, _sub_node(vnode, e.path))
+                if key == "_outputMethod":
+                    method = res
                 else:
-                    if res is None:
-                        self.err("E103", f"_risk must be a string, got {vnode.describe()}", vnode)
-                kw["risk"] = res
-            elif key == "_retry":
-                res = kw["retry"] = self.retry(vnode)
-            elif key == "_timeout":
-                if vnode.is_scalar and _is_number(vnode.value) and vnode.value > 0:
-                    res = kw["timeout"] = vnode.value
-                else:
-                    self.err("E103", "_timeout must be a positive number of seconds", vnode)
-            elif key == "_modelHint":
-                if vnode.is_object:
-                    res = kw["model_hint"] = vnode.to_data()
-                else:
-                    self.err("E103", f"_modelHint must be an object such as "
-                                     f"{{\"requiresReasoning\": true}}, got {vnode.describe()}", vnode)
+                    kw[field_name] = res
             if res is None:
                 ok = False
         if method_node is not None and path_node is None:
-            self.err("E103", "_outputMethod needs an _outputPath", method_node)
+            self.err("E103", OUTPUT_METHOD_WITHOUT_PATH, method_node)
             ok = False
         if not ok or tool is None:
             return None
         output = None
         if path_node is not None:
             paths, op = parsed_path
-            method = OutputMethod(method_node.value) if method_node is not None else OutputMethod.SET
-            output = OutputTarget(paths, op, method, path_node.span)
+            output = OutputTarget(paths, op, OutputMethod.SET if method is None else method, path_node.span)
         return Call(tool=tool, params=tuple(params), output=output, span=node.span,
                     tool_span=tool_node.span if tool_node is not None else None,
                     attr_spans=tuple(attr_spans), **kw)

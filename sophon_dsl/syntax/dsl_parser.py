@@ -34,7 +34,6 @@ from ..model import (
     Param,
     Plan,
     Reference,
-    RetryPolicy,
     Risk,
     Template,
     ToolDecl,
@@ -42,6 +41,7 @@ from ..model import (
 )
 from .. import refs as _refs
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
 
@@ -78,8 +78,6 @@ _BARE_CONSTANTS = {
     "true": True, "false": False, "null": None,
     "True": True, "False": False, "None": None,
 }
-
-_RETRY_KEYS = ("max_attempts", "interval", "backoff_rate", "max_delay", "jitter", "errors")
 
 _TOKEN_NAMES = {
     "NAME": "a name",
@@ -233,10 +231,6 @@ def _type_name(v: Any) -> str:
     if isinstance(v, dict):
         return "an object"
     return type(v).__name__
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class _Builder(Transformer):
@@ -683,18 +677,18 @@ class _Builder(Transformer):
                         if output is not None:
                             spans.append(("_outputPath", aspan))
                     elif name == "_outputMethod":
-                        data = self._to_json(value)
-                        if not isinstance(data, str) or data not in {m.value for m in OutputMethod}:
-                            self._err("E103", "_outputMethod must be one of "
-                                      + ", ".join(m.value for m in OutputMethod) + f", got {data!r}", aspan)
+                        _, method, errors = convert_attribute(name, self._to_json(value))
+                        if errors:
+                            for e in errors:
+                                self._err("E103", e.message, aspan)
                             continue
-                        out_method_attr = (OutputMethod(data), aspan)
+                        out_method_attr = (method, aspan)
                     else:
                         self._set(fields, spans, name, self._to_json(value), aspan)
             if out_method_attr is not None:
                 if output is None:
                     if not out_seen:
-                        self._err("E103", "_outputMethod without an output path", out_method_attr[1])
+                        self._err("E103", OUTPUT_METHOD_WITHOUT_PATH, out_method_attr[1])
                 else:
                     output = OutputTarget(output.paths, output.op, out_method_attr[0], output.span)
                     spans.append(("_outputMethod", out_method_attr[1]))
@@ -763,81 +757,16 @@ class _Builder(Transformer):
 
     def _set(self, fields, spans, attr: str, data: Any, span: Span) -> None:
         """Validate one attribute given in JSON form and store it on the call fields."""
-        field_name, value, err = _convert_attr(attr, data)
-        if err:
-            self._err("E103", err, span)
+        field_name, value, errors = convert_attribute(attr, data)
+        if errors:
+            for e in errors:
+                self._err("E103", e.message, span)
             return
         if field_name in fields:
             self._err("E108", f"attribute {attr} given twice", span)
             return
         fields[field_name] = value
         spans.append((attr, span))
-
-
-def _convert_attr(attr: str, data: Any) -> tuple[str, Any, str | None]:
-    """(field name, value, error message) for an attribute in its JSON spelling."""
-    if attr in ("_id", "_activity", "_instance", "_delegate", "_reasoningForCall", "_successCriterion"):
-        fname = {"_id": "id", "_activity": "activity", "_instance": "instance", "_delegate": "delegate",
-                 "_reasoningForCall": "reasoning", "_successCriterion": "success_criterion"}[attr]
-        if not isinstance(data, str) or not data.strip():
-            got = "a blank string" if isinstance(data, str) else _type_name(data)
-            return fname, None, f"{attr} must be a non-blank string, got {got}"
-        return fname, data, None
-    if attr == "_risk":
-        if not isinstance(data, str):
-            return "risk", None, f"_risk must be a level name, got {_type_name(data)}"
-        try:
-            return "risk", Risk.parse(data), None
-        except ValueError as e:
-            return "risk", None, str(e)
-    if attr == "_timeout":
-        if not _is_number(data) or not data > 0:
-            return "timeout", None, f"_timeout must be a positive number of seconds, got {data!r}"
-        return "timeout", data, None
-    if attr in ("_after", "_scopes"):
-        fname = "after" if attr == "_after" else "scopes"
-        if isinstance(data, str):
-            data = [data]
-        if not isinstance(data, list) or not all(isinstance(x, str) and x.strip() for x in data):
-            return fname, None, f"{attr} must be a list of non-blank names"
-        return fname, tuple(data), None
-    if attr == "_modelHint":
-        if not isinstance(data, dict):
-            return "model_hint", None, ("_modelHint must be an object such as "
-                                        f'{{"requiresReasoning": true}}, got {_type_name(data)}')
-        return "model_hint", data, None
-    if attr == "_retry":
-        if _is_number(data) and isinstance(data, int):
-            if data < 1:
-                return "retry", None, "_retry must be at least 1 attempt"
-            return "retry", RetryPolicy(max_attempts=data), None
-        if isinstance(data, dict):
-            kw: dict[str, Any] = {}
-            for k, v in data.items():
-                if k not in _RETRY_KEYS:
-                    return "retry", None, f"unknown retry setting {k!r}; expected one of {', '.join(_RETRY_KEYS)}"
-                if k == "max_attempts":
-                    if not (_is_number(v) and isinstance(v, int) and v >= 1):
-                        return "retry", None, "max_attempts must be an integer >= 1"
-                elif k in ("interval", "backoff_rate"):
-                    if not (_is_number(v) and v >= 0):
-                        return "retry", None, f"{k} must be a non-negative number"
-                elif k == "max_delay":
-                    if v is not None and not (_is_number(v) and v >= 0):
-                        return "retry", None, "max_delay must be a non-negative number"
-                elif k == "jitter":
-                    if not isinstance(v, bool):
-                        return "retry", None, "jitter must be true or false"
-                elif k == "errors":
-                    if isinstance(v, str):
-                        v = [v]
-                    if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
-                        return "retry", None, "errors must be a list of non-blank error names"
-                    v = tuple(v)
-                kw[k] = v
-            return "retry", RetryPolicy(**kw), None
-        return "retry", None, f"_retry must be a number of attempts or an object, got {_type_name(data)}"
-    return attr, None, f"unknown attribute {attr}"
 
 
 # ---------------------------------------------------------------------------
