@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sophon_dsl.loader import parse
+from sophon_dsl.loader import dumps, parse
 from sophon_dsl.model import OutputMethod, RetryPolicy, Risk
 from sophon_dsl.syntax.attributes import (ATTRIBUTES, OUTPUT_METHOD_WITHOUT_PATH, AttrError,
                                           convert_attribute, describe)
@@ -30,8 +30,8 @@ VALID = [
     ("_retry", 1, "retry", RetryPolicy(max_attempts=1)),
     ("_retry", {}, "retry", RetryPolicy()),
     ("_retry", {"max_attempts": 5, "interval": 2, "backoff_rate": 1.5, "max_delay": 60, "jitter": True,
-                "errors": ["Timeout"]}, "retry", RetryPolicy(5, 2.0, 1.5, 60.0, True, ("Timeout",))),
-    ("_retry", {"max_delay": None, "interval": 0}, "retry", RetryPolicy(max_delay=None, interval=0.0)),
+                "errors": ["Timeout"]}, "retry", RetryPolicy(5, 2, 1.5, 60, True, ("Timeout",))),
+    ("_retry", {"max_delay": None, "interval": 0.0}, "retry", RetryPolicy(max_delay=None, interval=0.0)),
     ("_retry", {"errors": "Tool.Timeout"}, "retry", RetryPolicy(errors=("Tool.Timeout",))),
     ("_timeout", 30, "timeout", 30),
     ("_timeout", 2.5, "timeout", 2.5),
@@ -114,9 +114,9 @@ def test_valid_values(attr, data, field, value):
     assert errors == ()
     assert (got_field, got) == (field, value)
     assert type(got) is type(value)
-    if attr == "_retry":
-        for name in ("interval", "backoff_rate"):
-            assert type(getattr(got, name)) is float
+    if attr == "_retry":  # numbers are kept as written, in every form
+        assert [type(getattr(got, k)) for k in ("max_attempts", "interval", "backoff_rate", "max_delay")] == \
+            [type(getattr(value, k)) for k in ("max_attempts", "interval", "backoff_rate", "max_delay")]
 
 
 @pytest.mark.parametrize("attr,data,expected", INVALID)
@@ -197,6 +197,9 @@ def test_same_value_in_every_form(attr, data, field, value):
         got = call.output.method if attr == "_outputMethod" else getattr(call, field)
         assert got == value and type(got) is type(value)
     assert dsl_plan == json_plan == yaml_plan
+    texts = {fmt: dumps(plan, format=fmt) for fmt, plan in
+             (("dsl", dsl_plan), ("json", json_plan), ("yaml", yaml_plan))}
+    assert len({dumps(parse(t, fmt).plan, format="json") for fmt, t in texts.items()}) == 1
 
 
 @pytest.mark.parametrize("text,attr", [

@@ -164,10 +164,7 @@ def _non_negative(k: str, v: Any, nullable: bool = False) -> tuple[Any, AttrErro
     if nullable and v is None:
         return None, None
     if _is_number(v) and v >= 0:
-        try:
-            return float(v), None
-        except OverflowError:
-            pass
+        return v, None  # kept as written (like _timeout): `interval=2` prints back as 2
     what = "a non-negative number or null" if nullable else "a non-negative number"
     return None, AttrError(f"_retry.{k} must be {what}, got {_got(v)}", (k,))
 
