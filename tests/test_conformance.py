@@ -12,32 +12,21 @@ wrong; it must fail (strict).  See spec/README.md#conformance-corpus.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conformance_support import collect_cases  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
 CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "valid",
              "diagnostics", "xfail"}
 
 
-def _collect():
-    params = []
-    for path in sorted(CORPUS.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        file_tools = doc.get("tools") or {}
-        for case in doc.get("cases") or []:
-            case_id = f"{path.name}::{case.get('name')}"
-            marks = []
-            if case.get("xfail"):
-                marks.append(pytest.mark.xfail(strict=True, reason=str(case["xfail"])))
-            params.append(pytest.param(path.name, file_tools, case, id=case_id, marks=marks))
-    return params
-
-
-CASES = _collect()
+CASES = collect_cases(CORPUS, "")
 
 
 def _dummy(**kwargs):  # implementation of a non-latent tool; never run by the checker

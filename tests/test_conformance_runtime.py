@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conformance_support import collect_cases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "spec" / "conformance" / "runtime"
@@ -43,21 +46,7 @@ TOPICS = {"output_methods", "expressions", "templates", "branches", "cascade", "
           "instances", "status"}
 
 
-def _collect():
-    params = []
-    for path in sorted(CORPUS.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        file_tools = doc.get("tools") or {}
-        for case in doc.get("cases") or []:
-            case_id = f"runtime/{path.name}::{case.get('name')}"
-            marks = []
-            if case.get("xfail"):
-                marks.append(pytest.mark.xfail(strict=True, reason=str(case["xfail"])))
-            params.append(pytest.param(path.name, file_tools, case, id=case_id, marks=marks))
-    return params
-
-
-CASES = _collect()
+CASES = collect_cases(CORPUS, "runtime/")
 
 
 def _anchors() -> set[str]:
