@@ -384,6 +384,24 @@ class Scheduler:
             if call.inline_output is None:
                 return "ready", (args, None)
             return "ready", (args, ev(call.inline_output))
+        ended = self._ended
+        for d in self.an.deps[i]:
+            if ended[d]:
+                break
+        else:
+            # No dependency has ended yet. A reference is pending while any of its writers
+            # runs, and an @after call while it runs, so when every reference has a writer
+            # the verdict is "wait" (nothing can be broken or missing yet): the same answer
+            # as the full evaluation below, without building the arguments.
+            rw = self.an.ref_writers[i]
+            if type(rw) is tuple:
+                for _, ws in rw:
+                    if not ws:
+                        break
+                else:
+                    return "wait", None
+            elif all(rw.values()):
+                return "wait", None
         acc = _Acc()
         if self.an.after[i]:
             self._after_state(i, acc)
