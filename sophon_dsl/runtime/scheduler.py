@@ -377,7 +377,7 @@ class Scheduler:
     def evaluate(self, i: int) -> tuple[str, Any]:
         """("ready", (args, inline)) | ("wait", None) | ("skip", reason) | ("fail", ErrorInfo)."""
         call = self.plan.calls[i]
-        if not self.an.refs[i] and not self.an.after[i]:
+        if not self.an.ref_writers[i] and not self.an.after[i]:
             # nothing to wait for: literals only
             ev = self._eval_literal
             args = {p.name: ev(p.value) for p in call.params}
@@ -454,6 +454,17 @@ class Scheduler:
 
     def _consider(self, j: int) -> bool:
         """Dispatch, skip or fail ``j`` if its inputs are decided. True if it ended here."""
+        an = self.an
+        # (ref_writers[j] is empty exactly when call j reads nothing; cheaper than refs[j])
+        if self._batch and not an.ref_writers[j] and not an.after[j] and (self._ready or self._burst >= _BURST):
+            # literals only: always ready, and queued: its arguments are built when its task
+            # is created (see below), so do not build them twice
+            self._record_waits(j)
+            self._decided[j] = True
+            if not self._ready:
+                self._loop.call_soon(self._pump)
+            self._ready.append((j, _LATER, None))
+            return False
         verdict, payload = self.evaluate(j)
         if verdict == "wait":
             return False
@@ -474,7 +485,7 @@ class Scheduler:
             if self._ready or self._burst >= _BURST:
                 if not self._ready:
                     self._loop.call_soon(self._pump)
-                if not self.an.refs[j] and not self.an.after[j]:
+                if not self.an.ref_writers[j] and not self.an.after[j]:
                     # literals only: the same arguments whenever they are built, so build them
                     # when the task is created rather than holding them while queued
                     self._ready.append((j, _LATER, None))
