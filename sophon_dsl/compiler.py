@@ -139,7 +139,38 @@ AGENT_STEP = ToolSpec(
 )
 
 
-@dataclass(frozen=True)
+class _Reads:
+    """Every reference a plan's calls read, in call and source order, with its writers:
+    ``refs[k]`` / ``writers[k]``, call ``i``'s reads at ``offs[i]:offs[i + 1]``."""
+
+    __slots__ = ("refs", "writers", "offs")
+
+    def __init__(self, refs: tuple, writers: tuple, offs: tuple) -> None:
+        self.refs = refs
+        self.writers = writers
+        self.offs = offs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Reads):
+            return NotImplemented
+        return self.refs == other.refs and self.writers == other.writers and self.offs == other.offs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"_Reads({self.data_deps()!r})"
+
+    def data_deps(self) -> tuple:
+        """``CompiledPlan.data_deps``: per call, its ``(reference, writers)`` pairs."""
+        refs, ws, offs = self.refs, self.writers, self.offs
+        out = []
+        for i in range(len(offs) - 1):
+            a, b = offs[i], offs[i + 1]
+            out.append(tuple(zip(refs[a:b], ws[a:b])) if b > a else ())
+        return tuple(out)
+
+
+@dataclass(frozen=True, repr=False)
 class CompiledPlan:
     """A checked plan and its dependency graph.
 
@@ -150,19 +181,47 @@ class CompiledPlan:
     ``(kind, *path)`` to ``(call index, output path index)`` pairs.  ``order``
     is a topological order, smallest index first among ready calls; calls on a
     cycle (only when ``ok`` is false) come last in position order.
+
+    ``deps`` and ``data_deps`` are built on first access from compact storage
+    (``_dep_rows``: per call, its dependencies as a sorted tuple of ints;
+    ``_reads``: every read of the plan in flat tuples): a frozenset and a
+    ``(reference, writers)`` pair per call would be objects the cyclic GC tracks,
+    promotes and rescans for as long as the plan lives.
     """
 
     plan: Plan
     tools: ToolRegistry
     ids: tuple[str, ...]
-    deps: tuple[frozenset[int], ...]
-    data_deps: tuple[tuple[tuple[Reference, tuple[int, ...]], ...], ...]
+    _dep_rows: tuple[tuple[int, ...], ...]
+    _reads: "_Reads"
     control_deps: tuple[frozenset[int], ...]
     writers: dict
     order: tuple[int, ...]
     diagnostics: tuple[Diagnostic, ...]
     ok: bool
     index: dict  # call id -> index (first call with that id)
+
+    @property
+    def deps(self) -> tuple[frozenset[int], ...]:
+        d = self.__dict__.get("_deps")
+        if d is None:
+            d = tuple([frozenset(x) for x in self._dep_rows])
+            object.__setattr__(self, "_deps", d)
+        return d
+
+    @property
+    def data_deps(self) -> tuple[tuple[tuple[Reference, tuple[int, ...]], ...], ...]:
+        d = self.__dict__.get("_data_deps")
+        if d is None:
+            d = self._reads.data_deps()
+            object.__setattr__(self, "_data_deps", d)
+        return d
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}(plan={self.plan!r}, tools={self.tools!r}, ids={self.ids!r}, "
+                f"deps={self.deps!r}, data_deps={self.data_deps!r}, control_deps={self.control_deps!r}, "
+                f"writers={self.writers!r}, order={self.order!r}, diagnostics={self.diagnostics!r}, "
+                f"ok={self.ok!r}, index={self.index!r})")
 
     @property
     def calls(self) -> tuple[Call, ...]:
@@ -617,7 +676,7 @@ class _Compiler:
         self.build_writers()
         # One walk per call: wiring, sources (E306/E301/W303), parameters (E201-E206),
         # reference types (E205), control dependencies (E304) and the call's own checks.
-        control, data_deps, deps, backward = self.check_calls(index)
+        control, reads, deps, backward = self.check_calls(index)
         if self.plan.output is not None:
             self.check_value_reads(self.plan.output, None, "the plan's output", None)
         if backward:
@@ -627,13 +686,13 @@ class _Compiler:
         else:
             order, cyclic = self.toposort(deps)
             if cyclic:
-                self.report_cycles(deps, data_deps, control)
+                self.report_cycles(deps, reads.data_deps(), control)
         self.check_concurrent_writers(deps, order)
         if self.branching:
-            self.check_unread_branches(data_deps)
+            self.check_unread_branches(reads.data_deps())
         diags = tuple(sorted(self.diags, key=sort_key)) if self.diags else ()
         return CompiledPlan(
-            plan=self.plan, tools=self.tools, ids=self.ids, deps=deps, data_deps=data_deps,
+            plan=self.plan, tools=self.tools, ids=self.ids, _dep_rows=deps, _reads=reads,
             control_deps=control, writers=self.writers,
             order=order, diagnostics=diags, ok=not has_errors(diags), index=index,
         )
@@ -889,8 +948,12 @@ class _Compiler:
         tables: dict[str, _ToolTable] = {}
         modes: dict[str, int] = {}
         control: list[frozenset[int]] = []
-        data_deps: list[tuple] = []
-        deps: list[frozenset[int]] = []
+        # every read in call order: the reference, its writers; offs[i]..offs[i+1] are call i's
+        refs: list[Reference] = []
+        wss: list[tuple[int, ...]] = []
+        offs: list[int] = [0]
+        ref_add, ws_add = refs.append, wss.append
+        deps: list[tuple[int, ...]] = []
         empty: frozenset[int] = frozenset()
         backward = True
         writer_mode = _SRC_WRITER
@@ -918,7 +981,7 @@ class _Compiler:
                                       f"'{name}'", self.call_span(i))
             elif tab.spec is None:
                 self.unknown_tool(i, call)
-            per_ref: list = []
+            start = len(refs)
             for k, p in enumerate(params):
                 v = p.value
                 tv = type(v)
@@ -936,7 +999,8 @@ class _Compiler:
                 if tv is Reference:
                     kind = v.kind
                     ws = resolve(kind, v.path, i)
-                    per_ref.append((v, ws))
+                    ref_add(v)
+                    ws_add(ws)
                     mode = modes.get(kind)
                     if mode is None:
                         mode = modes[kind] = self.kind_mode(kind)
@@ -944,7 +1008,7 @@ class _Compiler:
                         self.check_value_reads(v, i, f"parameter '{p.name}' of call {ids[i]}",
                                                p.span or self.call_span(i))
                 else:
-                    n0 = len(per_ref)
+                    n0 = len(refs)
                     if tv is ListValue:
                         # items in order: the same order as the walk (depth first, left to right)
                         for x in v.items:
@@ -954,7 +1018,8 @@ class _Compiler:
                             if tx is Reference:
                                 kind = x.kind
                                 ws = resolve(kind, x.path, i)
-                                per_ref.append((x, ws))
+                                ref_add(x)
+                                ws_add(ws)
                                 mode = modes.get(kind)
                                 if mode is None:
                                     mode = modes[kind] = self.kind_mode(kind)
@@ -962,10 +1027,10 @@ class _Compiler:
                                     self.check_value_reads(x, i, f"parameter '{p.name}' of call {ids[i]}",
                                                            p.span or self.call_span(i))
                             else:
-                                self.walk_value(x, i, p, per_ref, modes)
+                                self.walk_value(x, i, p, refs, wss, modes)
                     else:
-                        self.walk_value(v, i, p, per_ref, modes)
-                    if len(per_ref) == n0 and entry is not None and not self.literal_ok(entry, v):
+                        self.walk_value(v, i, p, refs, wss, modes)
+                    if len(refs) == n0 and entry is not None and not self.literal_ok(entry, v):
                         self.check_literal(i, call, p, entry.pschema, tab.schema)
                     if tv is ListValue or tv is ObjectValue:
                         continue  # only whole-value references, expressions and templates are typed
@@ -975,30 +1040,31 @@ class _Compiler:
                         expected = entry.types = self.param_types(call.tool, p.name, tab)
                     if expected is not None:
                         self.check_value_type(i, p, v, expected)
-            if per_ref:
-                if len(per_ref) == 1 and not ctl:
-                    ws = per_ref[0][1]
-                    if ws and ws[-1] > i:
+            # dependencies as sorted tuples of ints (untracked by the cyclic GC, unlike a
+            # frozenset per call); CompiledPlan.deps turns them into frozensets on access
+            end = len(refs)
+            if end > start:
+                if end - start == 1 and not ctl:
+                    d = wss[start]  # sorted, distinct, without i (resolve)
+                    if d and d[-1] > i:
                         backward = False
-                    d = frozenset(ws)
                 else:
                     acc = set(ctl)
-                    for _, ws in per_ref:
+                    for ws in wss[start:end]:
                         if ws:
                             if ws[-1] > i:
                                 backward = False
                             acc.update(ws)
-                    d = frozenset(acc)
-                data_deps.append(tuple(per_ref))
+                    d = tuple(sorted(acc))
                 deps.append(d)
             else:
-                data_deps.append(())
-                deps.append(ctl)
+                deps.append(tuple(sorted(ctl)) if ctl else ())
+            offs.append(end)
             if call.inline_output is not None or tab.latent:
                 self.check_call_rest(i, call, tab)
-        return tuple(control), tuple(data_deps), tuple(deps), backward
+        return tuple(control), _Reads(tuple(refs), tuple(wss), tuple(offs)), tuple(deps), backward
 
-    def walk_value(self, value: Value, i: int, p, per_ref: list, modes: dict) -> None:
+    def walk_value(self, value: Value, i: int, p, refs: list, wss: list, modes: dict) -> None:
         """The references inside a parameter value, in source order (``iter_references``),
         each with its writers; E306 / E301 / W303 for the nodes that lack a source."""
         resolve, sourced = self.resolve, self.sourced
@@ -1023,7 +1089,8 @@ class _Compiler:
             for r in ops:
                 kind = r.kind
                 ws = resolve(kind, r.path, i)
-                per_ref.append((r, ws))
+                refs.append(r)
+                wss.append(ws)
                 if ok:
                     mode = modes.get(kind)
                     if mode is None:

@@ -33,7 +33,8 @@ class Analysis:
     ref_writers: list[Any]                      # per call: {ref key: writer indexes (not itself)} or
                                                 # a tuple of (ref key, writer indexes) pairs
     after: list[tuple[int, ...]]                # control deps
-    deps: list[frozenset[int]]                  # all deps (data + control)
+    deps: list[Any]                             # all deps (data + control): frozensets, or sorted
+                                                # tuples of ints (from a CompiledPlan)
     dependents: list[tuple[int, ...]]           # reverse of deps
     out_keys: list[Any]                         # output path keys per call (sequences)
     diagnostics: list[Diagnostic]
@@ -130,17 +131,23 @@ def effective_risk(call: Call, spec: Any):
 
 def _dependents(n: int, deps: list) -> list[tuple[int, ...]]:
     """The reverse of ``deps`` (ascending), with one shared empty tuple for calls nothing waits for."""
-    rev: dict[int, list[int]] = {}
+    # Tuples while short (tuples of ints are untracked by the cyclic GC, so they are never
+    # promoted; one list per call would be), a list only for a call with many dependents.
+    out: list[Any] = [()] * n
+    lists: list[int] = []
     for i, d in enumerate(deps):
         for j in d:
-            lst = rev.get(j)
-            if lst is None:
-                rev[j] = [i]
+            cur = out[j]
+            if type(cur) is tuple:
+                if len(cur) < 16:
+                    out[j] = cur + (i,)
+                else:
+                    out[j] = [*cur, i]
+                    lists.append(j)
             else:
-                lst.append(i)
-    out: list[tuple[int, ...]] = [()] * n
-    for j, lst in rev.items():
-        out[j] = tuple(lst)
+                cur.append(i)
+    for j in lists:
+        out[j] = tuple(out[j])
     return out
 
 
@@ -202,7 +209,9 @@ def _analyze_compiled(compiled: Any) -> Analysis | None:
     diags: list[Diagnostic] = []
     ref_writers: list = [_NO_WRITERS] * n
     after: list = [()] * n
-    deps: list = list(compiled.deps)
+    # the compact forms (sorted int tuples, flat reads) when the CompiledPlan has them
+    rows = getattr(compiled, "_dep_rows", None)
+    deps: list = list(rows if rows is not None else compiled.deps)
     for i, call in enumerate(calls):
         if call.after:
             if index_of is None:
@@ -216,21 +225,36 @@ def _analyze_compiled(compiled: Any) -> Analysis | None:
                     a.append(j)
             after[i] = ta = tuple(a)
             d = deps[i]
-            if ta and not d.issuperset(ta):
-                deps[i] = d | frozenset(ta)
-    for i, per_ref in enumerate(compiled.data_deps):
-        if per_ref:
-            # (key, writers) pairs: tuples of strings and ints, untracked by the cyclic GC
-            if len(per_ref) == 1:
-                ref, ws = per_ref[0]
-                ref_writers[i] = ((ref.key, ws),)
-            else:
-                seen: dict = {}
-                for ref, ws in per_ref:
-                    seen.setdefault(ref.key, ws)
-                ref_writers[i] = tuple(seen.items())
-    return Analysis(ids, _Refs(compiled.data_deps), ref_writers, after, deps, _dependents(n, deps),
-                    _OutKeys(calls), diags)
+            if ta and not set(d).issuperset(ta):
+                deps[i] = tuple(sorted(set(d).union(ta))) if rows is not None else d | frozenset(ta)
+    reads = getattr(compiled, "_reads", None)
+    if reads is not None:
+        refs_flat, ws_flat, offs = reads.refs, reads.writers, reads.offs
+        for i in range(n):
+            a, b = offs[i], offs[i + 1]
+            if b > a:
+                # (key, writers) pairs: tuples of strings and ints, untracked by the cyclic GC
+                if b - a == 1:
+                    ref_writers[i] = ((refs_flat[a].key, ws_flat[a]),)
+                else:
+                    seen: dict = {}
+                    for k in range(a, b):
+                        seen.setdefault(refs_flat[k].key, ws_flat[k])
+                    ref_writers[i] = tuple(seen.items())
+        refs: Any = _FlatRefs(refs_flat, offs)
+    else:
+        for i, per_ref in enumerate(compiled.data_deps):
+            if per_ref:
+                if len(per_ref) == 1:
+                    ref, ws = per_ref[0]
+                    ref_writers[i] = ((ref.key, ws),)
+                else:
+                    seen = {}
+                    for ref, ws in per_ref:
+                        seen.setdefault(ref.key, ws)
+                    ref_writers[i] = tuple(seen.items())
+        refs = _Refs(compiled.data_deps)
+    return Analysis(ids, refs, ref_writers, after, deps, _dependents(n, deps), _OutKeys(calls), diags)
 
 
 class _OutKeys:
@@ -270,4 +294,27 @@ class _Refs:
 
     def __iter__(self):
         for i in range(len(self.data_deps)):
+            yield self[i]
+
+
+class _FlatRefs:
+    """``Analysis.refs`` read from a CompiledPlan's flat reads (no per-call copy)."""
+
+    __slots__ = ("refs", "offs")
+
+    def __init__(self, refs: tuple, offs: tuple) -> None:
+        self.refs = refs
+        self.offs = offs
+
+    def __len__(self) -> int:
+        return len(self.offs) - 1
+
+    def __getitem__(self, i: int) -> tuple:
+        offs = self.offs
+        if i < 0:
+            i += len(offs) - 1
+        return self.refs[offs[i]:offs[i + 1]]
+
+    def __iter__(self):
+        for i in range(len(self.offs) - 1):
             yield self[i]
