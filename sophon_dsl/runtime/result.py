@@ -122,15 +122,16 @@ RunResult.events = property(_get_events, _set_events, doc="The run's events, old
 
 
 def _get_written(self: CallRecord) -> list:
-    d = self.__dict__
-    w = d["written"]
+    w = self._written
     if type(w) is not list:
-        w = d["written"] = [] if w is None else list(w)
+        w = self._written = [] if w is None else list(w)
     return w
 
 
 def _set_written(self: CallRecord, value: Any) -> None:
-    self.__dict__["written"] = value
+    # an ordinary attribute, not ``__dict__["written"]``: reading ``__dict__`` gives every
+    # record a dict object of its own, which the cyclic GC tracks and promotes
+    self._written = value
 
 
 # ``written`` is always a list for readers; until someone reads it the scheduler keeps the

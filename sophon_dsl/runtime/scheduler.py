@@ -158,12 +158,11 @@ def schema_validator(schema: Any) -> _Validator | None:
 
 def _add_written(rec: CallRecord, texts: Any) -> None:
     """Append output path texts to ``rec.written`` (kept as a tuple until someone reads it)."""
-    d = rec.__dict__
-    w = d["written"]
+    w = rec._written
     if type(w) is list:
         w.extend(texts)
     else:
-        d["written"] = (w or ()) + tuple(texts)
+        rec._written = (w or ()) + tuple(texts)
 
 
 def _writers(rw: Any, key: tuple) -> tuple:
