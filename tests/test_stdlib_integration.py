@@ -71,3 +71,23 @@ def test_cli_sandbox_confines_files(tmp_path, capsys):
     assert calls["c1"]["status"] == "succeeded"
     assert calls["c2"]["status"] == "failed"
     assert calls["c2"]["error"]["error"].startswith("Files.")
+
+
+class _OneReply:
+    """A provider answering every request with the same DSL reply."""
+
+    name = "one-reply"
+
+    def __init__(self, reply: str):
+        self.reply = reply
+
+    async def stream(self, messages, **kw):
+        yield self.reply
+
+
+def test_python_agent_has_the_standard_library():
+    reply = '$state.n = math.eval(expression="6 * 7")\nreturn {"n": $state.n}\n'
+    result = sophon_dsl.Agent(provider=_OneReply(reply)).run("compute")
+    assert result.status == "succeeded" and result.output == {"n": 42}
+    without = sophon_dsl.Agent(provider=_OneReply(reply), stdlib=False, max_turns=1).run("compute")
+    assert without.status != "succeeded"

@@ -122,8 +122,9 @@ class Agent:
 
     ``provider``: a :class:`~sophon_dsl.llm.provider.Provider` (or a spec string for
     ``sophon_dsl.llm.providers.get_provider``).  ``tools``: anything
-    :func:`~sophon_dsl.tools.as_registry` accepts; the standard library is *not* added
-    unless ``tools`` is already a registry that has it.  ``approve``: ``"yes"``/True,
+    :func:`~sophon_dsl.tools.as_registry` accepts; the standard library is added as for
+    :func:`sophon_dsl.check` (``stdlib=False``, a config or group names change that; a
+    :class:`~sophon_dsl.tools.ToolRegistry` is taken as the exact set of tools).  ``approve``: ``"yes"``/True,
     ``"no"``/False (default: risky calls are refused, other calls run), ``"ask"``
     (terminal prompt) or a callable (``ApprovalRequest -> decision``).
     """
@@ -134,13 +135,14 @@ class Agent:
                  latent_provider: Any = None, delegates: dict | None = None,
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
                  temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
-                 run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, _depth: int = 0):
+                 run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
+                 _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
             provider = get_provider(provider)
         self.provider: Provider = provider
-        self.registry: ToolRegistry = tools if isinstance(tools, ToolRegistry) else as_registry(tools, stdlib=False)
+        self.registry: ToolRegistry = as_registry(tools, stdlib=stdlib)
         self.mode = Mode(mode)
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
