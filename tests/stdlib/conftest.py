@@ -30,3 +30,40 @@ def fake_dns(monkeypatch):
     table_calls = table
     table_calls["__calls__"] = calls  # type: ignore[assignment]
     return table
+
+
+class SmtpSink:
+    """An aiosmtpd handler that keeps every accepted message and refuses @refused.example."""
+
+    def __init__(self) -> None:
+        self.envelopes: list = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802
+        if address.endswith("@refused.example"):
+            return "550 no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        self.envelopes.append(envelope)
+        return "250 Message accepted for delivery"
+
+
+@pytest.fixture
+def smtp_server():
+    """A real SMTP server on 127.0.0.1: yields (sink, port)."""
+    pytest.importorskip("aiosmtpd")
+    import socket
+
+    from aiosmtpd.controller import Controller
+
+    with socket.socket() as probe:  # aiosmtpd's controller cannot use port 0 itself
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sink = SmtpSink()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield sink, port
+    finally:
+        controller.stop()

@@ -17,37 +17,7 @@ from stdlib_helpers import run, tools_by_name
 aiosmtpd = pytest.importorskip("aiosmtpd")
 
 
-class _Sink:
-    def __init__(self):
-        self.envelopes = []
 
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
-        if address.endswith("@refused.example"):
-            return "550 no such user"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):
-        self.envelopes.append(envelope)
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def smtp_server():
-    from aiosmtpd.controller import Controller
-
-    import socket
-
-    with socket.socket() as probe:  # aiosmtpd's controller cannot use port 0 itself
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sink = _Sink()
-    controller = Controller(sink, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield sink, port
-    finally:
-        controller.stop()
 
 
 def test_email_send_real_smtp(smtp_server):

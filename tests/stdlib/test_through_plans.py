@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import json
-import socket
 import sys
 import threading
 from email import message_from_bytes
@@ -175,36 +174,7 @@ def http_server(_http_service):
 
 # --- a local SMTP server -----------------------------------------------------------------------
 
-class _Sink:
-    def __init__(self) -> None:
-        self.envelopes: list[Any] = []
 
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802
-        if address.endswith("@refused.example"):
-            return "550 no such user"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802
-        self.envelopes.append(envelope)
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def smtp_server():
-    pytest.importorskip("aiosmtpd")
-    from aiosmtpd.controller import Controller
-
-    with socket.socket() as probe:  # aiosmtpd's controller cannot use port 0 itself
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sink = _Sink()
-    controller = Controller(sink, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield sink, port
-    finally:
-        controller.stop()
 
 
 @pytest.fixture
