@@ -88,15 +88,19 @@ def _mermaid_text(text: str) -> str:
     return "".join(_MERMAID_ESCAPES.get(c, c) for c in text)
 
 
+def _node_label(compiled: CompiledPlan, i: int, sep: str) -> str:
+    """``<id>: <tool>``, then ``sep`` and the output path when the call has one."""
+    call = compiled.plan.calls[i]
+    out = _output_text(call)
+    label = f"{compiled.ids[i]}: {call.tool}"
+    return f"{label}{sep}{out}" if out else label
+
+
 def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
     """A Mermaid ``graph``; data edges are solid and labelled, control edges dotted."""
     lines = [f"graph {direction}"]
-    for i, call in enumerate(compiled.plan.calls):
-        label = f"{compiled.ids[i]}: {call.tool}"
-        out = _output_text(call)
-        if out:
-            label += f" → {out}"
-        lines.append(f'    n{i}["{_mermaid_text(label)}"]')
+    for i in range(len(compiled.plan.calls)):
+        lines.append(f'    n{i}["{_mermaid_text(_node_label(compiled, i, " → "))}"]')
     for e in edges(compiled):
         if e["kind"] == "data":
             lines.append(f'    n{e["from"]} -->|"{_mermaid_text(e["path"])}"| n{e["to"]}')
@@ -117,12 +121,8 @@ def _dot_string(text: str) -> str:
 def to_dot(compiled: CompiledPlan, name: str = "plan") -> str:
     """A Graphviz ``digraph``; data edges solid and labelled, control edges dashed."""
     lines = [f"digraph {_dot_string(name)} {{", "    rankdir=TB;", "    node [shape=box];"]
-    for i, call in enumerate(compiled.plan.calls):
-        label = f"{compiled.ids[i]}: {call.tool}"
-        out = _output_text(call)
-        if out:
-            label += f"\n{out}"
-        lines.append(f"    n{i} [label={_dot_string(label)}];")
+    for i in range(len(compiled.plan.calls)):
+        lines.append(f"    n{i} [label={_dot_string(_node_label(compiled, i, chr(10)))}];")
     for e in edges(compiled):
         if e["kind"] == "data":
             lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(e["path"])}];')

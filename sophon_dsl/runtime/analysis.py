@@ -257,44 +257,40 @@ def _analyze_compiled(compiled: Any) -> Analysis | None:
     return Analysis(ids, refs, ref_writers, after, deps, _dependents(n, deps), _OutKeys(calls), diags)
 
 
-class _OutKeys:
+class _PerCall:
+    """A read-only per-call sequence computed on access from ``rows`` (one row per call)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Any) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        for i in range(len(self.rows)):
+            yield self[i]
+
+
+class _OutKeys(_PerCall):
     """``Analysis.out_keys`` read from the calls' output targets (built on access)."""
 
-    __slots__ = ("calls",)
-
-    def __init__(self, calls: Any) -> None:
-        self.calls = calls
-
-    def __len__(self) -> int:
-        return len(self.calls)
+    __slots__ = ()
 
     def __getitem__(self, i: int) -> tuple:
-        out = self.calls[i].output
+        out = self.rows[i].output
         return tuple([r.key for r in out.paths]) if out is not None else ()
 
-    def __iter__(self):
-        for i in range(len(self.calls)):
-            yield self[i]
 
-
-class _Refs:
+class _Refs(_PerCall):
     """``Analysis.refs`` read from a CompiledPlan's ``data_deps`` (no per-call copy)."""
 
-    __slots__ = ("data_deps",)
-
-    def __init__(self, data_deps: Any) -> None:
-        self.data_deps = data_deps
-
-    def __len__(self) -> int:
-        return len(self.data_deps)
+    __slots__ = ()
 
     def __getitem__(self, i: int) -> tuple:
-        per_ref = self.data_deps[i]
+        per_ref = self.rows[i]
         return tuple([ref for ref, _ in per_ref]) if per_ref else ()
-
-    def __iter__(self):
-        for i in range(len(self.data_deps)):
-            yield self[i]
 
 
 class _FlatRefs:
