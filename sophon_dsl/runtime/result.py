@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ErrorInfo
+from .state import iso_time
 
 __all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult"]
 
@@ -124,7 +125,8 @@ RunResult.events = property(_get_events, _set_events, doc="The run's events, old
 def _get_written(self: CallRecord) -> list:
     w = self._written
     if type(w) is not list:
-        w = self._written = [] if w is None else list(w)
+        # the scheduler keeps the output References it wrote; readers get their texts
+        w = self._written = [] if w is None else [x if type(x) is str else x.text() for x in w]
     return w
 
 
@@ -134,10 +136,32 @@ def _set_written(self: CallRecord, value: Any) -> None:
     self._written = value
 
 
-# ``written`` is always a list for readers; until someone reads it the scheduler keeps the
-# paths as a tuple (None: nothing written), which the cyclic GC does not track.
+# ``written`` is always a list of path texts for readers; until someone reads it the
+# scheduler keeps the paths as a tuple of References (None: nothing written), formatted
+# on first read.
 CallRecord.written = property(_get_written, _set_written,  # type: ignore[assignment]
                               doc="The output paths this call wrote (a list).")
+
+
+def _stamp_property(attr: str, doc: str) -> property:
+    """A ``CallRecord`` time as ISO 8601 text; the scheduler stores a ``time.time()``
+    timestamp and it is formatted on first read (most runs never read it)."""
+
+    def get(self: CallRecord) -> str | None:
+        v = getattr(self, attr)
+        if type(v) is float:
+            v = iso_time(v)
+            setattr(self, attr, v)
+        return v
+
+    def set_(self: CallRecord, value: Any) -> None:
+        setattr(self, attr, value)
+
+    return property(get, set_, doc=doc)
+
+
+CallRecord.started_at = _stamp_property("_started_at", "When the call started (ISO 8601, UTC), or None.")  # type: ignore[assignment]
+CallRecord.ended_at = _stamp_property("_ended_at", "When the call ended (ISO 8601, UTC), or None.")  # type: ignore[assignment]
 
 
 def _log_len(self: RunResult) -> int:

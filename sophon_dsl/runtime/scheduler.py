@@ -52,6 +52,8 @@ TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _now = time.time
+_perf = time.perf_counter
+_UNSET: Any = object()
 
 # Input states
 _HAS, _MISSING, _BROKEN, _PENDING = 0, 1, 2, 3
@@ -156,13 +158,16 @@ def schema_validator(schema: Any) -> _Validator | None:
     return v
 
 
-def _add_written(rec: CallRecord, texts: Any) -> None:
-    """Append output path texts to ``rec.written`` (kept as a tuple until someone reads it)."""
+def _add_written(rec: CallRecord, paths: tuple) -> None:
+    """Append output paths (References or texts) to ``rec.written``: kept as a tuple until
+    someone reads it (usually the call's own ``output.paths``, no new object)."""
     w = rec._written
     if type(w) is list:
-        w.extend(texts)
+        w.extend(p if type(p) is str else p.text() for p in paths)
+    elif w is None:
+        rec._written = paths
     else:
-        rec._written = (w or ()) + tuple(texts)
+        rec._written = w + paths
 
 
 def _writers(rw: Any, key: tuple) -> tuple:
@@ -215,6 +220,7 @@ class Scheduler:
         self.an = analysis or analyze(plan, ids)
         self.ids = self.an.ids
         self.plan_id = plan_id or plan.id or "plan"
+        self._goal = plan.goal
         self.n = len(plan.calls)
         self.log = StateLog()
         if input is not None:
@@ -244,7 +250,8 @@ class Scheduler:
         self._pool: ThreadPoolExecutor | None = None
         self._validators: dict[str, Any] = {}
         self._in_validators: dict[str, Any] = {}
-        self._async_func: dict[str, bool] = {}
+        # tool name -> its coroutine function when calls to it can simply be awaited, else None
+        self._direct_funcs: dict[str, Any] = {}
         # a subclass that overrides how tools are invoked (or attempted) always goes through it
         self._plain_invoke = type(self)._invoke is Scheduler._invoke and type(self)._attempt is Scheduler._attempt
         # batched dispatch (see _BURST) unless a subclass looks at _tasks right after _consider
@@ -262,11 +269,11 @@ class Scheduler:
               preview: str | None = None, error: dict | None = None, reason: str | None = None,
               data: Any = None) -> None:
         if i is None:
-            self.bus.emit_raw((type_, self.plan_id, self.plan.goal, None, self.n, status, None, None, attempt,
+            self.bus.emit_raw((type_, self.plan_id, self._goal, None, self.n, status, None, None, attempt,
                                preview, error, reason, _now(), data))
         else:
             rec = self.records[i]
-            self.bus.emit_raw((type_, self.plan_id, self.plan.goal, i, self.n, status, rec.id, rec.tool,
+            self.bus.emit_raw((type_, self.plan_id, self._goal, i, self.n, status, rec.id, rec.tool,
                                attempt, preview, error, reason, _now(), data))
 
     # ------------------------------------------------------------------ inputs
@@ -305,6 +312,11 @@ class Scheduler:
         return _HAS, value
 
     def _eval(self, i: int, v: Any, acc: _Acc) -> Any:
+        tv = type(v)
+        if tv is Literal:
+            return v.value
+        if tv is ListValue:
+            return [x.value if type(x) is Literal else self._eval(i, x, acc) for x in v.items]
         if isinstance(v, Literal):
             return v.value
         if isinstance(v, Reference):
@@ -421,8 +433,8 @@ class Scheduler:
     def _finish(self, i: int, status: str) -> None:
         rec = self.records[i]
         rec.status = status
-        rec.ended_at = now_iso()
-        rec.ended = time.perf_counter()
+        rec._ended_at = _now()  # formatted when read (CallRecord.ended_at)
+        rec.ended = _perf()
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1
@@ -442,7 +454,17 @@ class Scheduler:
 
     def _settled(self, i: int) -> None:
         """Re-examine the dependents of ``i`` (and transitively of anything skipped)."""
-        work = deque([i])
+        if self._stopping:
+            return
+        decided = self._decided
+        consider = self._consider
+        work = None
+        for j in self.an.dependents[i]:
+            if not decided[j] and consider(j):
+                if work is None:
+                    work = deque()
+                work.append(j)
+        # calls that ended here (skipped or failed): their dependents next, breadth first
         while work:
             k = work.popleft()
             if self._stopping:
@@ -532,6 +554,8 @@ class Scheduler:
         if call.retry is not None:
             return call.retry
         r = self.opts.retry
+        if r is None:
+            return None
         if isinstance(r, RetryPolicy):
             return r
         if isinstance(r, dict):
@@ -550,15 +574,17 @@ class Scheduler:
                         return
             self._burst = 0  # a new pass of the event loop (see _BURST)
             rec.status = "running"
-            rec.started_at = now_iso()
-            rec.started = time.perf_counter()
-            self._emit("plan_step_start", "running", i)
-            policy = self._policy(i)
+            rec._started_at = _now()  # formatted when read (CallRecord.started_at)
+            rec.started = _perf()
+            self.bus.emit_raw(("plan_step_start", self.plan_id, self._goal, i, self.n, "running", rec.id,
+                               rec.tool, None, None, None, None, _now(), None))
+            policy = self._policy(i) if call.retry is not None or self.opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
+            func = self._direct(i, call)
             while True:
                 rec.attempts += 1
-                func = self._direct(i, call)
-                if func is not None and (err := self._check_input(i, call, args)) is not None:
+                if func is not None and self.opts.validate_input and \
+                        (err := self._check_input(i, call, args)) is not None:
                     pass
                 elif func is not None:
                     # the common case, without the extra coroutine layers of _attempt: an
@@ -608,18 +634,23 @@ class Scheduler:
 
     def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
         """The tool's coroutine function when the call can simply be awaited, else None."""
-        if call.inline_output is not None or self._sem is not None or not self._plain_invoke:
+        if call.inline_output is not None or call.timeout is not None:
             return None
-        if (call.timeout if call.timeout is not None else self.opts.timeout) is not None:
+        func = self._direct_funcs.get(call.tool, _UNSET)
+        if func is _UNSET:
+            func = self._direct_funcs[call.tool] = self._direct_func(call.tool)
+        return func
+
+    def _direct_func(self, name: str) -> Callable[..., Any] | None:
+        """For calls without their own timeout or inline output: the coroutine function of
+        tool ``name`` when such calls can simply be awaited (an async tool, no default
+        timeout, no concurrency limit, no subclass hook), else None."""
+        if self._sem is not None or not self._plain_invoke or self.opts.timeout is not None:
             return None
-        spec = self.specs[i]
+        spec = self.registry.get(name)
         if spec is None or spec.func is None:
             return None
-        name = spec.name
-        is_async = self._async_func.get(name)
-        if is_async is None:
-            is_async = self._async_func[name] = bool(spec.is_async or inspect.iscoroutinefunction(spec.func))
-        return spec.func if is_async else None
+        return spec.func if spec.is_async or inspect.iscoroutinefunction(spec.func) else None
 
     async def _call_gate(self, i, call, args, inline, risk):
         rec = self.records[i]
@@ -720,11 +751,12 @@ class Scheduler:
     def _accept(self, i: int, call: Call, result: Any) -> ErrorInfo | None:
         """Check a tool's result and write it to its output path(s); an error, or None."""
         rec = self.records[i]
-        spec = self.specs[i]
         # pick the target paths
         out = call.output
         branch: int | None = None
-        if isinstance(result, Branch):
+        if type(result) in _SCALARS:
+            value = result
+        elif isinstance(result, Branch):
             paths = out.paths if out is not None else ()
             tgt = result.target
             if isinstance(tgt, int) and not isinstance(tgt, bool):
@@ -739,14 +771,23 @@ class Scheduler:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
                                  "alternative of its output path")
             result = result.value
-        try:
-            value = result if type(result) in _SCALARS else to_json_value(result)
-        except (TypeError, ValueError) as exc:
-            return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
-        if self.opts.validate_output and spec is not None and call.inline_output is None:
-            msg = self._check(self._validator(spec.output_schema, self._validators, spec.name), value)
-            if msg:
-                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
+        if branch is not None or type(result) not in _SCALARS:
+            try:
+                value = result if type(result) in _SCALARS else to_json_value(result)
+            except (TypeError, ValueError) as exc:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
+        if self.opts.validate_output and call.inline_output is None:
+            validator = self._validators.get(call.tool, _UNSET)
+            if validator is _UNSET:
+                spec = self.specs[i]
+                validator = self._validators[call.tool] = None if spec is None else schema_validator(spec.output_schema)
+            if validator is not None:
+                fast = validator.fast
+                if fast is None or not fast(value):
+                    msg = validator.check(value)
+                    if msg:
+                        return ErrorInfo(TOOL_OUTPUT_INVALID,
+                                         f"result of {call.tool} does not match its output schema: {msg}")
         if out is not None and out.method in _NEEDS_TYPE:
             kind, ok = _NEEDS_TYPE[out.method]
             if not isinstance(value, ok):
@@ -760,18 +801,17 @@ class Scheduler:
             elif op == "||":
                 targets = (out.paths[branch or 0],)
             else:
-                targets = (out.paths[0],)
+                targets = out.paths if len(out.paths) == 1 else (out.paths[0],)
             if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()
             append = self.log._write
             keys = self.wrote[i]
-            texts = []
+            method, cid = out.method, rec.id
             for p in targets:
-                append(p.kind, p.path, value, out.method, rec.id)
+                append(p.kind, p.path, value, method, cid)
                 keys += (p.key,)
-                texts.append(p.text())
             self.wrote[i] = keys
-            _add_written(rec, texts)
+            _add_written(rec, targets)
         rec.error = None
         return None
 
@@ -790,7 +830,7 @@ class Scheduler:
             catch = out.paths[-1]
             self.log._write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
             self.wrote[i] += (catch.key,)
-            _add_written(rec, (catch.text(),))
+            _add_written(rec, (catch,))
             rec.caught = True
             rec.branch = catch.text()
             rec.reason = f"error delivered to {catch.text()}"
@@ -807,10 +847,27 @@ class Scheduler:
         self._loop = asyncio.get_running_loop()
         self._emit("plan_start", "running")
         try:
+            decided = self._decided
+            deps, ref_writers = self.an.deps, self.an.ref_writers
             for i in range(self.n):
-                if not self._decided[i] and not self._stopping:
-                    if self._consider(i):
-                        self._settled(i)
+                if decided[i] or self._stopping:
+                    continue
+                if deps[i]:
+                    # Every reference of i has a writer, and i depends on at least one call:
+                    # nothing about i can be decided before one of those calls ends, and the
+                    # call that ends re-examines i then (_settled), also when it ended earlier
+                    # in this loop. So i waits, as evaluate() would say, without asking it.
+                    rw = ref_writers[i]
+                    if type(rw) is tuple:
+                        for _, ws in rw:
+                            if not ws:
+                                break
+                        else:
+                            continue
+                    elif all(rw.values()):
+                        continue
+                if self._consider(i):
+                    self._settled(i)
             if self._remaining and not self._stopping:
                 if self.opts.max_time is not None:
                     try:

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from ..model import OutputMethod
 
-__all__ = ["MISSING", "Message", "StateLog", "apply_write", "get_path", "json_copy", "now_iso",
+__all__ = ["MISSING", "Message", "StateLog", "apply_write", "get_path", "json_copy", "iso_time", "now_iso",
            "to_json_value"]
 
 
@@ -41,11 +41,16 @@ _iso_cache: list = [None, ""]  # [whole second, "YYYY-MM-DDTHH:MM:SS"]
 
 
 def now_iso() -> str:
-    """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+    """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    return iso_time(_clock())
 
-    Cheap: the date and time of day are formatted once per second, only the
-    microseconds each call (the run stamps three times per call)."""
-    t = _clock()
+
+def iso_time(t: float) -> str:
+    """A POSIX timestamp as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (UTC).
+
+    The run records raw timestamps (``time.time()``, three per call) and formats them
+    only when a record, a log message or the JSON result is read; the date and time of
+    day are formatted once per second, only the microseconds each call."""
     sec = int(t)
     cache = _iso_cache
     if cache[0] != sec:
@@ -202,11 +207,16 @@ class Message:
 _METHODS = {m.value: m for m in OutputMethod}
 
 
+def _date(d: str | float) -> str:
+    """A log entry's date: given as text, or recorded as a timestamp (formatted here)."""
+    return d if type(d) is str else iso_time(d)
+
+
 class StateLog:
     """Append-only log with an incrementally maintained resolved view per kind.
 
-    Entries are kept as plain tuples ``(kind, path, value, method name, call, date)``
-    (the position is the sequence number): a tuple of strings and numbers is untracked by
+    Entries are kept as plain tuples ``(kind, path, value, method name, call, date)``, the
+    date as text or as a ``time.time()`` timestamp formatted when read (the position is the sequence number): a tuple of strings and numbers is untracked by
     the cyclic GC, whereas one object per write stays tracked for the whole run.
     :attr:`messages` builds the :class:`Message` objects when asked.
     """
@@ -218,7 +228,7 @@ class StateLog:
     @property
     def messages(self) -> list[Message]:
         """The log as :class:`Message` objects, oldest first (built on each access)."""
-        return [Message(seq, e[0], e[1], e[2], _METHODS[e[3]], e[4], e[5]) for seq, e in enumerate(self._entries)]
+        return [Message(seq, e[0], e[1], e[2], _METHODS[e[3]], e[4], _date(e[5])) for seq, e in enumerate(self._entries)]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -229,14 +239,15 @@ class StateLog:
         self._write(kind, path, value, method, call, date)
         entries = self._entries
         e = entries[-1]
-        return Message(len(entries) - 1, e[0], e[1], e[2], method, e[4], e[5])
+        return Message(len(entries) - 1, e[0], e[1], e[2], method, e[4], _date(e[5]))
 
     def _write(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> None:
         """:meth:`append` without building the returned :class:`Message`."""
         value = json_copy(value)
         path = path if type(path) is tuple else tuple(path)
-        self._entries.append((kind, path, value, method.value, call, date or now_iso()))
+        # the date is kept as a timestamp and formatted when the log is read (see _date)
+        self._entries.append((kind, path, value, method.value, call, date or _clock()))
         view_value = value if type(value) in _ATOMIC else json_copy(value)
         views = self._views
         if method is OutputMethod.SET and len(path) == 1:
@@ -253,6 +264,8 @@ class StateLog:
         root = self._views.get(kind, MISSING)
         if root is MISSING:
             return MISSING
+        if len(path) == 1 and type(root) is dict and type(path[0]) is str:
+            return root.get(path[0], MISSING)  # the common case: †kind.name
         return get_path(root, path)
 
     def kinds(self) -> list[str]:
@@ -266,7 +279,7 @@ class StateLog:
         """The log (its first ``count`` messages) as a list of message dicts."""
         entries = self._entries if count is None else self._entries[:count]
         return [{"seq": seq, "kind": kind, "path": list(path), "value": value, "method": method,
-                 "call": call, "date": date}
+                 "call": call, "date": date if type(date) is str else iso_time(date)}
                 for seq, (kind, path, value, method, call, date) in enumerate(entries)]
 
     def snapshot(self) -> "LogSnapshot":
