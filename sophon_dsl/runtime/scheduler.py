@@ -280,7 +280,15 @@ class Scheduler:
 
     def _ref_state(self, i: int, ref: Reference) -> tuple[int, Any]:
         key = ref.key
-        writers = _writers(self.an.ref_writers[i], key)
+        rw = self.an.ref_writers[i]
+        if type(rw) is tuple:  # _writers(rw, key), inline
+            writers = ()
+            for k, ws in rw:
+                if k == key:
+                    writers = ws
+                    break
+        else:
+            writers = rw.get(key, ())
         wrote_any = False
         if writers:
             ended = self._ended
@@ -372,6 +380,41 @@ class Scheduler:
             return last
         raise TypeError(f"not a plan value: {v!r}")
 
+    def _simple_args(self, i: int, params: tuple) -> dict | None:
+        """The arguments of call ``i`` when every parameter is a literal, a reference or a
+        list of those, and every reference has a value; else None (then evaluate() takes
+        the general route, which also says why a call waits, is skipped or fails). The
+        same values as the general route, without its bookkeeping: most ready calls."""
+        args = {}
+        ref_state = self._ref_state
+        for p in params:
+            v = p.value
+            tv = type(v)
+            if tv is Literal:
+                args[p.name] = v.value
+            elif tv is Reference:
+                st, val = ref_state(i, v)
+                if st != _HAS:
+                    return None
+                args[p.name] = json_copy(val)
+            elif tv is ListValue:
+                items = []
+                for x in v.items:
+                    tx = type(x)
+                    if tx is Literal:
+                        items.append(x.value)
+                    elif tx is Reference:
+                        st, val = ref_state(i, x)
+                        if st != _HAS:
+                            return None
+                        items.append(json_copy(val))
+                    else:
+                        return None
+                args[p.name] = items
+            else:
+                return None
+        return args
+
     def _eval_literal(self, v: Any) -> Any:
         if type(v) is Literal:
             return v.value
@@ -413,6 +456,10 @@ class Scheduler:
                     return "wait", None
             elif all(rw.values()):
                 return "wait", None
+        if call.inline_output is None and not self.an.after[i]:
+            args = self._simple_args(i, call.params)
+            if args is not None:
+                return "ready", (args, None)
         acc = _Acc()
         if self.an.after[i]:
             self._after_state(i, acc)
@@ -438,9 +485,10 @@ class Scheduler:
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1
-        if status == "succeeded":
-            self._emit("plan_step_complete", status, i, attempt=rec.attempts,
-                       preview=preview(rec.output, self.opts.preview_chars))
+        if status == "succeeded":  # (the common case: _emit's tuple, built inline)
+            self.bus.emit_raw(("plan_step_complete", self.plan_id, self._goal, i, self.n, status, rec.id,
+                               rec.tool, rec.attempts, preview(rec.output, self.opts.preview_chars), None,
+                               None, _now(), None))
         elif status == "failed":
             self._emit("plan_step_failed", status, i, attempt=rec.attempts,
                        error=rec.error.to_json() if rec.error else None, reason=rec.reason)

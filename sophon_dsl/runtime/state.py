@@ -61,6 +61,7 @@ def iso_time(t: float) -> str:
 
 
 _ATOMIC = frozenset({str, int, float, bool, type(None)})
+_SET = OutputMethod.SET
 
 
 def json_copy(value: Any) -> Any:
@@ -244,13 +245,18 @@ class StateLog:
     def _write(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> None:
         """:meth:`append` without building the returned :class:`Message`."""
-        value = json_copy(value)
-        path = path if type(path) is tuple else tuple(path)
-        # the date is kept as a timestamp and formatted when the log is read (see _date)
-        self._entries.append((kind, path, value, method.value, call, date or _clock()))
-        view_value = value if type(value) in _ATOMIC else json_copy(value)
+        if type(value) in _ATOMIC:
+            view_value = value
+        else:  # the message and the view each get their own copy
+            value = json_copy(value)
+            view_value = json_copy(value)
+        if type(path) is not tuple:
+            path = tuple(path)
+        # the date is kept as a timestamp and formatted when the log is read (see _date);
+        # ``_value_`` is ``method.value`` without the enum property's lookup
+        self._entries.append((kind, path, value, method._value_, call, date or _clock()))
         views = self._views
-        if method is OutputMethod.SET and len(path) == 1:
+        if method is _SET and len(path) == 1:
             # the common case (``†kind.name`` = result): no need to walk
             root = views.get(kind, MISSING)
             seg = path[0]
