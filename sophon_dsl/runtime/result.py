@@ -9,7 +9,7 @@ from typing import Any
 from .errors import ErrorInfo
 from .state import iso_time
 
-__all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult"]
+__all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "new_record"]
 
 RUN_STATUSES = ("succeeded", "failed", "cancelled", "rejected")
 CALL_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "pending")
@@ -141,6 +141,25 @@ def _set_written(self: CallRecord, value: Any) -> None:
 # on first read.
 CallRecord.written = property(_get_written, _set_written,  # type: ignore[assignment]
                               doc="The output paths this call wrote (a list).")
+
+
+# Defaults as class attributes (as dataclass leaves them), plus the ones behind the
+# properties below, so that new_record() only has to set what differs per call.
+CallRecord._written = None  # type: ignore[attr-defined]
+CallRecord._started_at = None  # type: ignore[attr-defined]
+CallRecord._ended_at = None  # type: ignore[attr-defined]
+_new = object.__new__
+
+
+def new_record(call_id: str, tool: str, index: int) -> CallRecord:
+    """``CallRecord(call_id, tool, index)`` (a pending record) without running the dataclass
+    ``__init__`` and its property setters: every other field reads its class default
+    until the scheduler sets it. A run creates one record per call up front."""
+    rec = _new(CallRecord)
+    rec.id = call_id
+    rec.tool = tool
+    rec.index = index
+    return rec
 
 
 def _stamp_property(attr: str, doc: str) -> property:

@@ -43,7 +43,7 @@ from .errors import (
 )
 from .events import EventBus, preview
 from .protocols import Branch, LatentRequest
-from .result import CallRecord, RunResult
+from .result import CallRecord, RunResult, new_record
 from .state import MISSING, StateLog, json_copy, now_iso, to_json_value
 
 __all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay", "schema_validator"]
@@ -229,7 +229,7 @@ class Scheduler:
             self.log.append("state", (), to_json_value(state))
         for kind, data in (context or {}).items():
             self.log.append(kind, (), to_json_value(data))
-        self.records = [CallRecord(cid, c.tool, i) for i, (cid, c) in enumerate(zip(self.ids, plan.calls))]
+        self.records = [new_record(cid, c.tool, i) for i, (cid, c) in enumerate(zip(self.ids, plan.calls))]
         get = registry.get
         by_tool: dict[str, ToolSpec | None] = {}
         for c in plan.calls:
@@ -433,6 +433,10 @@ class Scheduler:
         call = self.plan.calls[i]
         if not self.an.ref_writers[i] and not self.an.after[i]:
             # nothing to wait for: literals only
+            if call.inline_output is None:
+                args = self._simple_args(i, call.params)
+                if args is not None:
+                    return "ready", (args, None)
             ev = self._eval_literal
             args = {p.name: ev(p.value) for p in call.params}
             if call.inline_output is None:
