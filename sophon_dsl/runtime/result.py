@@ -143,22 +143,30 @@ CallRecord.written = property(_get_written, _set_written,  # type: ignore[assign
                               doc="The output paths this call wrote (a list).")
 
 
-# Defaults as class attributes (as dataclass leaves them), plus the ones behind the
-# properties below, so that new_record() only has to set what differs per call.
-CallRecord._written = None  # type: ignore[attr-defined]
-CallRecord._started_at = None  # type: ignore[attr-defined]
-CallRecord._ended_at = None  # type: ignore[attr-defined]
 _new = object.__new__
 
 
 def new_record(call_id: str, tool: str, index: int) -> CallRecord:
-    """``CallRecord(call_id, tool, index)`` (a pending record) without running the dataclass
-    ``__init__`` and its property setters: every other field reads its class default
-    until the scheduler sets it. A run creates one record per call up front."""
+    """``CallRecord(call_id, tool, index)`` (a pending record) without the dataclass
+    ``__init__``'s keyword handling and property setters: a run creates one record per
+    call up front.  Every attribute is set, in the order ``__init__`` sets them, so that
+    all records share one attribute layout (CPython then keeps no dict per record)."""
     rec = _new(CallRecord)
     rec.id = call_id
     rec.tool = tool
     rec.index = index
+    rec.status = "pending"
+    rec.attempts = 0
+    rec.error = None
+    rec.reason = None
+    rec._started_at = None
+    rec._ended_at = None
+    rec.caught = False
+    rec._written = None
+    rec.branch = None
+    rec.output = None
+    rec.started = None
+    rec.ended = None
     return rec
 
 

@@ -236,14 +236,16 @@ class Scheduler:
             if c.tool not in by_tool:
                 by_tool[c.tool] = get(c.tool)
         self.specs: list[ToolSpec | None] = [by_tool[c.tool] for c in plan.calls]
-        # output keys each call wrote: () until it writes (a tuple of key tuples, which the
-        # cyclic GC untracks, instead of one list per call)
+        # the output paths (References) each call wrote: () until it writes; usually its own
+        # ``output.paths`` tuple, so a write allocates nothing that outlives it and the
+        # cyclic GC has nothing new to promote
         self.wrote: list[tuple] = [()] * self.n
         self._decided = [False] * self.n          # dispatched or terminal
         self._ended = [False] * self.n            # terminal status
         self._remaining = self.n
         self._tasks: dict[int, asyncio.Task] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._create_task: Callable[[Any], asyncio.Task] | None = None  # set by run()
         self._done = asyncio.Event()
         self._stopping: str | None = None        # None | "cancelled" | "timeout"
         self._sem = asyncio.Semaphore(self.opts.max_concurrency) if self.opts.max_concurrency else None
@@ -296,9 +298,10 @@ class Scheduler:
                 if not ended[j]:
                     return _PENDING, None
             wrote = self.wrote
+            kind, path = ref.kind, ref.path
             for j in writers:
-                for k in wrote[j]:
-                    if k == key or overlaps(key, k):
+                for r in wrote[j]:  # the same kind and one path a prefix of the other
+                    if r.kind == kind and (r.path == path or overlaps(path, r.path)):
                         wrote_any = True
                         break
                 if wrote_any:
@@ -484,7 +487,7 @@ class Scheduler:
     def _finish(self, i: int, status: str) -> None:
         rec = self.records[i]
         rec.status = status
-        rec._ended_at = _now()  # formatted when read (CallRecord.ended_at)
+        rec._ended_at = now = _now()  # formatted when read (CallRecord.ended_at)
         rec.ended = _perf()
         self._decided[i] = True
         self._ended[i] = True
@@ -492,7 +495,7 @@ class Scheduler:
         if status == "succeeded":  # (the common case: _emit's tuple, built inline)
             self.bus.emit_raw(("plan_step_complete", self.plan_id, self._goal, i, self.n, status, rec.id,
                                rec.tool, rec.attempts, preview(rec.output, self.opts.preview_chars), None,
-                               None, _now(), None))
+                               None, now, None))
         elif status == "failed":
             self._emit("plan_step_failed", status, i, attempt=rec.attempts,
                        error=rec.error.to_json() if rec.error else None, reason=rec.reason)
@@ -532,7 +535,8 @@ class Scheduler:
         if self._batch and not an.ref_writers[j] and not an.after[j] and (self._ready or self._burst >= _BURST):
             # literals only: always ready, and queued: its arguments are built when its task
             # is created (see below), so do not build them twice
-            self._record_waits(j)
+            if self.track_waits:
+                self._record_waits(j)
             self._decided[j] = True
             if not self._ready:
                 self._loop.call_soon(self._pump)
@@ -542,7 +546,8 @@ class Scheduler:
         if verdict == "wait":
             return False
         rec = self.records[j]
-        self._record_waits(j)
+        if self.track_waits:
+            self._record_waits(j)
         if verdict == "skip":
             rec.reason = payload
             self._finish(j, "skipped")
@@ -566,7 +571,7 @@ class Scheduler:
                     self._ready.append((j, args, inline))
                 return False
             self._burst += 1
-        self._tasks[j] = self._loop.create_task(self._run_call(j, args, inline))
+        self._tasks[j] = self._create_task(self._run_call(j, args, inline))
         return False
 
     def _pump(self) -> None:
@@ -576,7 +581,7 @@ class Scheduler:
         if self._stopping:
             ready.clear()  # never started: _shutdown records them cancelled
             return
-        create = self._loop.create_task
+        create = self._create_task
         tasks = self._tasks
         run_call = self._run_call
         for _ in range(min(len(ready), _BURST)):
@@ -626,10 +631,10 @@ class Scheduler:
                         return
             self._burst = 0  # a new pass of the event loop (see _BURST)
             rec.status = "running"
-            rec._started_at = _now()  # formatted when read (CallRecord.started_at)
+            rec._started_at = now = _now()  # formatted when read (CallRecord.started_at)
             rec.started = _perf()
             self.bus.emit_raw(("plan_step_start", self.plan_id, self._goal, i, self.n, "running", rec.id,
-                               rec.tool, None, None, None, None, _now(), None))
+                               rec.tool, None, None, None, None, now, None))
             policy = self._policy(i) if call.retry is not None or self.opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
             func = self._direct(i, call)
@@ -857,12 +862,11 @@ class Scheduler:
             if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()
             append = self.log._write
-            keys = self.wrote[i]
             method, cid = out.method, rec.id
             for p in targets:
                 append(p.kind, p.path, value, method, cid)
-                keys += (p.key,)
-            self.wrote[i] = keys
+            done = self.wrote[i]
+            self.wrote[i] = done + targets if done else targets
             _add_written(rec, targets)
         rec.error = None
         return None
@@ -881,7 +885,7 @@ class Scheduler:
         if out is not None and out.is_branching:
             catch = out.paths[-1]
             self.log._write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
-            self.wrote[i] += (catch.key,)
+            self.wrote[i] += (catch,)
             _add_written(rec, (catch,))
             rec.caught = True
             rec.branch = catch.text()
@@ -896,7 +900,12 @@ class Scheduler:
             self._done.set()
 
     async def run(self) -> RunResult:
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
+        if loop.get_task_factory() is None and isinstance(loop, asyncio.BaseEventLoop):
+            # what loop.create_task does without a task factory, minus one Python call
+            self._create_task = partial(asyncio.Task, loop=loop)
+        else:
+            self._create_task = loop.create_task
         self._emit("plan_start", "running")
         try:
             decided = self._decided
