@@ -11,6 +11,7 @@ and ``writers`` but keeps references apart, which the scheduler needs for
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -197,6 +198,9 @@ def analyze_compiled(compiled: Any) -> Analysis:
                     list(an.dependents), an.out_keys, list(an.diagnostics))
 
 
+_after_of = attrgetter("after")
+
+
 def _analyze_compiled(compiled: Any) -> Analysis | None:
     plan = compiled.plan
     calls = plan.calls
@@ -212,7 +216,7 @@ def _analyze_compiled(compiled: Any) -> Analysis | None:
     # the compact forms (sorted int tuples, flat reads) when the CompiledPlan has them
     rows = getattr(compiled, "_dep_rows", None)
     deps: list = list(rows if rows is not None else compiled.deps)
-    for i, call in enumerate(calls):
+    for i, call in enumerate(calls) if any(map(_after_of, calls)) else ():
         if call.after:
             if index_of is None:
                 index_of = {cid: k for k, cid in enumerate(ids)}
@@ -230,8 +234,7 @@ def _analyze_compiled(compiled: Any) -> Analysis | None:
     reads = getattr(compiled, "_reads", None)
     if reads is not None:
         refs_flat, ws_flat, offs = reads.refs, reads.writers, reads.offs
-        for i in range(n):
-            a, b = offs[i], offs[i + 1]
+        for i, a, b in zip(range(n), offs, offs[1:]):
             if b > a:
                 # (key, writers) pairs: tuples of strings and ints, untracked by the cyclic GC
                 if b - a == 1:

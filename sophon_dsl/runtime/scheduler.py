@@ -317,7 +317,16 @@ class Scheduler:
                 else:
                     reasons.append(f"{rec.id} {rec.status}")
             return _BROKEN, f"{ref.text()} has no value ({', '.join(reasons)})"
-        value = self.log.get(ref.kind, ref.path)
+        path = ref.path
+        if len(path) == 1:  # StateLog.get, inline for the common †kind.name
+            root = self.log._views.get(ref.kind)
+            seg = path[0]
+            if type(root) is dict and type(seg) is str:
+                value = root.get(seg, MISSING)
+            else:
+                value = self.log.get(ref.kind, path)
+        else:
+            value = self.log.get(ref.kind, path)
         if value is MISSING:
             return _MISSING, ref.text()
         return _HAS, value
