@@ -732,8 +732,20 @@ class Scheduler:
             self._settled(i)
             return False, call, args, inline
         if decision.action == "edit" and decision.call is not None:
+            edited = decision.call
+            if edited.tool != call.tool or edited.output != call.output:
+                # the plan's wiring (who reads this call's output) and the checks of its tool
+                # were decided for the original: a call edit may change arguments only
+                why = ("the edited call must keep the tool and output path of the original "
+                       "(edit the plan at the plan-level gate to change them)")
+                self._emit("approval_rejected", "rejected", i, reason=why)
+                rec.error = ErrorInfo(APPROVAL_REJECTED, why)
+                rec.reason = why
+                self._finish(i, "failed")
+                self._settled(i)
+                return False, call, args, inline
             self._emit("approval_edited", "approved", i, reason=decision.reason)
-            call = decision.call
+            call = edited
             acc = _Acc()
             args = {p.name: self._eval(i, p.value, acc) for p in call.params}
             inline = self._eval(i, call.inline_output, acc) if call.inline_output is not None else None

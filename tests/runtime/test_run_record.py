@@ -7,6 +7,7 @@ they are read; these tests pin what readers see.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import gc
 import platform
 import re
@@ -165,3 +166,42 @@ def test_merge_output_still_needs_an_object():
     result = run(plan_of("a: $state.a &= num()"), [num])
     assert result.call("a").error.error == "Tool.OutputInvalid"
     assert OutputMethod.MERGE.value in result.call("a").error.cause
+
+
+def test_call_gate_edit_may_change_arguments_only():
+    from sophon_dsl.model import Literal, Param
+    from sophon_dsl.runtime import ApprovalDecision
+
+    @tool(risk="high")
+    async def send(to: str) -> str:
+        return f"sent to {to}"
+
+    @tool
+    async def draft(to: str) -> str:
+        return f"draft for {to}"
+
+    text = "m: $state.m = send(to=\"team\")\nd: $state.d = echo(value=1) \n"
+
+    def gate(edit):
+        async def approver(req):
+            if req.kind == "plan":
+                return True
+            return ApprovalDecision.edit(edit(req.call))
+        return approver
+
+    args_edit = gate(lambda c: replace(c, params=(Param("to", Literal("ana")),)))
+    r = run(plan_of(text), [send, draft, echo], approve=args_edit, approve_calls=True)
+    assert r.status == "succeeded" and r.state["state"]["m"] == "sent to ana"
+
+    tool_edit = gate(lambda c: replace(c, tool="draft"))
+    r = run(plan_of(text + "x: $state.x = draft(to=$state.m)"), [send, draft, echo], approve=tool_edit,
+            approve_calls=True)
+    m = r.call("m")
+    assert m.status == "failed" and m.error.error == "Approval.Rejected"
+    assert "keep the tool and output path" in m.error.cause
+    assert r.call("x").status == "skipped" and r.call("d").status == "succeeded"
+    assert "m" not in r.state.get("state", {})
+
+    output_edit = gate(lambda c: replace(c, output=None))
+    r = run(plan_of(text), [send, draft, echo], approve=output_edit, approve_calls=True)
+    assert r.call("m").error.error == "Approval.Rejected"
