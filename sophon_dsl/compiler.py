@@ -758,7 +758,8 @@ class _Compiler:
                                       f"is read-only", ref.span or out.span or self.call_span(i))
                     continue
                 path = ref.path
-                key = (kind, *path)
+                one = len(path) == 1
+                key = (kind, path[0]) if one else (kind, *path)
                 wp = (i, p)
                 w = writers.get(key)
                 if w is None:
@@ -769,7 +770,13 @@ class _Compiler:
                 else:
                     w.append(wp)
                 written_kinds.add(kind)
-                if path:
+                if one:  # the common †kind.name: only (kind,) is a proper prefix
+                    b = below.get(key[:1])
+                    if b is None:
+                        below[key[:1]] = [wp]
+                    else:
+                        b.append(wp)
+                elif path:
                     for k in range(1, len(key)):
                         sub = key[:k]
                         b = below.get(sub)
@@ -818,7 +825,7 @@ class _Compiler:
         elif top[1] is not None:  # something is written below (kind,)
             w_get = self.writers.get
             below = self.below
-            key = (kind, *path)
+            key = (kind, path[0]) if len(path) == 1 else (kind, *path)
             for k in range(2, len(key)):
                 sub = key[:k]
                 hit = w_get(sub)
