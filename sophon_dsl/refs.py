@@ -43,6 +43,7 @@ REF_RE = re.compile(rf"†(?:({_REF_BODY})|\{{\s*({_REF_BODY})\s*\}})")
 _SEG_RE = re.compile(rf"\.({_NAME})|\[([0-9]+)\]")
 _EXPR_SPLIT = re.compile(r"\s*(\|\||&&)\s*")
 _WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|\{{\s*{_REF_BODY}\s*\}})")
+_NAME_RE = re.compile(_NAME)
 
 
 class ReferenceSyntaxError(ValueError):
@@ -54,9 +55,12 @@ class ReferenceSyntaxError(ValueError):
 
 
 def _split_body(body: str) -> tuple[str, tuple]:
-    m = re.match(_NAME, body)
+    m = _NAME_RE.match(body)
     assert m is not None
-    kind = body[: m.end()]
+    end = m.end()
+    if end == len(body):
+        return body, ()  # a whole kind: †state
+    kind = body[:end]
     path: list[Any] = []
     for seg in _SEG_RE.finditer(body, m.end()):
         name, index = seg.group(1), seg.group(2)
@@ -72,12 +76,11 @@ def parse_reference(text: str, span: Span | None = None, dagger_aliases: str = "
     """
     if not text or text[0] not in dagger_aliases:
         raise ReferenceSyntaxError(f"expected a reference starting with '†', got {text!r}")
-    candidate = "†" + text[1:]
-    if not _WHOLE_REF.fullmatch(candidate):
+    candidate = text if text[0] == "†" else "†" + text[1:]
+    m = REF_RE.fullmatch(candidate)  # the same language as _WHOLE_REF, with the body grouped
+    if m is None:
         raise ReferenceSyntaxError(
             f"malformed reference {text!r}: expected †kind.name.name[index]", 0)
-    m = REF_RE.match(candidate)
-    assert m is not None
     kind, path = _split_body(m.group(1) or m.group(2))
     return Reference(kind, path, span)
 
@@ -102,8 +105,10 @@ def parse_string_value(text: str, span: Span | None = None) -> Value:
         raise ReferenceSyntaxError(
             f"malformed operand {bad!r} in expression: each operand must be a reference †kind.path",
             max(text.find(bad), 0))
-    if _WHOLE_REF.fullmatch(text):
-        return parse_reference(text, span)
+    m = REF_RE.fullmatch(text)
+    if m is not None:
+        kind, path = _split_body(m.group(1) or m.group(2))
+        return Reference(kind, path, span)
     return _parse_template(text, span)
 
 

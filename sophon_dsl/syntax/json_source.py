@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Span
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
 __all__ = ["parse_json", "MAX_DEPTH"]
@@ -24,6 +24,9 @@ MAX_DEPTH = 200
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _WS = " \t\n\r\ufeff"
+_WS_RUN = re.compile("[ \t\n\r\ufeff]*")
+# a string without escapes or control characters (most of them): its text is the slice
+_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _LITERALS = (("true", True), ("false", False), ("null", None))
 
@@ -57,10 +60,11 @@ class _Parser:
     def skip(self) -> None:
         text, n = self.text, self.n
         while self.pos < n:
+            self.pos = _WS_RUN.match(text, self.pos).end()
+            if self.pos >= n:
+                return
             ch = text[self.pos]
-            if ch in _WS:
-                self.pos += 1
-            elif ch == "/" and text.startswith("//", self.pos):
+            if ch == "/" and text.startswith("//", self.pos):
                 j = text.find("\n", self.pos)
                 self.pos = n if j < 0 else j + 1
             elif ch == "/" and text.startswith("/*", self.pos):
@@ -139,6 +143,10 @@ class _Parser:
         return LocatedNode(SCALAR, val, self.lines.span(start, self.pos), path)
 
     def string(self) -> str:
+        m = _PLAIN_STRING.match(self.text, self.pos)
+        if m is not None:
+            self.pos = m.end()
+            return m.group(1)
         text, n = self.text, self.n
         start = self.pos
         self.pos += 1
@@ -188,8 +196,7 @@ class _Parser:
         start = self.pos
         self.pos += 1
         entries: list[tuple[str, LocatedNode]] = []
-        key_spans = {}
-        seen: set[str] = set()
+        key_spans: dict[str, Span] = {}  # also the set of keys seen
         self.skip()
         if self.pos < self.n and self.text[self.pos] == "}":
             self.pos += 1
@@ -209,11 +216,10 @@ class _Parser:
             self.skip()
             cpath = child_path(path, key)
             val = self.value(cpath, depth)
-            if key in seen:
+            if key in key_spans:
                 self.diags.append(Diagnostic(
                     "E108", f"duplicate key {key!r}; the first one is kept", kspan, self.file, cpath))
             else:
-                seen.add(key)
                 entries.append((key, val))
                 key_spans[key] = kspan
             self.skip()

@@ -7,11 +7,12 @@ column, end exclusive) and its JSON path (``$``, ``$[1]``, ``$[1]._outputPath``,
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterator, Mapping
 
 from ..diagnostics import Span
 
@@ -28,9 +29,15 @@ def child_path(parent: str, key: str | int) -> str:
     """JSON path of a child: ``$.name``, ``$[3]`` or ``$["odd key"]``."""
     if isinstance(key, int):
         return f"{parent}[{key}]"
+    return parent + _key_step(key)
+
+
+@lru_cache(maxsize=4096)
+def _key_step(key: str) -> str:
+    """``.name`` or ``["odd key"]`` (keys repeat across the calls of a plan: cached)."""
     if _IDENT.match(key):
-        return f"{parent}.{key}"
-    return f"{parent}[{json.dumps(key, ensure_ascii=False)}]"
+        return "." + key
+    return f"[{json.dumps(key, ensure_ascii=False)}]"
 
 
 class LineIndex:
@@ -41,6 +48,7 @@ class LineIndex:
 
     def __init__(self, text: str):
         self.text = text
+        self.size = len(text)
         self.starts = [0]
         find = text.find
         i = find("\n")
@@ -49,16 +57,29 @@ class LineIndex:
             i = find("\n", i + 1)
 
     def position(self, offset: int) -> tuple[int, int]:
-        offset = max(0, min(offset, len(self.text)))
-        line = bisect.bisect_right(self.starts, offset) - 1
+        if offset < 0:
+            offset = 0
+        elif offset > self.size:
+            offset = self.size
+        line = bisect_right(self.starts, offset) - 1
         return line + 1, offset - self.starts[line] + 1
 
     def span(self, start: int, end: int) -> Span:
+        if start < 0:
+            start = 0
         if end < start:
             end = start
-        l1, c1 = self.position(start)
+        if end > self.size:
+            end = self.size
+            if start > end:
+                start = end
+        starts = self.starts
+        line = bisect_right(starts, start) - 1
+        first = starts[line]
+        if line + 1 == len(starts) or end < starts[line + 1]:  # most nodes sit on one line
+            return Span(line + 1, start - first + 1, line + 1, end - first + 1)
         l2, c2 = self.position(end)
-        return Span(l1, c1, l2, c2)
+        return Span(line + 1, start - first + 1, l2, c2)
 
     def point(self, offset: int) -> Span:
         """A one-character span at ``offset`` (empty at the very end of the text)."""
@@ -66,7 +87,27 @@ class LineIndex:
         return self.span(offset, end)
 
 
-@dataclass(eq=False)
+class _NoKeys(Mapping):
+    """The ``key_spans`` of a node that is not an object: empty, shared, read-only
+    (hashable, as dataclass field defaults must be)."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __getitem__(self, key: str) -> Span:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NO_KEYS: Mapping[str, Span] = _NoKeys()
+
+
+@dataclass(eq=False, slots=True)
 class LocatedNode:
     """One JSON/YAML node.
 
@@ -86,7 +127,7 @@ class LocatedNode:
     value: Any
     span: Span
     path: str = "$"
-    key_spans: dict[str, Span] = field(default_factory=dict)
+    key_spans: Mapping[str, Span] = _NO_KEYS  # objects get their own dict from the reader
     quoted: bool = False
 
     # -- objects ---------------------------------------------------------
@@ -170,14 +211,23 @@ class LocatedNode:
     def span_paths(self) -> dict[Span, str]:
         """JSON path of every node (and of every ``key: value`` entry) by its span. Iterative."""
         out: dict[Span, str] = {}
+        put = out.setdefault
         stack: list[LocatedNode] = [self]
         while stack:
             node = stack.pop()
-            out.setdefault(node.span, node.path)
+            put(node.span, node.path)
             if node.kind == OBJECT:
+                key_spans = node.key_spans
                 for k, v in node.value:
-                    out.setdefault(node.entry_span(k), v.path)
-                    out.setdefault(node.key_span(k), v.path)
+                    # entry_span(k) and key_span(k), without looking k up again
+                    ks = key_spans.get(k)
+                    vs = v.span
+                    if ks is None:
+                        put(vs, v.path)
+                        put(node.span, v.path)
+                    else:
+                        put(Span(ks.line, ks.column, vs.end_line, vs.end_column), v.path)
+                        put(ks, v.path)
                     stack.append(v)
             elif node.kind == ARRAY:
                 stack.extend(node.value)
