@@ -22,6 +22,28 @@ class UsageError(Exception):
     pass
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports a bad value as a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0 (``inf`` allowed: no limit; ``nan`` refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not value > 0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's default prints usage and exits 2
         self.print_usage(sys.stderr)
@@ -63,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     _add_tools_arg(p)
     p.add_argument("--json", action="store_true", help="print diagnostics as a JSON list")
-    p.add_argument("--max-calls", type=int, default=None, metavar="N",
+    p.add_argument("--max-calls", type=positive_int, default=None, metavar="N",
                    help="refuse plans with more than N calls (default: unlimited for files)")
 
     p = sub.add_parser("fmt", help="print a plan in canonical form, or convert between forms")
@@ -100,7 +122,16 @@ def _read_plan(name: str, from_format: str | None) -> LoadResult:
     if name == "-":
         if from_format is None:
             raise UsageError("reading a plan from stdin needs --from dsl|yaml|json")
-        return parse(sys.stdin.read(), from_format, file="<stdin>")
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                from .model import Plan
+
+                return LoadResult(Plan(file="<stdin>"), [Diagnostic(
+                    "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
+        return parse(raw, from_format, file="<stdin>")
     if from_format is None and format_for_path(name) is None:
         raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
     return parse_file(name, from_format)
@@ -108,11 +139,24 @@ def _read_plan(name: str, from_format: str | None) -> LoadResult:
 
 def _stdlib_choice(args: argparse.Namespace) -> Any:
     """What ``--no-stdlib``, ``--stdlib``, ``--sandbox`` and ``--allow-host`` ask for."""
-    if getattr(args, "no_stdlib", False):
-        return False
-    only = [x.strip() for x in args.stdlib.split(",") if x.strip()] if getattr(args, "stdlib", None) else None
     sandbox, hosts = getattr(args, "sandbox", None), tuple(getattr(args, "allow_host", ()) or ())
     config_file = getattr(args, "stdlib_config", None)
+    if getattr(args, "no_stdlib", False):
+        given = [flag for flag, value in (("--stdlib", getattr(args, "stdlib", None)), ("--sandbox", sandbox),
+                                          ("--stdlib-config", config_file), ("--allow-host", hosts or None))
+                 if value is not None]
+        if given:
+            raise UsageError(f"--no-stdlib cannot be combined with {', '.join(given)}, "
+                             "which configure the standard tool library")
+        return False
+    only = None
+    if getattr(args, "stdlib", None) is not None:
+        only = [x.strip() for x in args.stdlib.split(",") if x.strip()]
+        if not only:
+            raise UsageError(f"--stdlib: expected comma-separated standard groups or tools "
+                             f"(e.g. http,text,files.read), got {args.stdlib!r}")
+    for host in hosts:
+        _check_host("--allow-host", host)
     if only is None and sandbox is None and not hosts and config_file is None:
         return True
     from stdlib_tools import StdlibConfig, all_tools
@@ -148,8 +192,14 @@ def _read_stdlib_config(path: str) -> dict[str, Any]:
             data = yaml.safe_load(fh)
     except OSError as exc:
         raise UsageError(f"--stdlib-config: cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--stdlib-config: cannot read {path!r}: not UTF-8 ({exc.reason} at byte "
+                         f"{exc.start})") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"--stdlib-config: {path!r} is not valid YAML/JSON: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else repr(path)
+        reason = getattr(exc, "problem", None) or exc
+        raise UsageError(f"--stdlib-config: {where}: not valid YAML/JSON: {reason}") from None
     if not isinstance(data, dict):
         raise UsageError(f"--stdlib-config: {path!r} must hold a mapping of settings")
     known = {f.name for f in dataclasses.fields(StdlibConfig)} - {"http_transport"}
@@ -164,10 +214,56 @@ def _read_stdlib_config(path: str) -> dict[str, Any]:
         data["http_allow_list"] = tuple(hosts)
     elif hosts is not None:
         raise UsageError("--stdlib-config: http_allow_list must be a host or a list of hosts/CIDRs")
+    for host in data.get("http_allow_list", ()):
+        _check_host("--stdlib-config: http_allow_list", host)
     root = data.get("sandbox_root")
     if root is not None and not (isinstance(root, str) and Path(root).is_dir()):
         raise UsageError(f"--stdlib-config: sandbox_root {root!r} is not a directory")
+    types = {f.name: str(f.type) for f in dataclasses.fields(StdlibConfig)}
+    for key, value in data.items():
+        expected = _CONFIG_TYPES.get(types.get(key, ""))
+        if expected is None:
+            continue
+        label, ok = expected
+        if not ok(value):
+            raise UsageError(f"--stdlib-config: {path!r}: {key} must be {label}, "
+                             f"got {json.dumps(value, default=str)}")
     return data
+
+
+def _is_number(v: Any) -> bool:
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+# annotation of a StdlibConfig field -> (what it must be, check); other fields are checked above
+_CONFIG_TYPES: dict[str, tuple[str, Any]] = {
+    "int": ("a whole number >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "float": ("a number >= 0", _is_number),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "bool | None": ("true, false or null", lambda v: v is None or isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "str | None": ("a string or null", lambda v: v is None or isinstance(v, str)),
+}
+
+
+def _check_host(flag: str, host: str) -> None:
+    """A host name (``api.local``, ``*.corp.example``), an IP address or a CIDR network."""
+    import ipaddress
+    import re
+
+    text = host.strip()
+    if "/" in text or ":" in text or re.fullmatch(r"[0-9.]+", text):
+        try:
+            ipaddress.ip_network(text.strip("[]"), strict=False)
+            return
+        except ValueError as exc:
+            raise UsageError(f"{flag}: {host!r} is not an IP address or CIDR network: {exc}") from None
+    label = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
+    if not re.fullmatch(rf"(\*\.)?{label}(\.{label})*\.?", text):
+        raise UsageError(f"{flag}: {host!r} is not a host name (api.example.com, *.corp.example), "
+                         "an IP address or a CIDR network")
 
 
 class _Picked:
@@ -188,13 +284,25 @@ def _registry(args: argparse.Namespace):
 
     tools, diags = load_tool_sources(args.tools)
     if has_errors(diags):
-        raise UsageError("\n".join(str(d) for d in diags))
+        raise UsageError(render_text(diags, sources=_tool_sources_text(diags)))
     choice = _stdlib_choice(args)
     if isinstance(choice, _Picked):
         registry = ToolRegistry(tools, fallback=choice)
     else:
         registry = as_registry(tools, stdlib=choice)
     return registry, registry.notes()
+
+
+def _tool_sources_text(diags: Sequence[Diagnostic]) -> dict[str, str]:
+    """The text of each tools file a positioned diagnostic points into (for the source excerpt)."""
+    sources: dict[str, str] = {}
+    for d in diags:
+        if d.file and d.span is not None and d.file not in sources:
+            try:
+                sources[d.file] = Path(d.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                pass
+    return sources
 
 
 def _print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:
@@ -244,6 +352,8 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     if not text.endswith("\n"):
         text += "\n"
     if args.check:
+        if args.write:
+            raise UsageError("--check only reports; it cannot be combined with -w/--write")
         if target != source_form:
             raise UsageError("--check compares a file with its own form; drop --to or make it match")
         if plan.source != text:
@@ -257,7 +367,10 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         if target != source_form:
             suffix = {"dsl": ".plan", "json": ".json", "yaml": ".yaml"}[target]
             out_path = out_path.with_suffix(suffix)
-        out_path.write_text(text, encoding="utf-8")
+        try:
+            out_path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"-w: cannot write {str(out_path)!r}: {exc.strerror or exc}") from None
         print(f"wrote {out_path}", file=sys.stderr)
         return EXIT_OK
     sys.stdout.write(text)

@@ -29,6 +29,8 @@ _STEP_STATUS = {
 
 
 def add_run_parsers(sub: Any, add_source_args: Any, add_tools_arg: Any) -> None:
+    from .cli import positive_int, positive_seconds
+
     p = sub.add_parser("run", help="run a plan against real tools")
     p.add_argument("plan", metavar="PLAN")
     add_source_args(p)
@@ -37,10 +39,10 @@ def add_run_parsers(sub: Any, add_source_args: Any, add_tools_arg: Any) -> None:
     p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
                    help="answer for plans with risky calls (default: ask on a terminal, else no)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
-    p.add_argument("--max-concurrency", type=int, default=None, metavar="N",
+    p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
                    help="run at most N calls at once")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="timeout per call")
-    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")
+    p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
                    help="wall-clock limit for the whole plan")
     p.add_argument("--provider", default=None, metavar="SPEC",
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
@@ -62,8 +64,11 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
 
 
-def parse_json_arg(flag: str, text: str | None) -> Any:
-    """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position."""
+def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) -> Any:
+    """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position.
+
+    ``object_only``: the value must be a JSON object (``--state``: it holds the state's paths).
+    """
     from .cli import UsageError
 
     if text is None:
@@ -76,11 +81,50 @@ def parse_json_arg(flag: str, text: str | None) -> Any:
                 text = fh.read()
         except OSError as exc:
             raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
         source = f"{flag} {path}"
+
+    def not_json(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value (write null, a number or a string)")
+
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=not_json)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise UsageError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                         + _excerpt(text, exc.lineno, exc.colno)) from None
+    except ValueError as exc:
+        raise UsageError(f"{source}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
+    if _depth(value) > MAX_DEPTH:
+        raise UsageError(f"{source}: nesting deeper than {MAX_DEPTH} levels (the limit for plans too)")
+    if object_only and not isinstance(value, dict):
+        kind = "null" if value is None else "a list" if isinstance(value, list) else type(value).__name__
+        raise UsageError(f"{source}: expected a JSON object such as {{\"topic\": \"x\"}} (its keys are "
+                         f"the state's top-level names), got {kind}")
+    return value
+
+
+MAX_DEPTH = 200
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (iterative: any depth is safe)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _excerpt(text: str, line: int, column: int) -> str:
+    """The source line and a caret under ``column`` (1-based), as the diagnostics print them."""
+    from .diagnostics import Span, _excerpt as excerpt
+
+    return "".join(f"\n{x}" for x in excerpt(text, Span.point(line, column)))
 
 
 class ProgressView:
@@ -174,7 +218,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     if args.provider:
         options["executor"] = _latent_executor(args.provider, args.model)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
-                   state=parse_json_arg("--state", args.state), **options)
+                   state=parse_json_arg("--state", args.state, object_only=True), **options)
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGINT, handle.cancel)
@@ -210,7 +254,24 @@ def _latent_executor(spec: str, model: str | None) -> Any:
     try:
         return LLMLatentExecutor(get_provider(spec, model=model), model=model)
     except (ProviderError, ValueError, OSError) as exc:
-        raise UsageError(f"--provider {spec}: {exc}") from None
+        raise UsageError(f"--provider {spec}: {provider_problem(exc)}") from None
+    except Exception as exc:  # a scripted provider's file that is not YAML (yaml.YAMLError)
+        if type(exc).__module__.startswith("yaml"):
+            raise UsageError(f"--provider {spec}: {provider_problem(exc)}") from None
+        raise
+
+
+def provider_problem(exc: BaseException) -> str:
+    """What is wrong with a ``--provider`` spec or its script file, with the place when known."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:  # YAML: "while parsing ...; expected ..." at a line and column
+        parts = [p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p]
+        return f"invalid YAML at line {mark.line + 1} column {mark.column + 1}: {'; '.join(parts)}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the file is not UTF-8 ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    return str(exc)
 
 
 def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
@@ -263,22 +324,10 @@ def cmd_dry_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> 
     if loaded is None:
         return EXIT_FAIL
     plan, registry, sources = loaded
-    mocks = None
-    if args.mocks is not None:
-        from .runtime import load_mocks
-        from .cli import UsageError
-
-        import os
-
-        if not os.path.isfile(args.mocks):
-            raise UsageError(f"--mocks: file {args.mocks!r} does not exist")
-        try:
-            mocks = load_mocks(args.mocks)
-        except Exception as exc:  # noqa: BLE001 - any bad mocks file is a usage error with its reason
-            raise UsageError(f"--mocks {args.mocks}: {exc}") from None
+    mocks = None if args.mocks is None else _read_mocks(args.mocks)
     try:
         report = dry_run(plan, registry, mocks=mocks, input=parse_json_arg("--input", args.input),
-                         state=parse_json_arg("--state", args.state))
+                         state=parse_json_arg("--state", args.state, object_only=True))
     except PlanInvalid as exc:
         print(render_text(exc.diagnostics, sources=sources), file=sys.stderr)
         return EXIT_FAIL
@@ -287,3 +336,49 @@ def cmd_dry_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> 
     else:
         print(report.to_text())
     return EXIT_OK if report.status == "succeeded" else EXIT_FAIL
+
+
+def _read_mocks(name: str) -> dict:
+    """The ``--mocks`` file, checked: every problem names its place (line, column, JSON path)."""
+    import os
+
+    from .cli import UsageError
+    from .diagnostics import Span, _excerpt as excerpt
+    from .runtime.dryrun import mock_problems
+
+    if os.path.isdir(name):
+        raise UsageError(f"--mocks: {name!r} is a directory, not a YAML/JSON mocks file")
+    if not os.path.isfile(name):
+        raise UsageError(f"--mocks: file {name!r} does not exist")
+    try:
+        with open(name, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise UsageError(f"--mocks: cannot read {name!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--mocks: cannot read {name!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        return {}
+    if name.lower().endswith(".json"):
+        from .syntax.json_source import parse_json as parse_source
+    else:
+        from .syntax.yaml_source import parse_yaml as parse_source
+    node, diags = parse_source(text, file=name)
+    if node is None or any(d.is_error for d in diags):
+        raise UsageError("--mocks: " + render_text(diags, source=text))
+    data = node.to_data()
+    problems = mock_problems(data)
+    if problems:
+        spans: dict[str, Span] = {}
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            spans.setdefault(n.path, n.span)
+            stack.extend(n)
+        shown = []
+        for path, message in problems:
+            span = spans.get(path)
+            where = f"{name}:{span.line}:{span.column}" if span else name
+            shown.append("\n".join([f"{where}: {message} (at {path})", *(excerpt(text, span) if span else ())]))
+        raise UsageError(f"--mocks: malformed mocks file {name!r}\n" + "\n".join(shown))
+    return data

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import linecache
 import os
 import sys
 import traceback
@@ -29,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, Span
 from .tools import ToolSpec
 
 __all__ = ["load_tool_source", "load_tool_sources", "tools_in_module"]
@@ -72,17 +73,46 @@ def _import_file(path: Path) -> ModuleType:
 
 
 def _failure(source: str, exc: BaseException) -> Diagnostic:
-    where = ""
-    tb = traceback.extract_tb(exc.__traceback__)
-    if tb:
+    # where it went wrong: a caret in the --tools file itself, else the other file's name and line
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        file, line, column, message = exc.filename or source, exc.lineno, exc.offset or 1, exc.msg
+        span = Span.point(line, column)
+    else:
+        # the last frame of the user's code, not of the import machinery
+        machinery = (os.path.dirname(importlib.__file__), __file__)
+        tb = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(("<frozen ", *machinery))]
+        message = str(exc)
+        if not tb:
+            return Diagnostic("E110", f"cannot load tools from {source!r}: {type(exc).__name__}: {message}",
+                              file=source)
         last = tb[-1]
-        where = f" ({last.filename}:{last.lineno})"
-    return Diagnostic("E110", f"cannot load tools from {source!r}: {type(exc).__name__}: {exc}{where}",
-                      file=source)
+        file, line = last.filename, last.lineno or 1
+        span, column = Span.point(line, 1), 1
+        if last.colno is not None and last.end_lineno == line and last.end_colno is not None:
+            # frame columns are UTF-8 byte offsets; spans count characters
+            text = linecache.getline(file, line).encode("utf-8")
+            column = len(text[:last.colno].decode("utf-8", "replace")) + 1
+            span = Span(line, column, line, len(text[:last.end_colno].decode("utf-8", "replace")) + 1)
+    if _same_file(file, source):
+        return Diagnostic("E110", f"cannot load tools from {source!r}: {type(exc).__name__}: {message}",
+                          span=span, file=source)
+    return Diagnostic("E110", f"cannot load tools from {source!r}: {type(exc).__name__}: {message} "
+                              f"({file}:{line}:{column})", file=source)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
     """Load the tools named by one ``--tools`` argument."""
+    if not source.strip():
+        return [], [Diagnostic("E110", "empty --tools source: expected FILE.py, an importable MODULE, a "
+                                       "YAML/JSON declarations file or mcp:...", file="--tools")]
     if _is_mcp(source):
         return _load_mcp(source)
     path = Path(source)
@@ -90,6 +120,9 @@ def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
     if suffix in (".yaml", ".yml", ".json"):
         return _load_declarations(path)
     if suffix == ".py" or os.sep in source or "/" in source:
+        if path.is_dir():
+            return [], [Diagnostic("E110", f"tools file {source!r} is a directory: expected FILE.py, an "
+                                           "importable MODULE or a YAML/JSON declarations file", file=source)]
         if not path.is_file():
             return [], [Diagnostic("E110", f"tools file {source!r} does not exist", file=source)]
         try:

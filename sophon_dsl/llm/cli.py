@@ -108,6 +108,26 @@ class AgentProgress:
             more = f"; {len(rec.errors)} error(s)" if rec.errors else ""
             fin = "; final output" if rec.output is not None and not rec.errors else ""
             self._print(f"turn {rec.number}: {parts}{more}{fin}")
+            for err in rec.errors:
+                if not err.get("id"):  # errors of a call were shown as it was refused or failed
+                    self._print(_turn_error(err, rec.reply))
+
+
+def _turn_error(err: dict, reply: Any) -> str:
+    """One error of a turn not tied to a call (a reply that does not parse, a bad final output):
+    its code, where in the model's reply, and the reply's line with a caret."""
+    from ..diagnostics import Span, _excerpt
+
+    e = err.get("error") or {}
+    if not isinstance(e, dict):
+        return f"  error: {e}"
+    code = e.get("code") or e.get("error") or "error"
+    message = e.get("message") or e.get("cause") or ""
+    line, column = e.get("line"), e.get("column")
+    if not (isinstance(line, int) and isinstance(column, int)):
+        return f"  error[{code}]: {message}"
+    excerpt = _excerpt(reply, Span.point(line, column)) if isinstance(reply, str) else []
+    return "\n".join([f"  reply:{line}:{column}: error[{code}]: {message}", *("  " + x for x in excerpt)])
 
 
 def _approver_for(choice: str | None) -> str:
@@ -117,25 +137,35 @@ def _approver_for(choice: str | None) -> str:
 
 
 def cmd_agent(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], Any]) -> int:
+    import os
+
     from ..cli import UsageError
-    from ..cli_run import parse_json_arg
+    from ..cli_run import parse_json_arg, provider_problem
     from .agent import Agent
     from .provider import ProviderError
 
+    if not args.request.strip():
+        raise UsageError("REQUEST is empty: say what the agent should do")
     if args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
     if args.max_calls is not None and args.max_calls < 1:
         raise UsageError("--max-calls must be at least 1")
+    if args.delegate_dir is not None and not os.path.isdir(args.delegate_dir):
+        raise UsageError(f"--delegate-dir: {args.delegate_dir!r} is not a directory")
     input_value = parse_json_arg("--input", args.input)
-    state_value = parse_json_arg("--state", args.state)
+    state_value = parse_json_arg("--state", args.state, object_only=True)
     reg = registry_for(args)
     registry = reg[0] if isinstance(reg, tuple) else reg
     try:
         from .providers import get_provider
 
         provider = get_provider(args.provider, model=args.model)
-    except ProviderError as exc:
-        raise UsageError(f"--provider {args.provider}: {exc}") from None
+    except (ProviderError, ValueError, OSError) as exc:  # ValueError: a script file that is not JSON / UTF-8
+        raise UsageError(f"--provider {args.provider}: {provider_problem(exc)}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("yaml"):  # a script file that is not YAML
+            raise UsageError(f"--provider {args.provider}: {provider_problem(exc)}") from None
+        raise
     progress = None if args.json else AgentProgress(max_turns=args.max_turns)
     final: dict[str, Any] = {}
 

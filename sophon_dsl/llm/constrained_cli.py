@@ -38,10 +38,8 @@ def _make_cmd_schema(registry_for: Callable[[argparse.Namespace], Any]) -> Calla
         registry = _registry_only(registry_for(args))
         output_schema = None
         if args.output_schema:
-            try:
-                output_schema = json.loads(Path(args.output_schema).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                print(f"sophon-dsl schema: error: cannot read --output-schema: {exc}", file=sys.stderr)
+            output_schema = _read_output_schema(args.output_schema)
+            if output_schema is None:
                 return 2
         try:
             schema = solution_schema(registry, output_schema=output_schema,
@@ -61,6 +59,41 @@ def _make_cmd_schema(registry_for: Callable[[argparse.Namespace], Any]) -> Calla
         return 0
 
     return cmd_schema
+
+
+def _read_output_schema(name: str) -> Any:
+    """The ``--output-schema`` file as a JSON Schema object, or None after printing what is wrong."""
+    def fail(message: str) -> None:
+        print(f"sophon-dsl schema: error: --output-schema {name}: {message}", file=sys.stderr)
+
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        return fail(f"cannot read it: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        return fail(f"cannot read it: not UTF-8 ({exc.reason} at byte {exc.start})")
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        from ..cli_run import _excerpt
+
+        return fail(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                    + _excerpt(text, exc.lineno, exc.colno))
+    except (ValueError, RecursionError):
+        return fail("invalid JSON: nested too deeply")
+    if not isinstance(schema, (dict, bool)):
+        return fail(f"expected a JSON Schema (an object such as {{\"type\": \"object\"}}), "
+                    f"got {type(schema).__name__}")
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except RecursionError:
+        return fail("not a valid JSON Schema: nested too deeply")
+    except jsonschema.SchemaError as exc:
+        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return fail(f"not a valid JSON Schema at {path}: {exc.message}")
+    return schema
 
 
 def cmd_schema(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], Any]) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,7 +39,7 @@ from .protocols import Branch, LatentRequest
 from .result import RunResult
 from .scheduler import RunOptions, Scheduler, retry_delay
 
-__all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "sample_from_schema"]
+__all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "mock_problems", "sample_from_schema"]
 
 
 def load_mocks(source: Any) -> dict:
@@ -62,9 +63,73 @@ def load_mocks(source: Any) -> dict:
         data = yaml.safe_load(text)
     if data is None:
         return {}
-    if not isinstance(data, dict):
-        raise ValueError("a mocks file maps tool names or call ids to mock entries")
+    problems = mock_problems(data)
+    if problems:
+        raise ValueError("; ".join(f"{path}: {message}" for path, message in problems))
     return data
+
+
+def mock_problems(mocks: Any) -> list[tuple[str, str]]:
+    """``(JSON path, what was expected)`` for each malformed part of a mocks mapping."""
+    from ..syntax.located import child_path
+
+    if not isinstance(mocks, dict):
+        return [("$", f"a mocks file maps tool names or call ids to mock entries; got {_kind(mocks)}")]
+    problems: list[tuple[str, str]] = []
+    for key, value in mocks.items():
+        path = child_path("$", str(key))
+        entries = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for k, entry in entries:
+            where = path if k is None else child_path(path, k)
+            if isinstance(entry, dict) and _ENTRY_KEYS & set(entry):
+                problems.extend(_entry_problems(where, entry))
+    return problems
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _entry_problems(path: str, entry: dict) -> list[tuple[str, str]]:
+    from ..syntax.located import child_path
+
+    out = []
+    for key in entry:
+        if key not in _ENTRY_KEYS:
+            out.append((child_path(path, str(key)),
+                        f"unknown mock entry key {str(key)!r}; expected {', '.join(sorted(_ENTRY_KEYS))} "
+                        "(a result holding these keys goes under \"result\")"))
+    lat = entry.get("latency")
+    if lat is not None and not (isinstance(lat, (int, float)) and not isinstance(lat, bool)
+                                and math.isfinite(lat) and lat >= 0):
+        out.append((child_path(path, "latency"), f"latency must be a number of seconds >= 0, got {_kind(lat)}"))
+    err = entry.get("error")
+    if isinstance(err, dict):
+        for key in err:
+            if key not in ("error", "cause"):
+                out.append((child_path(child_path(path, "error"), str(key)),
+                            f"unknown error key {str(key)!r}; expected error, cause"))
+        for key in ("error", "cause"):
+            if key in err and not isinstance(err[key], str):
+                out.append((child_path(child_path(path, "error"), key),
+                            f"{key} must be a string, got {_kind(err[key])}"))
+    elif err is not None and not isinstance(err, str):
+        out.append((child_path(path, "error"), "error must be an error name such as \"Tool.Timeout\" or "
+                                               f"{{\"error\": ..., \"cause\": ...}}, got {_kind(err)}"))
+    branch = entry.get("branch")
+    if branch is not None and not (isinstance(branch, str) or (isinstance(branch, int)
+                                                                and not isinstance(branch, bool) and branch >= 0)):
+        out.append((child_path(path, "branch"), "branch must be an alternative's index (0, 1, ...) or its path "
+                                                f"(\"†state.b\"), got {_kind(branch)}"))
+    return out
 
 
 def sample_from_schema(schema: Any, root: Any = None, depth: int = 0) -> Any:
@@ -146,6 +211,9 @@ class DryRunReport:
             lines.append(f"  branch {b['id']}: took {b['taken']}; not taken: {', '.join(b['not_taken']) or '-'}")
         for s in self.skipped:
             lines.append(f"  skipped {s['id']}: {s['reason']}")
+        for rec in self.result.calls if self.result else ():
+            if rec.status == "failed" and rec.error is not None:
+                lines.append(f"  failed {rec.id} ({rec.tool}): {rec.error}")
         return "\n".join(lines)
 
 
