@@ -370,14 +370,18 @@ def _read_mocks(name: str) -> dict:
     problems = mock_problems(data)
     if problems:
         spans: dict[str, Span] = {}
+        key_spans: dict[str, Span] = {}
         stack = [node]
         while stack:
             n = stack.pop()
             spans.setdefault(n.path, n.span)
+            for key, child in n.items():
+                key_spans.setdefault(child.path, n.key_span(key))
             stack.extend(n)
         shown = []
         for path, message in problems:
-            span = spans.get(path)
+            # an unknown key is shown at the key, a wrong value at the value
+            span = (key_spans if message.startswith("unknown") else spans).get(path)
             where = f"{name}:{span.line}:{span.column}" if span else name
             shown.append("\n".join([f"{where}: {message} (at {path})", *(excerpt(text, span) if span else ())]))
         raise UsageError(f"--mocks: malformed mocks file {name!r}\n" + "\n".join(shown))

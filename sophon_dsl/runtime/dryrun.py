@@ -47,7 +47,7 @@ def load_mocks(source: Any) -> dict:
     if source is None:
         return {}
     if isinstance(source, dict):
-        return source
+        return _checked(source)
     text = None
     if isinstance(source, (str, os.PathLike)) and os.path.exists(source):
         text = Path(source).read_text(encoding="utf-8")
@@ -63,6 +63,10 @@ def load_mocks(source: Any) -> dict:
         data = yaml.safe_load(text)
     if data is None:
         return {}
+    return _checked(data)
+
+
+def _checked(data: Any) -> dict:
     problems = mock_problems(data)
     if problems:
         raise ValueError("; ".join(f"{path}: {message}" for path, message in problems))
