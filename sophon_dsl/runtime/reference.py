@@ -72,7 +72,7 @@ def _write(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any:
 
 def _read(messages: list, kind: str, path: tuple) -> Any:
     root: Any = _NOTHING
-    for m_kind, m_path, m_value, m_method in messages:
+    for m_kind, m_path, m_value, m_method, _call in messages:
         if m_kind == kind:
             root = _write(copy.deepcopy(root) if root is not _NOTHING else _NOTHING, m_path,
                           copy.deepcopy(m_value), m_method)
@@ -102,9 +102,9 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     ids = plan.call_ids()
     messages: list = []
     if input is not None:
-        messages.append(("input", (), copy.deepcopy(input), OutputMethod.SET))
+        messages.append(("input", (), copy.deepcopy(input), OutputMethod.SET, None))
     if state is not None:
-        messages.append(("state", (), copy.deepcopy(state), OutputMethod.SET))
+        messages.append(("state", (), copy.deepcopy(state), OutputMethod.SET, None))
     outputs = [[r.key for r in c.output.paths] if c.output else [] for c in calls]
 
     def writers(i: int, key: tuple) -> list[int]:
@@ -210,7 +210,9 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     paths = call.output.paths if call.output else ()
                     t = result.target
                     names = [p.text("") for p in paths]
-                    target = t if isinstance(t, int) else (names.index(str(t).lstrip("†$"))
+                    # an index is an int, not a bool (Branch(True, v) names no alternative)
+                    target = t if isinstance(t, int) and not isinstance(t, bool) else (
+                        names.index(str(t).lstrip("†$"))
                                                            if str(t).lstrip("†$") in names else -1)
                     if not (0 <= target < len(paths)) or (target > 0 and call.output.op != "||"):
                         raise _Invalid(f"{call.tool} picked branch {t!r}, which is not an alternative "
@@ -226,6 +228,14 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                         where = "/".join(str(p) for p in exc.absolute_path)
                         raise _Invalid(f"result of {call.tool} does not match its output schema: "
                                        f"{exc.message}" + (f" (at /{where})" if where else "")) from None
+                # spec, output methods: merge/assign of a non-object, concat of a non-list is
+                # Tool.OutputInvalid of the writing call and nothing is written
+                method = call.output.method if call.output is not None else None
+                need = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("an object", dict),
+                        OutputMethod.CONCAT: ("a list", list)}.get(method)
+                if need is not None and not isinstance(result, need[1]):
+                    raise _Invalid(f"{call.tool} returned {type(result).__name__}, but '{method.value}' "
+                                   f"writes need {need[0]}")
             except _Invalid as exc:
                 err = ErrorInfo(TOOL_OUTPUT_INVALID, str(exc))
             except Exception as exc:  # noqa: BLE001
@@ -238,8 +248,11 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     else:
                         targets = [out.paths[target]]
                     for p in targets:
-                        messages.append((p.kind, p.path, copy.deepcopy(result), out.method))
+                        messages.append((p.kind, p.path, copy.deepcopy(result), out.method, rec.id))
                         wrote[i].append(p.key)
+                        rec.written.append(p.text())
+                    if out.op == "||" and len(out.paths) > 1:
+                        rec.branch = targets[0].text()
                 rec.status = "succeeded"
                 break
             if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
@@ -247,8 +260,10 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             rec.status, rec.error = "failed", err
             if call.output is not None and call.output.op == "||" and len(call.output.paths) > 1:
                 catch = call.output.paths[-1]
-                messages.append((catch.kind, catch.path, err.to_json(), call.output.method))
+                messages.append((catch.kind, catch.path, err.to_json(), call.output.method, rec.id))
                 wrote[i].append(catch.key)
+                rec.written.append(catch.text())
+                rec.branch = catch.text()
                 rec.caught = True
             break
 
@@ -259,7 +274,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     final = {k: _read(messages, k, ()) for k in kinds}
     final = {k: v for k, v in final.items() if v is not _NOTHING}
     status = "failed" if any(r.status == "failed" and not r.caught for r in recs) else "succeeded"
-    log = [{"kind": k, "path": list(p), "value": v, "method": m.value} for k, p, v, m in messages]
+    log = [{"kind": k, "path": list(p), "value": v, "method": m.value, "call": c} for k, p, v, m, c in messages]
     return RunResult(status, final, None, recs, log, plan.id or "plan", plan.goal)
 
 
