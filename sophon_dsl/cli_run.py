@@ -286,7 +286,7 @@ def cmd_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> int:
     try:
         outcome = asyncio.run(_run_async(plan, registry, args, view))
     except PlanInvalid as exc:
-        print(render_text(exc.diagnostics, sources=sources), file=sys.stderr)
+        print(render_text([d.with_file(plan.file) for d in exc.diagnostics], sources=sources), file=sys.stderr)
         print("the plan cannot run: nothing was started", file=sys.stderr)
         return EXIT_FAIL
     finally:
@@ -329,7 +329,7 @@ def cmd_dry_run(args: argparse.Namespace, load_plan: Any, registry_for: Any) -> 
         report = dry_run(plan, registry, mocks=mocks, input=parse_json_arg("--input", args.input),
                          state=parse_json_arg("--state", args.state, object_only=True))
     except PlanInvalid as exc:
-        print(render_text(exc.diagnostics, sources=sources), file=sys.stderr)
+        print(render_text([d.with_file(plan.file) for d in exc.diagnostics], sources=sources), file=sys.stderr)
         return EXIT_FAIL
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str))

@@ -346,3 +346,13 @@ def test_agent_progress_shows_why_a_reply_was_refused(ws, capsys):
     assert "turn 1: no calls; 1 error(s)" in err
     assert "  reply:1:9: error[E001]: unexpected ')'" in err
     assert "    1 | garbage )))\n      |         ^" in err
+
+
+def test_dry_run_checks_a_given_input_against_the_input_schema(ws, capsys):
+    (ws / "s.yaml").write_text("inputSchema: {type: object, properties: {x: {type: string}}}\n"
+                               "calls:\n  - {_tool: echo, x: $input.x, _outputPath: $state.a}\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "dry-run", "s.yaml", "--tools", "tools.py", "--input", '{"x": 5}')
+    assert code == 1
+    assert "s.yaml: error[E107]: input does not match the plan's input schema: 5 is not of type 'string'" in err
+    code, _, _ = run_cli(capsys, "dry-run", "s.yaml", "--tools", "tools.py")  # no input: sampled
+    assert code == 0

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..model import Plan, Risk
 from ..tools import ToolRegistry
-from .api import _risky_calls, prepare
+from .api import _risky_calls, _validate_input, prepare
 from .errors import ErrorInfo, RunError
 from .events import EventBus
 from .protocols import Branch, LatentRequest
@@ -272,6 +272,8 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
     if input is None and prep.plan.input_schema is not None:
         # Nothing real runs, so an input the caller did not give is sampled from its schema.
         input = sample_from_schema(prep.plan.input_schema)
+    else:
+        _validate_input(prep.plan, input)  # an input the caller gave is checked, as a run would
     opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
     sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
                       bus=EventBus(), analysis=prep.analysis)
