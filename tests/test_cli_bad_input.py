@@ -350,7 +350,7 @@ def test_agent_progress_shows_why_a_reply_was_refused(ws, capsys):
 
 def test_dry_run_checks_a_given_input_against_the_input_schema(ws, capsys):
     (ws / "s.yaml").write_text("inputSchema: {type: object, properties: {x: {type: string}}}\n"
-                               "calls:\n  - {_tool: echo, x: $input.x, _outputPath: $state.a}\n", encoding="utf-8")
+                               "calls:\n  - {_tool: echo, x: †input.x, _outputPath: †state.a}\n", encoding="utf-8")
     code, _, err = run_cli(capsys, "dry-run", "s.yaml", "--tools", "tools.py", "--input", '{"x": 5}')
     assert code == 1
     assert "s.yaml: error[E107]: input does not match the plan's input schema: 5 is not of type 'string'" in err
