@@ -647,7 +647,18 @@ class Scheduler:
             policy = self._policy(i) if call.retry is not None or self.opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
             func = self._direct(i, call)
+            # Every attempt gets the same arguments: a tool that changes a list or object
+            # argument in place and then fails must not hand the change to the retry. Only
+            # calls that may be retried and have container arguments keep a pristine copy.
+            pristine = None
+            if max_attempts > 1:
+                for v in args.values():
+                    if type(v) not in _SCALARS:
+                        pristine = json_copy(args)
+                        break
             while True:
+                if pristine is not None and rec.attempts:
+                    args = json_copy(pristine)
                 rec.attempts += 1
                 if func is not None and self.opts.validate_input and \
                         (err := self._check_input(i, call, args)) is not None:

@@ -103,7 +103,8 @@ def _value(shape: str, key: str, index: int, a: Any, b: Any) -> Any:
 def make_tools(behaviours: dict, latencies: dict) -> list:
     """``step`` (async) and ``stepsync`` (sync); each call passes its own key.  A behaviour
     is a list of outcomes, one per attempt (the last repeats):
-    ("ok", shape) | ("fail", error name) | ("branch", target, shape)."""
+    ("ok", shape) | ("fail", error name) | ("branch", target, shape).  A failing attempt
+    first changes its list / object arguments in place (the retry must not see that)."""
     counters: dict[str, int] = {}
 
     def outcome(key: str, a: Any, b: Any) -> Any:
@@ -112,6 +113,11 @@ def make_tools(behaviours: dict, latencies: dict) -> list:
         o = outs[min(n, len(outs)) - 1]
         index = int(key[1:])
         if o[0] == "fail":
+            for arg in (a, b):  # a failing attempt spoils its (own copy of the) arguments
+                if isinstance(arg, list):
+                    arg.append("spoilt")
+                elif isinstance(arg, dict):
+                    arg["spoilt"] = n
             if o[1] == "Tool.Failed":
                 raise RuntimeError(f"{key} failed at attempt {n}")
             raise RunError(o[1], f"{key} raised at attempt {n}")
@@ -421,3 +427,17 @@ def test_reference_branch_true_is_not_an_index():
                                    op="||"))
     assert want.calls[0].error.error == "Tool.OutputInvalid"
     assert want.calls[0].caught and want.calls[0].written == ["†state.err"]
+
+
+def test_retry_gets_the_original_arguments():
+    """A tool that changes a list / object argument in place and then fails must not hand
+    the change to its retry: every attempt gets the same arguments (the scheduler used to
+    pass the same objects again, on the direct, thread-pool and semaphore routes alike)."""
+    for value in (ListValue((Literal(1), _ref(("state", "xs")))), _ref(("state", "obj")),
+                  ObjectValue((("k", _ref(("state", "xs"))),))):
+        for tool_name, concurrency in (("step", None), ("stepsync", None), ("step", 2)):
+            plan = Plan((Call(tool_name, (Param("key", Literal("k0")), Param("a", value)),
+                              OutputTarget((_ref(("state", "out")),)), retry=RetryPolicy(2, interval=0)),))
+            got, want = assert_agree(plan, {"k0": [("fail", "Tool.Failed"), ("ok", "echo")]}, {"k0": [0]},
+                                     state={"xs": [1, 2], "obj": {"z": 0}}, concurrency=concurrency)
+            assert "spoilt" not in str(got.state["state"]["out"]), got.state
