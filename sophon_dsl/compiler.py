@@ -646,6 +646,8 @@ class _Compiler:
         self._param_types: dict[tuple[str, str], Any] = {}
         self._path_ok: dict[tuple, bool] = {}
         self._top: dict[str, tuple] = {}  # kind -> (writers of (kind,), writers below it)
+        self._tool_names: list[str] | None = None     # every tool name (for E201 hints)
+        self._tool_hints: dict[str, str | None] = {}  # unknown tool -> its "did you mean"
 
     # -- helpers -----------------------------------------------------------
 
@@ -1191,15 +1193,20 @@ class _Compiler:
     # -- per-call checks ---------------------------------------------------
 
     def unknown_tool(self, i: int, call: Call) -> None:
-        names = list(self.tools)
-        hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
-        if not hint:
-            lowered = {n.lower(): n for n in names}
-            if call.tool.lower() in lowered:
-                hint = [lowered[call.tool.lower()]]
+        hints = self._tool_hints
+        if call.tool not in hints:  # one search per unknown name, not per call
+            if self._tool_names is None:
+                self._tool_names = list(self.tools)
+            names = self._tool_names
+            hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
+            if not hint:
+                lowered = {n.lower(): n for n in names}
+                if call.tool.lower() in lowered:
+                    hint = [lowered[call.tool.lower()]]
+            hints[call.tool] = hint[0] if hint else None
         msg = f"unknown tool '{call.tool}' in call {self.ids[i]}"
-        if hint:
-            msg += f"; did you mean '{hint[0]}'?"
+        if hints[call.tool]:
+            msg += f"; did you mean '{hints[call.tool]}'?"
         self.diag("E201", msg, self.call_span(i))
 
     def unknown_param(self, i: int, call: Call, p, tab: "_ToolTable") -> None:

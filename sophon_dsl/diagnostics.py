@@ -182,7 +182,7 @@ def sort_key(d: Diagnostic) -> tuple:
     return (d.file or "", span.line if span else 0, span.column if span else 0, d.code)
 
 
-def render_one(d: Diagnostic, source: str | None) -> str:
+def render_one(d: Diagnostic, source: str | list[str] | None) -> str:
     where = d.file or "<plan>"
     if d.span:
         where += f":{d.span.line}:{d.span.column}"
@@ -196,11 +196,16 @@ def render_one(d: Diagnostic, source: str | None) -> str:
     return "\n".join(lines)
 
 
-def _excerpt(source: str, span: Span) -> list[str]:
-    src_lines = source.splitlines()
+_EXCERPT_WIDTH = 160  # longest source excerpt shown; longer lines are cut around the span
+
+
+def _excerpt(source: str | list[str], span: Span) -> list[str]:
+    """The span's source line and a ``^~~`` underline. ``source`` is the text, or its lines
+    split at ``"\n"`` (the line ends every reader counts; a ``"\r"`` before one is not shown)."""
+    src_lines = source.split("\n") if isinstance(source, str) else source
     if not (1 <= span.line <= len(src_lines)):
         return []
-    text = src_lines[span.line - 1].expandtabs(1)
+    text = src_lines[span.line - 1].rstrip("\r").expandtabs(1)
     gutter = str(span.line)
     start = max(span.column - 1, 0)
     if span.end_line == span.line:
@@ -208,6 +213,14 @@ def _excerpt(source: str, span: Span) -> list[str]:
     else:
         width = max(len(text) - start, 1)
     width = min(width, max(len(text) - start, 1))
+    if len(text) > _EXCERPT_WIDTH:
+        # a window around the span's start, each cut end marked with "…"
+        lo = max(0, min(start - _EXCERPT_WIDTH // 3, len(text) - _EXCERPT_WIDTH))
+        hi = lo + _EXCERPT_WIDTH
+        shown = ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+        start = start - lo + (1 if lo else 0)
+        width = max(1, min(width, hi - (start + lo - (1 if lo else 0))))
+        text = shown
     marker = "^" + "~" * (width - 1)
     pad = " " * len(gutter)
     return [f"  {gutter} | {text}", f"  {pad} | {' ' * start}{marker}"]
@@ -217,11 +230,18 @@ def render_text(diagnostics: Iterable[Diagnostic], source: str | None = None,
                 sources: dict[str, str] | None = None) -> str:
     """Render diagnostics for a terminal. ``sources`` maps file names to their text."""
     out = []
+    split: dict[int, list[str]] = {}  # each source split into lines once, not per diagnostic
     for d in sorted(diagnostics, key=sort_key):
         text = source
         if sources is not None and d.file in sources:
             text = sources[d.file]
-        out.append(render_one(d, text))
+        if text is not None and d.span is not None:
+            lines = split.get(id(text))
+            if lines is None:
+                lines = split[id(text)] = text.split("\n")
+            out.append(render_one(d, lines))
+        else:
+            out.append(render_one(d, text))
     return "\n".join(out)
 
 
