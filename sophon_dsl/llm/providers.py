@@ -504,14 +504,32 @@ def _load_turns(source: Any) -> list[Any]:
         path = Path(source)
         try:
             text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProviderError(f"scripted: cannot read {path}: not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start})", provider="scripted") from exc
         except OSError as exc:
             raise ProviderError(f"scripted: cannot read {path}: {exc}", provider="scripted") from exc
         if path.suffix.lower() == ".json":
-            data = json.loads(text)
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ProviderError(f"scripted: {path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
+                                    provider="scripted") from exc
+            except RecursionError as exc:
+                raise ProviderError(f"scripted: {path}: nested too deeply", provider="scripted") from exc
         else:
             import yaml
 
-            data = yaml.safe_load(text)  # YAML is a superset of JSON
+            try:
+                data = yaml.safe_load(text)  # YAML is a superset of JSON
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise ProviderError(f"scripted: {where}: not valid YAML: {problem}",
+                                    provider="scripted") from exc
+            except RecursionError as exc:
+                raise ProviderError(f"scripted: {path}: nested too deeply", provider="scripted") from exc
     else:
         data = source
     if isinstance(data, dict) and "turns" in data:

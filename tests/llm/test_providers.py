@@ -459,3 +459,17 @@ def test_server_script_is_appendable_and_errors_are_chosen(need_openai):
         asyncio.run(go())
     assert [r.status for r in srv.requests] == [200, 500, 400, 200, 529]
     assert all(r.json["messages"] == [{"role": "user", "content": "hello"}] for r in srv.requests)
+
+
+@pytest.mark.parametrize("name,content,expected", [
+    ("bad.json", b'["ok", ', "bad.json:1:8: not valid JSON"),
+    ("bad.yaml", b"- ok\n- [unclosed\n", "bad.yaml:3:1: not valid YAML"),
+    ("bin.yaml", b"\xff\xfe\x00bad", "not UTF-8 text"),
+    ("deep.json", b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+])
+def test_scripted_files_that_do_not_load_are_provider_errors(tmp_path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ProviderError) as info:
+        ScriptedProvider(str(path))
+    assert expected in str(info.value)
