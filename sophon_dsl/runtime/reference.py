@@ -87,7 +87,8 @@ def _read(messages: list, kind: str, path: tuple) -> Any:
             cur = cur[seg]
         else:
             return _NOTHING
-    return copy.deepcopy(cur)
+    # (a whole kind nothing wrote is missing: deepcopy would make a new, unrelated sentinel)
+    return _NOTHING if cur is _NOTHING else copy.deepcopy(cur)
 
 
 def _text(v: Any) -> str:

@@ -58,7 +58,8 @@ W_POOL = [
 R_EXTRA = [
     ("state", "user", "name", "first"), ("state", "list", 0), ("state", "list", 1), ("state", "a", 0),
     ("memo", "m", 0), ("state", "seed"), ("state", "init", "k"), ("state", "init"), ("input", "x"),
-    ("input", "obj", "k"), ("input", "obj"), ("state", "nothing"), ("data", "x", "y", "z"),
+    ("input", "obj", "k"), ("input", "obj"), ("state", "nothing"), ("data", "x", "y", "z"), ("data",),
+    ("input",),
 ]
 INITIAL_STATES = [
     {"seed": 1},
@@ -259,6 +260,9 @@ def plans(draw):
             inline = ObjectValue(((key, _value_expr(g, t, reads)), ("n", Literal(t))))
             if draw(st.booleans()):
                 inline = ListValue((Literal(key), _value_expr(g, t, reads)))
+            # an inline output stores what it reads as it is (no tool canonicalises its key
+            # order), so what it reads counts as rendered, like a template's parts
+            g.templates.update(r.key for r in _all_refs(inline))
         for name in draw(st.sampled_from([[], ["a"], ["a", "b"], ["b"]])):
             params.append(Param(name, _value_expr(g, t, reads)))
         after = []
@@ -321,8 +325,6 @@ def _order_conflicts(g: _Gen, specs: list) -> None:
         b: set = set()
         for j in direct:
             b |= {j} | before[j]
-        # template slots: every write inside the first segment of a rendered path is ordered
-        slots = {k[:2] for k in g.templates}
         for j in range(t):
             if j in b:
                 continue
@@ -333,7 +335,8 @@ def _order_conflicts(g: _Gen, specs: list) -> None:
                         continue
                     if _related(a, o) and not _commutes(specs[j], s, a, o, g.templates):
                         clash = True
-                    if a[:2] == o[:2] and a[:2] in slots:
+                    # a rendered path shows the key order of what both write inside it
+                    if any(_related(a, r) and _related(o, r) for r in g.templates):
                         clash = True
             if clash:
                 s["after"].append(j)
@@ -355,6 +358,21 @@ def _ordering_refs(v: Any):
     elif isinstance(v, ObjectValue):
         for _, x in v.entries:
             yield from _ordering_refs(x)
+
+
+def _all_refs(v: Any):
+    if isinstance(v, Reference):
+        yield v
+    elif isinstance(v, Expression):
+        yield from v.operands
+    elif isinstance(v, Template):
+        yield from (p for p in v.parts if isinstance(p, Reference))
+    elif isinstance(v, ListValue):
+        for x in v.items:
+            yield from _all_refs(x)
+    elif isinstance(v, ObjectValue):
+        for _, x in v.entries:
+            yield from _all_refs(x)
 
 
 def _per_call_log(log: list) -> dict:
@@ -441,3 +459,34 @@ def test_retry_gets_the_original_arguments():
             got, want = assert_agree(plan, {"k0": [("fail", "Tool.Failed"), ("ok", "echo")]}, {"k0": [0]},
                                      state={"xs": [1, 2], "obj": {"z": 0}}, concurrency=concurrency)
             assert "spoilt" not in str(got.state["state"]["out"]), got.state
+
+
+def test_wide_plan_with_queued_calls():
+    """More ready calls than one burst (the scheduler queues them; literal-only calls build
+    their arguments when their task is created): same outcome as the reference."""
+    n, readers = 300, 12
+    calls, behaviours = [], {}
+    for t in range(n + readers):
+        key = f"k{t}"
+        if t >= n:  # reads calls of the burst (a list mixing a literal and references)
+            a = ListValue((Literal(t), _ref(("state", f"w{t - n}")), _ref(("state", f"w{n - 1 - t + n}"))))
+            params = (Param("key", Literal(key)), Param("a", a))
+        else:
+            params = (Param("key", Literal(key)), Param("a", Literal(t)))
+        method = M.PUSH if t % 5 == 0 else M.SET
+        calls.append(Call("step" if t % 7 else "stepsync", params,
+                          OutputTarget((_ref(("state", f"w{t}")),), None, method)))
+        behaviours[key] = [("fail", "My.Error")] if t % 11 == 0 else [("ok", "list")]
+    plan = Plan(tuple(reversed(calls)))  # readers before their writers
+    latencies = {f"k{t}": [0] for t in range(n + readers)}
+    got, want = assert_agree(plan, behaviours, latencies, state={"seed": 1})
+    assert {c.status for c in got.calls} == {"succeeded", "failed", "skipped"}
+
+
+def test_reference_reads_an_unwritten_whole_kind_as_missing():
+    """``†data`` when nothing wrote ``data`` has no value: Ref.Unresolved (the reference
+    interpreter used to pass its internal 'nothing' marker to the tool)."""
+    plan = Plan((Call("step", (Param("key", Literal("k0")), Param("a", _ref(("data",)))),
+                      OutputTarget((_ref(("state", "out")),))),))
+    got, want = assert_agree(plan, {"k0": [("ok", "echo")]}, {"k0": [0]}, state={"seed": 1})
+    assert want.calls[0].error.error == "Ref.Unresolved"
