@@ -263,6 +263,10 @@ def _latent_executor(spec: str, model: str | None) -> Any:
 
 def provider_problem(exc: BaseException) -> str:
     """What is wrong with a ``--provider`` spec or its script file, with the place when known."""
+    cause = exc.__cause__
+    if cause is not None and isinstance(cause, (UnicodeDecodeError, json.JSONDecodeError)) \
+            or getattr(cause, "problem_mark", None) is not None:
+        exc = cause  # a script file that does not load: say it the same way for every source
     mark = getattr(exc, "problem_mark", None)
     if mark is not None:  # YAML: "while parsing ...; expected ..." at a line and column
         parts = [p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p]

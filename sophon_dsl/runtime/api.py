@@ -27,6 +27,7 @@ from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
 from .scheduler import RunOptions, Scheduler
+from .state import to_json_value
 
 __all__ = ["Prepared", "RunHandle", "arun", "prepare", "run", "start"]
 
@@ -217,9 +218,46 @@ def _validate_input(plan: Plan, input: Any) -> None:
     value = {} if input is None else input
     err = next(iter(jsonschema.validators.validator_for(plan.input_schema)(plan.input_schema).iter_errors(value)), None)
     if err is not None:
-        where = "/".join(str(p) for p in err.absolute_path)
-        raise PlanInvalid([Diagnostic("E107", f"input does not match the plan's input schema: {err.message}"
-                                      + (f" (at /{where})" if where else ""), severity=Severity.ERROR)])
+        from ..syntax.located import child_path
+
+        path = None
+        for step in err.absolute_path:  # the JSON path inside the input: $.team[0]
+            path = child_path(path or "$", step)
+        raise PlanInvalid([Diagnostic("E107", f"input does not match the plan's input schema: {err.message}",
+                                      file=plan.file, path=path, severity=Severity.ERROR)], plan.source)
+
+
+def _check_json(what: str, value: Any) -> None:
+    """``value`` (the run's input, state or a context kind) must be JSON data."""
+    if value is None:
+        return
+    try:
+        to_json_value(value)
+    except (TypeError, ValueError) as exc:
+        raise PlanInvalid([Diagnostic("E107", f"{what} is not JSON data: {exc}", severity=Severity.ERROR)]) \
+            from None
+
+
+_POSITIVE_INT = ("max_concurrency", "max_workers")
+_POSITIVE_NUMBER = ("timeout", "max_time")
+
+
+def _check_options(opts: RunOptions) -> None:
+    """Numeric run options: a clear error instead of a failure deep inside asyncio."""
+    for name in _POSITIVE_INT:
+        v = getattr(opts, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be a positive integer or None, not {v!r}")
+    for name in _POSITIVE_NUMBER:
+        v = getattr(opts, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise ValueError(f"{name} must be a positive number of seconds or None, not {v!r}")
+    v = opts.approval_timeout
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
+        raise ValueError(f"approval_timeout must be a number of seconds >= 0 or None, not {v!r}")
+    v = opts.preview_chars
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"preview_chars must be an integer >= 0, not {v!r}")
 
 
 class RunHandle:
@@ -315,7 +353,8 @@ def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunR
     return RunResult("cancelled", {}, None, recs, [], plan_id, prep.plan.goal, err, list(bus.history))
 
 
-def _make(plan: Any, tools: Any, options: dict, state: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared]:
+def _make(plan: Any, tools: Any, options: dict, state: Any = None,
+          input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared]:
     opts, rest = _split_options(options)
     approve = rest.pop("approve", None)
     if approve is not None:
@@ -327,8 +366,11 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None) -> tuple[RunH
     plan_id = rest.pop("plan_id", None)
     if rest:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
+    _check_options(opts)
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
     prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context)
+    for what, value in (("input", input), ("state", state), *((context or {}).items())):
+        _check_json(what, value)
     bus = EventBus(on_event)
     pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
     return RunHandle(bus, pid), opts, context, prep
@@ -336,7 +378,7 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None) -> tuple[RunH
 
 async def arun(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
     """Run ``plan`` to the end and return its :class:`RunResult` (see :func:`run` for options)."""
-    handle, opts, context, prep = _make(plan, tools, options, state)
+    handle, opts, context, prep = _make(plan, tools, options, state, input)
     task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
     handle._task = task
     try:
@@ -373,6 +415,6 @@ def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None,
     Plan errors raise :class:`PlanInvalid` here, before anything runs.
     """
     asyncio.get_running_loop()
-    handle, opts, context, prep = _make(plan, tools, options, state)
+    handle, opts, context, prep = _make(plan, tools, options, state, input)
     handle._task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
     return handle

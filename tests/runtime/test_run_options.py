@@ -1,0 +1,73 @@
+"""Run options and initial data that cannot work are refused before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sophon_dsl.loader import parse
+from sophon_dsl.runtime import PlanInvalid, run
+from sophon_dsl.tools import tool
+
+ran: list[int] = []
+
+
+@tool
+async def echo(value: int) -> int:
+    ran.append(value)
+    return value
+
+
+PLAN = parse("$state.a = echo(value=1)").plan
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"max_concurrency": -1}, "max_concurrency must be a positive integer"),
+    ({"max_concurrency": 0}, "max_concurrency must be a positive integer"),
+    ({"max_concurrency": 1.5}, "max_concurrency must be a positive integer"),
+    ({"max_workers": 0}, "max_workers must be a positive integer"),
+    ({"timeout": 0}, "timeout must be a positive number"),
+    ({"timeout": float("nan")}, "timeout must be a positive number"),
+    ({"max_time": -1}, "max_time must be a positive number"),
+    ({"max_time": "10"}, "max_time must be a positive number"),
+    ({"approval_timeout": -1}, "approval_timeout must be a number"),
+    ({"preview_chars": -5}, "preview_chars must be an integer"),
+])
+def test_bad_numeric_options_are_value_errors(options, message):
+    ran.clear()
+    with pytest.raises(ValueError, match=message):
+        run(PLAN, [echo], **options)
+    assert ran == []
+
+
+def test_good_numeric_options_run():
+    result = run(PLAN, [echo], max_concurrency=1, max_workers=2, timeout=5, max_time=float("inf"),
+                 approval_timeout=0, preview_chars=0)
+    assert result.status == "succeeded"
+
+
+def test_input_and_state_must_be_json_data():
+    deep: list = []
+    cur = deep
+    for _ in range(400):
+        nxt: list = []
+        cur.append(nxt)
+        cur = nxt
+    ran.clear()
+    with pytest.raises(PlanInvalid) as info:
+        run(PLAN, [echo], input={"x": deep})
+    assert info.value.diagnostics[0].code == "E107" and "input is not JSON data" in str(info.value)
+    with pytest.raises(PlanInvalid, match="state is not JSON data"):
+        run(PLAN, [echo], state={"x": object()})
+    with pytest.raises(PlanInvalid, match="notes is not JSON data"):
+        run(PLAN, [echo], context={"notes": [object()]})
+    assert ran == []
+
+
+def test_input_schema_mismatch_names_the_json_path():
+    plan = parse('input = {"type": "object", "properties": {"team": {"type": "array", "items": '
+                 '{"type": "string"}}}}\n$state.a = echo(value=1)', file="p.plan").plan
+    with pytest.raises(PlanInvalid) as info:
+        run(plan, [echo], input={"team": ["ana", 3]})
+    d = info.value.diagnostics[0]
+    assert (d.code, d.path, d.file) == ("E107", "$.team[1]", "p.plan")
+    assert "3 is not of type 'string'" in d.message
