@@ -140,7 +140,11 @@ def prompt_approver(input_func: Callable[[str], str] | None = None,
             show(f"Call {request.call_id} needs approval (risk {request.max_risk.label}):")
         for c in request.calls:
             show(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
-        answer = await asyncio.to_thread(read, "Approve? [y/N] ")
+        try:
+            answer = await asyncio.to_thread(read, "Approve? [y/N] ")
+        except EOFError:
+            return ApprovalDecision.reject("no answer at the prompt: standard input is closed "
+                                           "(use --approve yes|no when not at a terminal)")
         return ApprovalDecision.approve() if answer.strip().lower() in ("y", "yes") else \
             ApprovalDecision.reject("rejected at the prompt")
     return approver

@@ -71,3 +71,27 @@ def test_input_schema_mismatch_names_the_json_path():
     d = info.value.diagnostics[0]
     assert (d.code, d.path, d.file) == ("E107", "$.team[1]", "p.plan")
     assert "3 is not of type 'string'" in d.message
+
+
+def test_prompt_approver_answers_and_closed_stdin():
+    import asyncio
+
+    from sophon_dsl.runtime import prompt_approver
+
+    @tool(risk="high")
+    async def send(to: str) -> str:
+        return to
+
+    plan = parse('$state.m = send(to="team")').plan
+    shown: list[str] = []
+
+    def closed(_prompt: str) -> str:
+        raise EOFError
+
+    result = run(plan, [send], approve=prompt_approver(closed, shown.append))
+    assert result.status == "rejected"
+    assert "standard input is closed" in result.error.cause
+    assert any("needs approval" in line for line in shown)
+    assert run(plan, [send], approve=prompt_approver(lambda _p: "y", shown.append)).status == "succeeded"
+    assert run(plan, [send], approve=prompt_approver(lambda _p: "", shown.append)).status == "rejected"
+    assert asyncio.iscoroutinefunction(prompt_approver(closed))
