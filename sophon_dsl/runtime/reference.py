@@ -219,7 +219,13 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                         raise _Invalid(f"{call.tool} picked branch {t!r}, which is not an alternative "
                                        "of its output path")
                     result = result.value
-                result = json.loads(json.dumps(result))
+                # results are normalised to JSON as pydantic serialises them (tuples, sets,
+                # dataclasses, models...); anything else is Tool.OutputInvalid
+                try:
+                    from pydantic_core import to_jsonable_python
+                    result = json.loads(json.dumps(to_jsonable_python(result)))
+                except (TypeError, ValueError) as exc:
+                    raise _Invalid(f"result is not JSON: {exc}") from None
                 if validate_output and spec is not None and call.inline_output is None and spec.output_schema:
                     import jsonschema
                     try:

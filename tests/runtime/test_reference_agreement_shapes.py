@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -87,6 +88,16 @@ def canon(v: Any) -> Any:
     return v
 
 
+@dataclass
+class _Point:
+    x: int
+    label: str
+
+
+class _Opaque:
+    """Not JSON: Tool.OutputInvalid."""
+
+
 def _value(shape: str, key: str, index: int, a: Any, b: Any) -> Any:
     if shape == "dict":
         return {key: canon([a, b])}
@@ -98,6 +109,14 @@ def _value(shape: str, key: str, index: int, a: Any, b: Any) -> Any:
         return index
     if shape == "null":
         return None
+    if shape == "tuple":
+        return (key, index)
+    if shape == "set":
+        return {key}
+    if shape == "dataclass":
+        return _Point(index, key)
+    if shape == "object":
+        return _Opaque()
     return canon(a)  # "echo": a whole value passed through
 
 
@@ -212,7 +231,8 @@ def _value_expr(g: _Gen, t: int, reads: set) -> Any:
 
 def _outcome(draw, method: OutputMethod, alts: list[tuple]) -> tuple:
     fits = {M.MERGE: "dict", M.ASSIGN: "dict", M.CONCAT: "list"}.get(method)
-    shape = draw(st.sampled_from(["dict", "dict", "list", "list", "str", "num", "null", "echo"]))
+    shape = draw(st.sampled_from(["dict", "dict", "list", "list", "str", "num", "null", "echo", "echo",
+                                  "tuple", "set", "dataclass", "object"]))
     if fits and draw(st.integers(0, 3)):
         shape = fits  # mostly the type the method needs, sometimes a wrong one
     kind = draw(st.sampled_from(["ok", "ok", "ok", "ok", "ok", "fail", "branch", "branch"]))
@@ -257,7 +277,7 @@ def plans(draw):
         params = [Param("key", Literal(key))]
         inline = None
         if latent:
-            inline = ObjectValue(((key, _value_expr(g, t, reads)), ("n", Literal(t))))
+            inline = ObjectValue(((key, _value_expr(g, t, reads)), (f"{key}_n", Literal(t))))
             if draw(st.booleans()):
                 inline = ListValue((Literal(key), _value_expr(g, t, reads)))
             # an inline output stores what it reads as it is (no tool canonicalises its key
@@ -282,7 +302,7 @@ def plans(draw):
         specs.append(dict(key=key, tool="think" if latent else draw(st.sampled_from(["step", "step", "stepsync"])),
                           params=tuple(params) if not latent else (), target=target, inline=inline,
                           after=after, retry=retry, timeout=30 if draw(st.integers(0, 5)) == 0 else None,
-                          explicit=draw(st.integers(0, 3)) == 0, latent=latent))
+                          explicit=draw(st.integers(0, 3)) == 0, latent=latent, outs=outs))
     _order_conflicts(g, specs)
     # plan order: a random permutation of the topological order (forward references)
     perm = draw(st.permutations(range(n)))
@@ -300,13 +320,16 @@ def plans(draw):
 
 def _commutes(si: dict, sj: dict, a: tuple, b: tuple, templates: set) -> bool:
     """May the writes of a (by i) and b (by j) happen in either order?  merge/assign of
-    disjoint keys (every dict result is keyed by its call's key), unless a branch can
+    disjoint keys (the "dict" results and inline outputs are keyed by the call's key), unless a branch can
     deliver an error object there, or a template renders the slot (key order shows)."""
     mi, mj = si["target"].method, sj["target"].method
     if mi not in (M.MERGE, M.ASSIGN) or mj not in (M.MERGE, M.ASSIGN):
         return False
     if si["target"].op == "||" or sj["target"].op == "||":
         return False
+    for s in (si, sj):  # results that may be objects with keys other than the call's own
+        if any(o[-1] in ("echo", "dataclass") for o in s["outs"] if o[0] != "fail"):
+            return False
     return not any(_related(a, r) or _related(b, r) for r in templates)
 
 
@@ -490,3 +513,17 @@ def test_reference_reads_an_unwritten_whole_kind_as_missing():
                       OutputTarget((_ref(("state", "out")),))),))
     got, want = assert_agree(plan, {"k0": [("ok", "echo")]}, {"k0": [0]}, state={"seed": 1})
     assert want.calls[0].error.error == "Ref.Unresolved"
+
+
+def test_reference_normalises_results_like_the_scheduler():
+    """Tuples, sets and dataclasses are stored as JSON (as pydantic serialises them); a result
+    with no JSON form is Tool.OutputInvalid.  The reference interpreter used to fail the
+    first three with Tool.Failed and the last with Tool.Failed instead of OutputInvalid."""
+    for shape, status, stored in (("tuple", "succeeded", ["k0", 0]), ("set", "succeeded", ["k0"]),
+                                  ("dataclass", "succeeded", {"x": 0, "label": "k0"}),
+                                  ("object", "failed", None)):
+        got, want = assert_agree(*_one(M.SET, [("ok", shape)], paths=(("state", "a"),)), state={"seed": 1})
+        assert want.calls[0].status == status
+        assert want.state["state"].get("a") == stored
+        if status == "failed":
+            assert want.calls[0].error.error == "Tool.OutputInvalid"
