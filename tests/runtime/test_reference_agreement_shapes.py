@@ -157,7 +157,9 @@ def make_tools(behaviours: dict, latencies: dict) -> list:
         time.sleep(delay(key))
         return outcome(key, a, b)
 
-    return [tool(step, name="step"), tool(stepsync, name="stepsync")]
+    # the same function with an output schema: results are validated (Tool.OutputInvalid)
+    return [tool(step, name="step"), tool(stepsync, name="stepsync"),
+            tool(step, name="steptyped", output_schema={"type": ["object", "array"]})]
 
 
 THINK = ToolDecl("think", "a latent tool (inline outputs only)", latent=True)
@@ -299,7 +301,7 @@ def plans(draw):
             retry = RetryPolicy(max_attempts=draw(st.integers(1, 3)), interval=0,
                                 errors=draw(st.sampled_from([(), (), ("My.*",), ("Tool.Failed",),
                                                              ("Tool.OutputInvalid", "Other.Bad"), ("*",)])))
-        specs.append(dict(key=key, tool="think" if latent else draw(st.sampled_from(["step", "step", "stepsync"])),
+        specs.append(dict(key=key, tool="think" if latent else draw(st.sampled_from(["step", "step", "stepsync", "steptyped"])),
                           params=tuple(params) if not latent else (), target=target, inline=inline,
                           after=after, retry=retry, timeout=30 if draw(st.integers(0, 5)) == 0 else None,
                           explicit=draw(st.integers(0, 3)) == 0, latent=latent, outs=outs))
@@ -426,6 +428,13 @@ def assert_agree(plan, behaviours, latencies, inp=None, state=None, concurrency=
     assert got.status == want.status, detail
     assert got.state == want.state, detail
     assert _per_call_log(got.log) == _per_call_log(want.log), detail
+    # times are recorded as numbers and formatted when read: ISO text, in order
+    for c in got.calls:
+        if c.started_at is not None:
+            assert c.ended_at is not None and c.started_at <= c.ended_at, (c.started_at, c.ended_at)
+        assert c.ended_at is None or (c.ended_at.endswith("Z") and "T" in c.ended_at)
+    dates = [m["date"] for m in got.log]
+    assert all(type(d) is str for d in dates) and dates == sorted(dates), dates
     return got, want
 
 
