@@ -26,6 +26,7 @@ import json
 import random
 import time
 from collections import deque
+from math import isfinite
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -196,13 +197,23 @@ _NEEDS_TYPE = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("a
 
 
 def _call_in_thread(func: Callable[..., Any], args: dict) -> Any:
-    """Run a sync tool in a worker thread.  ``SystemExit`` and ``KeyboardInterrupt`` raised
-    there come from the tool, never from the user (signals reach the main thread), so they
-    become ordinary failures instead of tearing the run down."""
+    """Run a sync tool in a worker thread.  ``SystemExit``, ``KeyboardInterrupt`` or any other
+    ``BaseException`` raised there comes from the tool, never from the user (signals reach the
+    main thread), so it becomes an ordinary failure instead of tearing the run down."""
     try:
         return func(**args)
-    except (SystemExit, KeyboardInterrupt) as exc:
+    except Exception:
+        raise
+    except BaseException as exc:
         raise RunError(TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})") from exc
+
+
+def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
+    """A tool's own ``BaseException`` (not cancellation, not a user's Ctrl-C) as a failure:
+    left alone it would end the call's task without a verdict and the run would never end."""
+    if isinstance(exc, SystemExit):
+        return ErrorInfo(TOOL_FAILED, f"{tool} raised SystemExit({exc.code!r})")
+    return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
 
 
 class Scheduler:
@@ -668,15 +679,15 @@ class Scheduler:
                     # async tool, no timeout or concurrency limit
                     try:
                         result = await func(**args)
-                    except asyncio.CancelledError:
-                        raise
-                    except SystemExit as exc:  # a tool must not end the program: it failed
-                        err = ErrorInfo(TOOL_FAILED, f"{call.tool} raised SystemExit({exc.code!r})")
                     except TimeoutError:
                         timeout = self._timeout_for(call)  # None here: same outcome as _attempt
                         err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
                     except Exception as exc:  # noqa: BLE001
                         err = error_from_exception(exc)
+                    except (asyncio.CancelledError, KeyboardInterrupt):
+                        raise  # the run's cancellation, or the user's Ctrl-C
+                    except BaseException as exc:  # SystemExit or a tool's own: the call failed
+                        err = _base_failure(call.tool, exc)
                     else:
                         err = self._accept(i, call, result)
                 else:
@@ -829,12 +840,14 @@ class Scheduler:
                     result = await self._timed(self._invoke(i, call, args, inline), timeout)
             else:
                 result = await self._timed(self._invoke(i, call, args, inline), timeout)
-        except asyncio.CancelledError:
-            raise
         except TimeoutError:
             return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001
             return error_from_exception(exc)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the run's cancellation, or the user's Ctrl-C
+        except BaseException as exc:  # SystemExit or a tool's own: the call failed
+            return _base_failure(call.tool, exc)
         return self._accept(i, call, result)
 
     def _accept(self, i: int, call: Call, result: Any) -> ErrorInfo | None:
@@ -845,6 +858,8 @@ class Scheduler:
         branch: int | None = None
         if type(result) in _SCALARS:
             value = result
+            if type(result) is float and not isfinite(result):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {result!r} is not a JSON number")
         elif isinstance(result, Branch):
             paths = out.paths if out is not None else ()
             tgt = result.target
@@ -862,7 +877,7 @@ class Scheduler:
             result = result.value
         if branch is not None or type(result) not in _SCALARS:
             try:
-                value = result if type(result) in _SCALARS else to_json_value(result)
+                value = to_json_value(result)
             except (TypeError, ValueError) as exc:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
         if self.opts.validate_output and call.inline_output is None:

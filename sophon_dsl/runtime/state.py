@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
+from math import isfinite
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -310,9 +311,41 @@ def to_json_value(value: Any) -> Any:
     """Normalise a tool result to plain JSON with pydantic's serializer: pydantic models,
     dataclasses, tuples, sets, datetimes, UUIDs, decimals, enums...  Anything it cannot
     describe (an arbitrary object, a circular structure) raises ``ValueError``, which the
-    runtime reports as ``Tool.OutputInvalid`` instead of storing a made-up string."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    runtime reports as ``Tool.OutputInvalid`` instead of storing a made-up string; so do
+    NaN and the infinities, which JSON has no numbers for."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not isfinite(value):
+            raise ValueError(f"{value!r} is not a JSON number")
         return value
     from pydantic_core import to_jsonable_python
 
-    return to_jsonable_python(value)
+    out = to_jsonable_python(value)
+    bad = _non_finite(out, "$")
+    if bad is not None:
+        raise ValueError(f"{bad[1]!r} is not a JSON number (at {bad[0]})")
+    return out
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
+    """The JSON path and value of the first NaN or infinity inside ``value``, if any."""
+    t = type(value)
+    if t is float:
+        return None if isfinite(value) else (where, value)
+    if t is dict:
+        for k, v in value.items():
+            if type(v) in _CONTAINERS_OR_FLOAT:
+                hit = _non_finite(v, f"{where}.{k}")
+                if hit is not None:
+                    return hit
+    elif t is list:
+        for n, v in enumerate(value):
+            if type(v) in _CONTAINERS_OR_FLOAT:
+                hit = _non_finite(v, f"{where}[{n}]")
+                if hit is not None:
+                    return hit
+    return None
+
+
+_CONTAINERS_OR_FLOAT = frozenset({dict, list, float})

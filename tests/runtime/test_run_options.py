@@ -95,3 +95,49 @@ def test_prompt_approver_answers_and_closed_stdin():
     assert run(plan, [send], approve=prompt_approver(lambda _p: "y", shown.append)).status == "succeeded"
     assert run(plan, [send], approve=prompt_approver(lambda _p: "", shown.append)).status == "rejected"
     assert asyncio.iscoroutinefunction(prompt_approver(closed))
+
+
+class ToolAbort(BaseException):
+    """A tool's own BaseException subclass (not an Exception)."""
+
+
+@pytest.mark.parametrize("kind", ["async", "sync", "async_timeout"])
+def test_tools_raising_their_own_base_exception_fail_the_call(kind):
+    @tool(name="abort")
+    async def abort_async() -> int:
+        raise ToolAbort("stop")
+
+    @tool(name="abort")
+    def abort_sync() -> int:
+        raise ToolAbort("stop")
+
+    text = ("@timeout(5)\n" if kind == "async_timeout" else "") + "$state.x = abort()\n$state.y = echo(value=2)\n"
+    result = run(parse(text).plan, [abort_sync if kind == "sync" else abort_async, echo], max_time=10)
+    x, y = result.calls
+    assert x.status == "failed" and x.error.error == "Tool.Failed"
+    assert "ToolAbort(stop)" in x.error.cause
+    assert y.status == "succeeded" and result.status == "failed"
+
+
+@pytest.mark.parametrize("value,where", [
+    (float("nan"), "nan is not a JSON number"),
+    (float("inf"), "inf is not a JSON number"),
+    ({"a": [1, {"b": float("-inf")}]}, "-inf is not a JSON number (at $.a[1].b)"),
+    ((1.0, float("nan")), "nan is not a JSON number (at $[1])"),
+])
+def test_results_with_nan_or_infinity_are_output_invalid(value, where):
+    @tool(name="num")
+    async def num() -> object:
+        return value
+
+    result = run(parse("$state.x = num()\n$state.y = echo(value=3)").plan, [num, echo], validate_output=False)
+    x = result.call("c1")
+    assert x.status == "failed" and x.error.error == "Tool.OutputInvalid"
+    assert where in x.error.cause
+    assert result.state["state"] == {"y": 3}
+    result.dumps()  # the result is JSON
+
+
+def test_nan_in_the_input_is_refused():
+    with pytest.raises(PlanInvalid, match="input is not JSON data: nan is not a JSON number"):
+        run(PLAN, [echo], input={"x": float("nan")})
