@@ -15,6 +15,7 @@ import copy
 import time
 from math import isfinite
 from dataclasses import dataclass
+from enum import Enum
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
@@ -313,12 +314,18 @@ def to_json_value(value: Any) -> Any:
     describe (an arbitrary object, a circular structure) raises ``ValueError``, which the
     runtime reports as ``Tool.OutputInvalid`` instead of storing a made-up string; so do
     NaN and the infinities, which JSON has no numbers for."""
-    if value is None or isinstance(value, (str, bool, int)):
+    t = type(value)
+    if value is None or t is str or t is int or t is bool:
         return value
-    if isinstance(value, float):
+    if t is float:
         if not isfinite(value):
             raise ValueError(f"{value!r} is not a JSON number")
         return value
+    if isinstance(value, Enum):
+        return to_json_value(value.value)
+    if isinstance(value, (str, int, float)):  # subclasses (IntFlag, str subclasses...): plain values
+        base = str if isinstance(value, str) else int if isinstance(value, int) else float
+        return to_json_value(base(value) if base is not str else str.__str__(value))
     from pydantic_core import to_jsonable_python
 
     out = to_jsonable_python(value)

@@ -141,3 +141,26 @@ def test_results_with_nan_or_infinity_are_output_invalid(value, where):
 def test_nan_in_the_input_is_refused():
     with pytest.raises(PlanInvalid, match="input is not JSON data: nan is not a JSON number"):
         run(PLAN, [echo], input={"x": float("nan")})
+
+
+def test_enum_and_str_subclass_results_are_stored_as_plain_values():
+    from enum import Enum, IntEnum
+
+    class Color(str, Enum):
+        RED = "red"
+
+    class Level(IntEnum):
+        HIGH = 3
+
+    @tool(name="pick")
+    async def pick() -> object:
+        return {"color": Color.RED, "level": Level.HIGH, "levels": [Level.HIGH]}
+
+    @tool(name="lvl")
+    async def lvl() -> object:
+        return Level.HIGH
+
+    result = run(parse("$state.p = pick()\n$state.l = lvl()").plan, [pick, lvl], validate_output=False)
+    state = result.state["state"]
+    assert state == {"p": {"color": "red", "level": 3, "levels": [3]}, "l": 3}
+    assert type(state["l"]) is int and type(state["p"]["color"]) is str
