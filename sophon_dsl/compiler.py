@@ -690,6 +690,8 @@ class _Compiler:
             if cyclic:
                 self.report_cycles(deps, reads.data_deps(), control)
         self.check_concurrent_writers(deps, order)
+        if self.has_index:
+            self.check_container_types()
         if self.branching:
             self.check_unread_branches(reads.data_deps())
         diags = tuple(sorted(self.diags, key=sort_key)) if self.diags else ()
@@ -742,6 +744,7 @@ class _Compiler:
         written_kinds: set[str] = set()
         multi: list[tuple] = []
         branching = False
+        has_index = False  # some written path has a list index (W304 looks only then)
         read_only: dict[str, bool] = {}
         for i, call in enumerate(self.calls):
             out = call.output
@@ -772,6 +775,8 @@ class _Compiler:
                 else:
                     w.append(wp)
                 written_kinds.add(kind)
+                if one and type(path[0]) is int or not one and any(type(x) is int for x in path):
+                    has_index = True
                 if one:  # the common †kind.name: only (kind,) is a proper prefix
                     b = below.get(key[:1])
                     if b is None:
@@ -793,6 +798,7 @@ class _Compiler:
         self.written_kinds = written_kinds
         self.multi = multi
         self.branching = branching
+        self.has_index = has_index
 
     def writers_of(self, key: tuple) -> list[tuple[int, int]]:
         """Every (call, path) that may write ``key``: same key, a prefix or an extension."""
@@ -1598,6 +1604,34 @@ class _Compiler:
                                       f"them; the final value depends on timing (add @after, or use "
                                       f"a merging output method)",
                               (spans[0] if spans else None) or self.call_span(b))
+
+    def check_container_types(self) -> None:
+        """W304: a path written below both as a list (``†state.a[0]``) and as an object
+        (``†state.a.x``): whichever write comes second replaces the container of the first."""
+        first: dict[tuple, tuple[bool, tuple, int]] = {}  # parent -> (is list, key, writer)
+        reported: set[tuple] = set()
+        for key, ws in self.writers.items():
+            for d in range(1, len(key)):
+                parent, seg = key[:d], key[d]
+                as_list = type(seg) is int
+                seen = first.get(parent)
+                if seen is None:
+                    first[parent] = (as_list, key, ws[0][0])
+                    continue
+                if seen[0] == as_list or parent in reported:
+                    continue
+                reported.add(parent)
+                other_key, other = seen[1], seen[2]
+                i, p = ws[0]
+                where = Reference(parent[0], tuple(parent[1:])).text()
+                this = Reference(key[0], tuple(key[1:])).text()
+                that = Reference(other_key[0], tuple(other_key[1:])).text()
+                kinds = ("a list", "an object") if as_list else ("an object", "a list")
+                self.diag("W304", f"{where} is written as {kinds[0]} by call {self.ids[i]} ({this}) and as "
+                                  f"{kinds[1]} by call {self.ids[other]} ({that}); the later write replaces "
+                                  f"what the other wrote (use one shape: only indexes or only names)",
+                          self.calls[i].output.paths[p].span or self.call_span(i),  # type: ignore[union-attr]
+                          [f"{self.ids[other]} writes {that} at {self.loc(other)}"])
 
     def check_prefix_overlaps(self, deps, pos, setters_of) -> None:
         """W301 for a ``set`` of a path and an unordered ``set`` of a path below it."""

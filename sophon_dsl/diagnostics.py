@@ -103,6 +103,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),
+    "W304": (Severity.WARNING, "path written both as a list and as an object"),
     "W401": (Severity.WARNING, "branching output path collapsed in eager mode"),
     # N: notes
     "N201": (Severity.NOTE, "tool replaces a standard tool of the same name"),

@@ -57,7 +57,7 @@ __all__ = [
 PLAN_INVALID = "Plan.Invalid"
 
 # Checks that need the whole plan: they run when the stream closes.
-DEFERRED_CODES = frozenset({"E301", "E302", "W301", "W302", "W303"})
+DEFERRED_CODES = frozenset({"E301", "E302", "W301", "W302", "W303", "W304"})
 
 _ATTR_NAME = re.compile(r"@[A-Za-z_][\w.]*")
 
