@@ -76,13 +76,7 @@ def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) ->
     source = flag
     if text.startswith("@"):
         path = text[1:]
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        text = read_flag_file(flag, path)
         source = f"{flag} {path}"
 
     def not_json(name: str) -> Any:
@@ -261,6 +255,19 @@ def _latent_executor(spec: str, model: str | None) -> Any:
         raise
 
 
+def read_flag_file(flag: str, path: str) -> str:
+    """The UTF-8 text of the file a flag names, or a usage error saying why it cannot be read."""
+    from .cli import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
 def provider_problem(exc: BaseException) -> str:
     """What is wrong with a ``--provider`` spec or its script file, with the place when known."""
     cause = exc.__cause__
@@ -354,13 +361,7 @@ def _read_mocks(name: str) -> dict:
         raise UsageError(f"--mocks: {name!r} is a directory, not a YAML/JSON mocks file")
     if not os.path.isfile(name):
         raise UsageError(f"--mocks: file {name!r} does not exist")
-    try:
-        with open(name, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UsageError(f"--mocks: cannot read {name!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"--mocks: cannot read {name!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    text = read_flag_file("--mocks", name)
     if not text.strip():
         return {}
     if name.lower().endswith(".json"):
