@@ -328,16 +328,7 @@ class Scheduler:
                 else:
                     reasons.append(f"{rec.id} {rec.status}")
             return _BROKEN, f"{ref.text()} has no value ({', '.join(reasons)})"
-        path = ref.path
-        if len(path) == 1:  # StateLog.get, inline for the common †kind.name
-            root = self.log._views.get(ref.kind)
-            seg = path[0]
-            if type(root) is dict and type(seg) is str:
-                value = root.get(seg, MISSING)
-            else:
-                value = self.log.get(ref.kind, path)
-        else:
-            value = self.log.get(ref.kind, path)
+        value = self.log.get(ref.kind, ref.path)
         if value is MISSING:
             return _MISSING, ref.text()
         return _HAS, value
@@ -531,22 +522,17 @@ class Scheduler:
         """Re-examine the dependents of ``i`` (and transitively of anything skipped)."""
         if self._stopping:
             return
-        decided = self._decided
-        consider = self._consider
-        work = None
-        for j in self.an.dependents[i]:
-            if not decided[j] and consider(j):
-                if work is None:
-                    work = deque()
-                work.append(j)
-        # calls that ended here (skipped or failed): their dependents next, breadth first
-        while work:
-            k = work.popleft()
-            if self._stopping:
-                return
-            for j in self.an.dependents[k]:
-                if not self._decided[j] and self._consider(j):
+        decided, consider, dependents = self._decided, self._consider, self.an.dependents
+        work = None  # calls that ended here (skipped or failed): their dependents next, breadth first
+        while True:
+            for j in dependents[i]:
+                if not decided[j] and consider(j):
+                    if work is None:
+                        work = deque()
                     work.append(j)
+            if not work or self._stopping:
+                return
+            i = work.popleft()
 
     def _consider(self, j: int) -> bool:
         """Dispatch, skip or fail ``j`` if its inputs are decided. True if it ended here."""
@@ -881,17 +867,11 @@ class Scheduler:
             except (TypeError, ValueError) as exc:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
         if self.opts.validate_output and call.inline_output is None:
-            validator = self._validators.get(call.tool, _UNSET)
-            if validator is _UNSET:
-                spec = self.specs[i]
-                validator = self._validators[call.tool] = None if spec is None else schema_validator(spec.output_schema)
-            if validator is not None:
-                fast = validator.fast
-                if fast is None or not fast(value):
-                    msg = validator.check(value)
-                    if msg:
-                        return ErrorInfo(TOOL_OUTPUT_INVALID,
-                                         f"result of {call.tool} does not match its output schema: {msg}")
+            spec = self.specs[i]
+            msg = self._check(self._validator(spec.output_schema if spec is not None else None,
+                                              self._validators, call.tool), value)
+            if msg:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
         if out is not None and out.method in _NEEDS_TYPE:
             kind, ok = _NEEDS_TYPE[out.method]
             if not isinstance(value, ok):
