@@ -1,18 +1,18 @@
-"""Scheduler benchmark (issue 3).
+"""Scheduler benchmark (issues 3 and 9).
 
-(a) Makespan on a random 1,000-call DAG of 1-50 ms async sleeps: ours vs the
-    critical path (taken over the durations the tools really had, since asyncio
-    rounds sleeps to its clock) vs Kahn-wave execution of the same durations
-    (each wave waits for its slowest member).
-(b) Framework overhead per call on 10,000 no-op async calls: total wall time of
-    ``arun`` (loading nothing: the plan is built in Python; checking, wiring,
-    scheduling, events, state log, output validation, result) divided by the
-    number of calls, for three graph shapes:
-      wide   - no dependencies at all (every call is ready at once),
-      chain  - each call reads the previous call's output (one long path),
-      random - each call reads at most one of the 20 calls before it.
-    "checked" starts from a Plan (compile + run, what ``run(plan)`` costs);
-    "precompiled" passes a CompiledPlan whose checks are reused (run only).
+(a) Makespan on random 1,000-call DAGs of 1-50 ms async sleeps: ours vs the critical
+    path (taken over the durations the tools really had, since asyncio rounds sleeps to
+    its clock) vs Kahn-wave execution of the same durations (each wave waits for its
+    slowest member).  Two graphs: issue 3's (0-3 parents among the 60 calls before,
+    read through ``inputs=[...]``) and issue 9's (every call but the first reads 1-3
+    parents through ``deps=[...]``, the ``random-list`` shape).  Target <= 1.03x.
+(b) Framework overhead per call on 10,000 no-op async calls: wall time of one ``arun``
+    divided by the number of calls, for the shapes of ``_shapes.py`` (wide, chain,
+    random; random-list, random-obj, fanin, prefix).  The plan is built in Python, so
+    loading is not included; checking, wiring, scheduling, events, the state log,
+    validation and the result are.  "checked" starts from a Plan (compile + run, what
+    ``run(plan)`` costs); "precompiled" passes a CompiledPlan whose checks are reused.
+    Target <= 20 us/call, checked.
 (c) The same no-op graphs as LangGraph StateGraphs (nodes = calls, edges =
     dependencies, async no-op nodes, one ``operator.add`` counter channel as the
     reducer so fan-out writes are legal and the state stays O(1)), run with
@@ -22,12 +22,20 @@
     the largest size from 10,000 / 5,000 / 2,000 / 1,000 predicted to finish
     in time is used for both sides, and the output says so.
 
-Timings are the best of ``--repeat`` runs (default 3; median also shown), each
-after a warm-up; the machine's load inflates wall time, so compare within a run.
+``--scaling`` runs instead: ``arun`` (checked) at 1k / 10k / 100k calls (``--sizes``)
+per shape, with the log-log slope between sizes (target <= 1.1) and the tracemalloc
+peak during the run (the plan itself is built before tracing starts).
+
+Every measurement has a time budget (``--budget``, seconds): sizes are climbed by
+doubling from 125 calls and a size predicted to exceed the budget (from the last two
+sizes' growth) is skipped, with a message.  Timings are the best of ``--repeat`` runs
+(median also shown), each after a warm-up; the machine's load inflates wall time, so
+compare within a run.
 
 Run: python benchmarks/bench_scheduler.py [--calls 1000] [--noop 10000] [--seed 1]
-                                          [--repeat 3] [--shapes wide,chain,random]
-                                          [--no-langgraph]
+        [--repeat 3] [--shapes all|old|new|wide,chain,...] [--parts abc] [--no-langgraph]
+        [--budget 60] [--validate-input default|on|off]
+     python benchmarks/bench_scheduler.py --scaling [--sizes 1k,10k,100k] [--no-memory]
 """
 
 from __future__ import annotations
@@ -38,43 +46,50 @@ import gc
 import operator
 import random
 import statistics
+import sys
 import time
-from typing import Annotated, Callable, TypedDict
+from typing import Annotated, Any, Callable, TypedDict
+
+from _shapes import (ALL_SHAPES, SLOPE_TARGET, Ladder, build, climb, parse_shapes, parse_sizes, random_parents, say,
+                     scaling_table, traced_peak)
 
 from sophon_dsl.compiler import compile_plan
-from sophon_dsl.model import Call, Literal, ListValue, OutputTarget, Param, Plan, Reference
+from sophon_dsl.model import Call, ListValue, Literal, OutputTarget, Param, Plan, Reference
 from sophon_dsl.runtime import arun
 from sophon_dsl.tools import tool
 
 LANGGRAPH_BUDGET_S = 60.0
+OVERHEAD_TARGET_US = 20.0
+MAKESPAN_TARGET = 1.03
+RUN_OPTIONS: dict[str, Any] = {}  # validate_input, from --validate-input
 
 
-def random_dag(n: int, rng: random.Random, max_inputs: int = 3, window: int = 60) -> tuple[Plan, list[list[int]]]:
+# ---------------------------------------------------------------------------
+# (a) makespan
+
+
+def issue3_dag(n: int, rng: random.Random, max_inputs: int = 3, window: int = 60) -> tuple[Plan, list[list[int]]]:
+    """Issue 3's graph, unchanged so its figures stay comparable: 0-3 parents."""
     calls, parents = [], []
     for i in range(n):
         k = rng.randint(0, min(max_inputs, i))
         ps = sorted(rng.sample(range(max(0, i - window), i), min(k, i - max(0, i - window)))) if i else []
         parents.append(ps)
-        calls.append(_call(i, ps))
+        inputs = ListValue(tuple(Reference("state", (f"n{j}",)) for j in ps))
+        calls.append(Call("work", (Param("key", Literal(i)), Param("inputs", inputs)),
+                          OutputTarget((Reference("state", (f"n{i}",)),))))
     return Plan(tuple(calls)), parents
 
 
-def _call(i: int, ps: list[int]) -> Call:
-    inputs = ListValue(tuple(Reference("state", (f"n{j}",)) for j in ps))
-    return Call("work", (Param("key", Literal(i)), Param("inputs", inputs)),
-                OutputTarget((Reference("state", (f"n{i}",)),)))
-
-
-def shape_dag(shape: str, n: int, seed: int) -> tuple[Plan, list[list[int]]]:
-    if shape == "random":
-        return random_dag(n, random.Random(seed), max_inputs=1, window=20)
-    if shape == "wide":
-        parents: list[list[int]] = [[] for _ in range(n)]
-    elif shape == "chain":
-        parents = [[i - 1] if i else [] for i in range(n)]
-    else:
-        raise ValueError(shape)
-    return Plan(tuple(_call(i, ps) for i, ps in enumerate(parents))), parents
+def issue9_dag(n: int, rng: random.Random) -> tuple[Plan, list[list[int]]]:
+    """Issue 9's graph: every call but the first reads 1-3 parents through ``deps=[...]``."""
+    parents = random_parents(n, rng, 1, 3, 60)
+    calls = []
+    for i, ps in enumerate(parents):
+        deps = ListValue(tuple(Reference("state", (f"n{j}",)) for j in ps))
+        calls.append(Call("work", (Param("key", Literal(i)), Param("deps", deps)),
+                          OutputTarget((Reference("state", (f"n{i}",)),))))
+    return Plan(tuple(calls)), parents
 
 
 def longest_path(parents: list[list[int]], dur: list[float]) -> float:
@@ -94,75 +109,119 @@ def kahn_waves(parents: list[list[int]], dur: list[float]) -> float:
     return sum(waves.values())
 
 
-async def bench_makespan(n: int, seed: int) -> None:
-    rng = random.Random(seed)
-    plan, parents = random_dag(n, rng)
+async def bench_makespan(label: str, plan: Plan, parents: list[list[int]], rng: random.Random) -> None:
+    n = len(parents)
     sleep_for = [rng.uniform(0.001, 0.050) for _ in range(n)]
     started = [0.0] * n
     ended = [0.0] * n
 
     @tool(name="work")
-    async def work(key: int, inputs: list) -> int:
+    async def work(key: int, inputs: list | None = None, deps: Any = None) -> int:
         started[key] = time.perf_counter()
         await asyncio.sleep(sleep_for[key])
         ended[key] = time.perf_counter()
         return key
 
     t0 = time.perf_counter()
-    result = await arun(plan, [work], validate_input=False)
+    result = await arun(plan, [work], **RUN_OPTIONS)
     wall = time.perf_counter() - t0
     assert result.status == "succeeded", result.status
     dur = [e - s for s, e in zip(started, ended)]
     cp = longest_path(parents, dur)
     kahn = kahn_waves(parents, dur)
     span = max(ended) - min(started)
-    print(f"(a) random DAG, {n} calls of 1-50 ms (seed {seed})")
-    print(f"    critical path (real durations) {cp * 1000:8.1f} ms")
-    print(f"    ours: makespan                 {span * 1000:8.1f} ms  -> {span / cp:.3f}x critical path"
-          f"  (wall incl. setup {wall * 1000:.1f} ms = {wall / cp:.3f}x)")
-    print(f"    Kahn waves, same durations     {kahn * 1000:8.1f} ms  -> {kahn / cp:.3f}x critical path")
+    verdict = "meets" if span / cp <= MAKESPAN_TARGET else "MISSES"
+    say(f"    {label}")
+    say(f"      critical path (real durations) {cp * 1000:8.1f} ms")
+    say(f"      ours: makespan                 {span * 1000:8.1f} ms  -> {span / cp:.3f}x critical path"
+        f"  (wall incl. setup {wall * 1000:.1f} ms = {wall / cp:.3f}x)  {verdict} <= {MAKESPAN_TARGET}x")
+    say(f"      Kahn waves, same durations     {kahn * 1000:8.1f} ms  -> {kahn / cp:.3f}x critical path")
+
+
+def part_a(n: int, seed: int) -> None:
+    say(f"(a) makespan, random DAGs of {n} calls of 1-50 ms (seed {seed})")
+    rng = random.Random(seed)
+    plan, parents = issue3_dag(n, rng)
+    asyncio.run(bench_makespan("issue 3 graph: 0-3 parents, inputs=[...]", plan, parents, rng))
+    rng = random.Random(seed)
+    plan, parents = issue9_dag(n, rng)
+    asyncio.run(bench_makespan("issue 9 graph: 1-3 parents, deps=[...] (random-list)", plan, parents, rng))
+
+
+# ---------------------------------------------------------------------------
+# (b) overhead
 
 
 @tool(name="work")
-async def _noop(key: int, inputs: list) -> int:
+async def _noop(key: int, inputs: list | None = None, deps: Any = None) -> int:
     return key
 
 
-def _timed(fn: Callable[[], object], repeat: int) -> list[float]:
-    out = []
+def run_checked(plan: Plan) -> None:
+    r = asyncio.run(arun(plan, [_noop], **RUN_OPTIONS))
+    assert r.status == "succeeded", r.status
+
+
+def run_precompiled(compiled: Any) -> None:
+    r = asyncio.run(arun(compiled, **RUN_OPTIONS))
+    assert r.status == "succeeded", r.status
+
+
+def timed(fn: Callable[[], object]) -> float:
+    gc.collect()  # start each run from the same heap
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def checked_once(shape: str, seed: int) -> Callable[[int], float]:
+    """Seconds of one checked run of ``shape`` at ``n`` calls (a fresh Plan each time, so
+    nothing the runtime might remember about a plan object is reused)."""
+    def once(n: int) -> float:
+        plan = build(shape, n, seed).plan
+        return timed(lambda: run_checked(plan))
+    return once
+
+
+def us(times: list[float], n: int) -> tuple[float, float]:
+    return min(times) / n * 1e6, statistics.median(times) / n * 1e6
+
+
+def overhead_row(shape: str, n: int, seed: int, repeat: int, budget: float) -> tuple[float, float] | None:
+    """(best checked us/call, best precompiled us/call), or None when ``n`` does not fit."""
+    run_checked(build(shape, 200, seed).plan)  # warm-up
+    ladder = Ladder(budget)
+    once = checked_once(shape, seed)
+    if not climb(ladder, n, once):
+        m, t = ladder.points[-1]
+        say(f"    {shape:<11} {n:,} calls {ladder.why_not(n)}; at {m:,} calls: {t / m * 1e6:,.1f} us/call")
+        return None
+    t_checked = [once(n) for _ in range(repeat)]
+    t_pre = []
     for _ in range(repeat):
-        gc.collect()  # start each run from the same heap
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
+        compiled = compile_plan(build(shape, n, seed).plan, [_noop])
+        assert compiled.ok, compiled.diagnostics[:3]
+        t_pre.append(timed(lambda: run_precompiled(compiled)))
+    (cb, cm), (pb, pm) = us(t_checked, n), us(t_pre, n)
+    verdict = "meets" if cb <= OVERHEAD_TARGET_US else "MISSES"
+    say(f"    {shape:<11} {cb:8.1f} ({cm:7.1f})  {pb:8.1f} ({pm:7.1f})   {verdict}")
+    return cb, pb
+
+
+def part_b(shapes: list[str], n: int, seed: int, repeat: int, budget: float) -> dict[str, tuple[float, float]]:
+    say(f"(b) overhead on {n:,} no-op async calls: wall time of arun / calls, best of {repeat} "
+        f"(median); target <= {OVERHEAD_TARGET_US:g} us/call checked")
+    say(f"    {'shape':<11} {'checked (median)':>19}  {'precompiled (median)':>20} target")
+    out = {}
+    for shape in shapes:
+        row = overhead_row(shape, n, seed, repeat, budget)
+        if row is not None:
+            out[shape] = row
     return out
 
 
-def _fmt(times: list[float], n: int) -> str:
-    best, med = min(times) / n * 1e6, statistics.median(times) / n * 1e6
-    return f"{best:6.1f} us/call (median {med:.1f})"
-
-
-def ours_overhead(shape: str, n: int, seed: int, repeat: int) -> tuple[float, float]:
-    """(best checked us/call, best precompiled us/call) for ``arun`` on the no-op graph."""
-    plan, _ = shape_dag(shape, n, seed)
-
-    def checked() -> None:
-        r = asyncio.run(arun(plan, [_noop], validate_input=False))
-        assert r.status == "succeeded", r.status
-
-    compiled = compile_plan(plan, [_noop])
-    assert compiled.ok
-
-    def precompiled() -> None:
-        r = asyncio.run(arun(compiled, validate_input=False))
-        assert r.status == "succeeded", r.status
-
-    asyncio.run(arun(shape_dag(shape, 200, seed)[0], [_noop], validate_input=False))  # warm-up
-    t_checked = _timed(checked, repeat)
-    t_pre = _timed(precompiled, repeat)
-    print(f"    {shape:<6} checked     {_fmt(t_checked, n)}   precompiled {_fmt(t_pre, n)}")
-    return min(t_checked) / n * 1e6, min(t_pre) / n * 1e6
+# ---------------------------------------------------------------------------
+# (c) LangGraph
 
 
 class _LGState(TypedDict):
@@ -200,49 +259,96 @@ def langgraph_once(parents: list[list[int]]) -> float:
     return wall
 
 
-def bench_langgraph(shapes: list[str], n: int, seed: int, repeat: int, ours: dict) -> None:
+def part_c(shapes: list[str], n: int, seed: int, repeat: int, ours: dict, budget: float) -> None:
     try:
         import langgraph  # noqa: F401
     except ImportError:
-        print("(c) LangGraph: not installed; skipped (pip install -e '.[bench]' or pip install langgraph)")
+        say("(c) LangGraph: not installed; skipped (pip install -e '.[bench]' or pip install langgraph)")
         return
     from importlib.metadata import version
 
-    print(f"(c) LangGraph {version('langgraph')} on the same no-op graphs (async nodes, ainvoke; "
-          f"build + compile + run, like ours 'checked')")
+    say(f"(c) LangGraph {version('langgraph')} on the same no-op graphs (async nodes, ainvoke; "
+        f"build + compile + run, like ours 'checked')")
     for shape in shapes:
         size = n
         probe_n = min(n, 1000)
-        probe = langgraph_once(shape_dag(shape, probe_n, seed)[1]) / probe_n
+        probe = langgraph_once(build(shape, probe_n, seed).parents) / probe_n
         if probe * n > LANGGRAPH_BUDGET_S:
             fits = [s for s in (10000, 5000, 2000, 1000) if s <= n and probe * s <= LANGGRAPH_BUDGET_S]
             size = fits[0] if fits else probe_n
-            print(f"    {shape}: {n} nodes would take ~{probe * n:.0f} s in LangGraph; using {size}")
-        parents = shape_dag(shape, size, seed)[1]
+            say(f"    {shape}: {n} nodes would take ~{probe * n:.0f} s in LangGraph; using {size}")
+        parents = build(shape, size, seed).parents
         times = [langgraph_once(parents) for _ in range(max(1, repeat if probe * size < 20 else 1))]
         lg = min(times) / size * 1e6
-        mine = ours[shape][0] if size == n else ours_overhead(shape, size, seed, repeat)[0]
-        print(f"    {shape:<6} LangGraph {lg:8.1f} us/call  vs ours (checked) {mine:6.1f} us/call"
-              f"  -> ours has {lg / mine:5.1f}x less overhead ({size} calls)")
+        if size == n and shape in ours:
+            mine: float | None = ours[shape][0]
+        else:
+            row = overhead_row(shape, size, seed, repeat, budget)
+            mine = row[0] if row else None
+        if mine is None:
+            say(f"    {shape:<11} LangGraph {lg:8.1f} us/call  vs ours: skipped (over budget; {size} calls)")
+            continue
+        say(f"    {shape:<11} LangGraph {lg:8.1f} us/call  vs ours (checked) {mine:6.1f} us/call"
+            f"  -> ours has {lg / mine:5.1f}x less overhead ({size} calls)")
+
+
+# ---------------------------------------------------------------------------
+# --scaling
+
+
+def scaling(shapes: list[str], sizes: list[int], seed: int, repeat: int, budget: float, memory: bool) -> None:
+    say(f"--scaling: arun (checked, from a Plan) of no-op calls; slope = log-log growth between "
+        f"sizes (target <= {SLOPE_TARGET}); budget {budget:g} s per measurement")
+    run_checked(build("wide", 200, seed).plan)  # warm-up
+
+    for shape in shapes:
+        def peak(n: int, shape: str = shape) -> int:
+            plan = build(shape, n, seed).plan
+            return traced_peak(lambda: run_checked(plan))
+
+        scaling_table(shape, sizes, budget, repeat, memory, checked_once(shape, seed), peak)
+
+
+# ---------------------------------------------------------------------------
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=1000)
-    ap.add_argument("--noop", type=int, default=10000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=1000, help="makespan DAG size (a)")
+    ap.add_argument("--noop", type=int, default=10000, help="no-op calls for (b) and (c)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shapes", default="wide,chain,random")
-    ap.add_argument("--no-langgraph", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N (median also shown)")
+    ap.add_argument("--shapes", default="all", help=f"comma-separated: {', '.join(ALL_SHAPES)}; "
+                                                   "or all, old (issue 3's), new (issue 9's)")
+    ap.add_argument("--parts", default="abc", help="which of (a) makespan, (b) overhead, (c) LangGraph")
+    ap.add_argument("--no-langgraph", action="store_true", help="same as leaving c out of --parts")
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="seconds one measurement may take; larger sizes are skipped (default 60)")
+    ap.add_argument("--validate-input", choices=("default", "on", "off"), default="default",
+                    help="runtime input validation: the library's default (what run(plan) does), "
+                         "forced on, or off (issue 3's published setting)")
+    ap.add_argument("--scaling", action="store_true", help="time and memory at --sizes instead of (a)-(c)")
+    ap.add_argument("--sizes", default="1k,10k,100k", help="--scaling sizes (default 1k,10k,100k)")
+    ap.add_argument("--no-memory", action="store_true", help="--scaling without the tracemalloc run")
     a = ap.parse_args()
-    shapes = [s for s in a.shapes.split(",") if s]
-    asyncio.run(bench_makespan(a.calls, a.seed))
-    print(f"(b) overhead on {a.noop} no-op async calls: wall time of arun / calls, best of {a.repeat}")
-    ours = {shape: ours_overhead(shape, a.noop, a.seed, a.repeat) for shape in shapes}
-    if a.no_langgraph:
-        print("(c) LangGraph: skipped (--no-langgraph)")
-    else:
-        bench_langgraph(shapes, a.noop, a.seed, a.repeat, ours)
+    shapes = parse_shapes(a.shapes)
+    if a.validate_input != "default":
+        RUN_OPTIONS["validate_input"] = a.validate_input == "on"
+    say(f"python {sys.version.split()[0]}; input validation: {a.validate_input}; "
+        f"budget {a.budget:g} s per measurement")
+    if a.scaling:
+        scaling(shapes, parse_sizes(a.sizes), a.seed, a.repeat, a.budget, not a.no_memory)
+        return
+    ours: dict[str, tuple[float, float]] = {}
+    if "a" in a.parts:
+        part_a(a.calls, a.seed)
+    if "b" in a.parts:
+        ours = part_b(shapes, a.noop, a.seed, a.repeat, a.budget)
+    if "c" in a.parts:
+        if a.no_langgraph:
+            say("(c) LangGraph: skipped (--no-langgraph)")
+        else:
+            part_c(shapes, a.noop, a.seed, a.repeat, ours, a.budget)
 
 
 if __name__ == "__main__":
