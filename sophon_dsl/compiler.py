@@ -77,9 +77,10 @@ import difflib
 import heapq
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from .dataflow import BUILTIN_KINDS, READ_ONLY_KINDS, DataFlow, base_kind
 from .diagnostics import Diagnostic, Span, has_errors, sort_key
 from .model import (
     Call,
@@ -106,15 +107,6 @@ __all__ = [
     "effective_registry",
 ]
 
-#: Reference kinds that are always known.  Any other kind must be written by a call.
-BUILTIN_KINDS = frozenset({"input", "state", "data"})
-
-
-def base_kind(kind: str) -> str:
-    """``state@A`` (instance A's state, Acts 013) behaves as ``state``; other kinds are themselves."""
-    return kind.partition("@")[0]
-#: Kinds that plans may read but never write.
-READ_ONLY_KINDS = frozenset({"input"})
 
 _STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 
@@ -139,61 +131,25 @@ AGENT_STEP = ToolSpec(
 )
 
 
-class _Reads:
-    """Every reference a plan's calls read, in call and source order, with its writers:
-    ``refs[k]`` / ``writers[k]``, call ``i``'s reads at ``offs[i]:offs[i + 1]``."""
-
-    __slots__ = ("refs", "writers", "offs")
-
-    def __init__(self, refs: tuple, writers: tuple, offs: tuple) -> None:
-        self.refs = refs
-        self.writers = writers
-        self.offs = offs
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Reads):
-            return NotImplemented
-        return self.refs == other.refs and self.writers == other.writers and self.offs == other.offs
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"_Reads({self.data_deps()!r})"
-
-    def data_deps(self) -> tuple:
-        """``CompiledPlan.data_deps``: per call, its ``(reference, writers)`` pairs."""
-        refs, ws, offs = self.refs, self.writers, self.offs
-        out = []
-        for i in range(len(offs) - 1):
-            a, b = offs[i], offs[i + 1]
-            out.append(tuple(zip(refs[a:b], ws[a:b])) if b > a else ())
-        return tuple(out)
-
-
 @dataclass(frozen=True, repr=False)
 class CompiledPlan:
     """A checked plan and its dependency graph.
 
+    ``flow`` is the plan's :class:`~sophon_dsl.dataflow.DataFlow` (writers, reads,
+    edges); the other graph fields are views of it kept for callers of the compiler:
     ``deps[i]`` are the call indexes call ``i`` waits for (data + control);
-    ``data_deps[i]`` lists, for each reference call ``i`` reads (in source
-    order), the indexes of the calls that may write it; ``control_deps[i]`` the
-    indexes named by its ``after``.  ``writers`` maps a written key
-    ``(kind, *path)`` to ``(call index, output path index)`` pairs.  ``order``
-    is a topological order, smallest index first among ready calls; calls on a
-    cycle (only when ``ok`` is false) come last in position order.
-
-    ``deps`` and ``data_deps`` are built on first access from compact storage
-    (``_dep_rows``: per call, its dependencies as a sorted tuple of ints;
-    ``_reads``: every read of the plan in flat tuples): a frozenset and a
-    ``(reference, writers)`` pair per call would be objects the cyclic GC tracks,
-    promotes and rescans for as long as the plan lives.
+    ``data_deps[i]`` lists, for each reference call ``i`` reads (in source order), the
+    indexes of the calls that may write it; ``control_deps[i]`` the indexes named by
+    its ``after``.  ``writers`` maps a written key ``(kind, *path)`` to
+    ``(call index, output path index)`` pairs.  ``order`` is a topological order,
+    smallest index first among ready calls; calls on a cycle (only when ``ok`` is
+    false) come last in position order.
     """
 
     plan: Plan
     tools: ToolRegistry
     ids: tuple[str, ...]
-    _dep_rows: tuple[tuple[int, ...], ...]
-    _reads: "_Reads"
+    flow: DataFlow = field(compare=False)
     control_deps: tuple[frozenset[int], ...]
     writers: dict
     order: tuple[int, ...]
@@ -205,7 +161,7 @@ class CompiledPlan:
     def deps(self) -> tuple[frozenset[int], ...]:
         d = self.__dict__.get("_deps")
         if d is None:
-            d = tuple([frozenset(x) for x in self._dep_rows])
+            d = tuple([frozenset(x) for x in self.flow.deps])
             object.__setattr__(self, "_deps", d)
         return d
 
@@ -213,7 +169,8 @@ class CompiledPlan:
     def data_deps(self) -> tuple[tuple[tuple[Reference, tuple[int, ...]], ...], ...]:
         d = self.__dict__.get("_data_deps")
         if d is None:
-            d = self._reads.data_deps()
+            flow = self.flow
+            d = tuple(tuple((r.ref, r.writers) for r in flow.reads(i)) for i in range(len(flow)))
             object.__setattr__(self, "_data_deps", d)
         return d
 
@@ -675,29 +632,30 @@ class _Compiler:
             self.diag("E305", f"plan has {self.n} calls; at most {self.max_calls} are allowed",
                       extra.span or extra.tool_span)
         index = self.check_ids()
-        self.build_writers()
-        # One walk per call: wiring, sources (E306/E301/W303), parameters (E201-E206),
-        # reference types (E205), control dependencies (E304) and the call's own checks.
-        control, reads, deps, backward = self.check_calls(index)
+        flow = self.flow = DataFlow.build(self.calls, self.ids)
+        wi = flow.writers
+        self.writers, self.below, self.written_kinds = wi.exact, wi.below, wi.kinds
+        self.multi, self.branching, self.has_index = wi.multi, wi.branching, wi.has_index
+        self.check_readonly_writes()
+        self.check_after()
+        # One pass per call: sources (E306/E301/W303), parameters (E201-E206) and
+        # reference types (E205), reading the wiring the flow computed.
+        self.check_calls()
         if self.plan.output is not None:
             self.check_value_reads(self.plan.output, None, "the plan's output", None)
-        if backward:
-            # every dependency points to an earlier call: the smallest-index-first
-            # topological order is the plan order, and there is no cycle
-            order: tuple[int, ...] = tuple(range(self.n))
-        else:
-            order, cyclic = self.toposort(deps)
-            if cyclic:
-                self.report_cycles(deps, reads.data_deps(), control)
+        order, cyclic = flow.topo_order()
+        if cyclic:
+            self.report_cycles()
+        deps = flow.deps
         self.check_concurrent_writers(deps, order)
         if self.has_index:
             self.check_container_types()
         if self.branching:
-            self.check_unread_branches(reads.data_deps())
+            self.check_unread_branches()
         diags = tuple(sorted(self.diags, key=sort_key)) if self.diags else ()
         return CompiledPlan(
-            plan=self.plan, tools=self.tools, ids=self.ids, _dep_rows=deps, _reads=reads,
-            control_deps=control, writers=self.writers,
+            plan=self.plan, tools=self.tools, ids=self.ids, flow=flow,
+            control_deps=tuple(flow.control), writers=self.writers,
             order=order, diagnostics=diags, ok=not has_errors(diags), index=index,
         )
 
@@ -719,152 +677,22 @@ class _Compiler:
                 index[cid] = i
         return index
 
-    def after_deps(self, i: int, call: Call, index: dict[str, int]) -> frozenset[int]:
-        """Call ``i``'s ``after`` dependencies (E304 for unknown names)."""
-        deps = set()
-        for name in call.after:
-            j = index.get(name)
-            if j is None:
-                hint = difflib.get_close_matches(name, list(index), n=1, cutoff=0.6)
-                msg = f"'after' of call {self.ids[i]} names unknown call '{name}'"
-                if hint:
-                    msg += f"; did you mean '{hint[0]}'?"
-                self.diag("E304", msg, call.attr_span("_after"))
-            else:
-                deps.add(j)
-        return frozenset(deps)
+    def check_after(self) -> None:
+        """E304: an ``after`` name that is no call's id."""
+        for i, name in self.flow.unknown_after:
+            hint = difflib.get_close_matches(name, list(self.flow.index), n=1, cutoff=0.6)
+            msg = f"'after' of call {self.ids[i]} names unknown call '{name}'"
+            if hint:
+                msg += f"; did you mean '{hint[0]}'?"
+            self.diag("E304", msg, self.calls[i].attr_span("_after"))
 
-    # -- writers and wiring ------------------------------------------------
-
-    def build_writers(self) -> None:
-        """``writers``: written key -> ((call, path index), ...) in first-write order (the
-        CompiledPlan field); ``below``: proper prefix of a written key -> its writers."""
-        writers: dict[tuple, Any] = {}
-        below: dict[tuple, list[tuple[int, int]]] = {}
-        written_kinds: set[str] = set()
-        multi: list[tuple] = []
-        branching = False
-        has_index = False  # some written path has a list index (W304 looks only then)
-        read_only: dict[str, bool] = {}
-        for i, call in enumerate(self.calls):
-            out = call.output
-            if out is None:
-                continue
-            paths = out.paths
-            if out.op == "||" and len(paths) > 1:
-                branching = True
-            for p, ref in enumerate(paths):
-                kind = ref.kind
-                ro = read_only.get(kind)
-                if ro is None:
-                    ro = read_only[kind] = base_kind(kind) in READ_ONLY_KINDS
-                if ro:
-                    self.diag("E307", f"call {self.ids[i]} writes {ref.text()}: the '{ref.kind}' kind "
-                                      f"is read-only", ref.span or out.span or self.call_span(i))
-                    continue
-                path = ref.path
-                one = len(path) == 1
-                key = (kind, path[0]) if one else (kind, *path)
-                wp = (i, p)
-                w = writers.get(key)
-                if w is None:
-                    writers[key] = (wp,)
-                elif type(w) is tuple:
-                    writers[key] = [*w, wp]
-                    multi.append(key)
-                else:
-                    w.append(wp)
-                written_kinds.add(kind)
-                if one and type(path[0]) is int or not one and any(type(x) is int for x in path):
-                    has_index = True
-                if one:  # the common †kind.name: only (kind,) is a proper prefix
-                    b = below.get(key[:1])
-                    if b is None:
-                        below[key[:1]] = [wp]
-                    else:
-                        b.append(wp)
-                elif path:
-                    for k in range(1, len(key)):
-                        sub = key[:k]
-                        b = below.get(sub)
-                        if b is None:
-                            below[sub] = [wp]
-                        else:
-                            b.append(wp)
-        for key in multi:
-            writers[key] = tuple(writers[key])
-        self.writers = writers
-        self.below = below
-        self.written_kinds = written_kinds
-        self.multi = multi
-        self.branching = branching
-        self.has_index = has_index
-
-    def writers_of(self, key: tuple) -> list[tuple[int, int]]:
-        """Every (call, path) that may write ``key``: same key, a prefix or an extension."""
-        out: list[tuple[int, int]] = []
-        w = self.writers
-        for k in range(1, len(key) + 1):
-            hit = w.get(key[:k])
-            if hit:
-                out.extend(hit)
-        ext = self.below.get(key)
-        if ext:
-            out.extend(ext)
-        return out
-
-    def resolve(self, kind: str, path: tuple, i: int | None) -> tuple[int, ...]:
-        """The calls other than ``i`` that may write ``(kind, *path)`` (same key, a prefix
-        or an extension), sorted: one lookup per prefix of the key, stopping at the first
-        prefix nothing is written below."""
-        top = self._top.get(kind)
-        if top is None:
-            kk = (kind,)
-            top = self._top[kind] = (self.writers.get(kk), self.below.get(kk))
-        first = top[0]
-        more = None
-        if not path:
-            ext = top[1]
-            if ext:
-                if first is None:
-                    first = ext
-                else:
-                    more = [ext]
-        elif top[1] is not None:  # something is written below (kind,)
-            w_get = self.writers.get
-            below = self.below
-            key = (kind, path[0]) if len(path) == 1 else (kind, *path)
-            for k in range(2, len(key)):
-                sub = key[:k]
-                hit = w_get(sub)
-                if hit:
-                    if first is None:
-                        first = hit
-                    else:
-                        more = [hit] if more is None else more + [hit]
-                if sub not in below:
-                    break  # nothing is written below sub: no longer prefix, no extension
-            else:
-                hit = w_get(key)
-                if hit:
-                    if first is None:
-                        first = hit
-                    else:
-                        more = [hit] if more is None else more + [hit]
-                ext = below.get(key)
-                if ext:
-                    if first is None:
-                        first = ext
-                    else:
-                        more = [ext] if more is None else more + [ext]
-        if first is None:
-            return ()
-        if more is None:
-            if len(first) == 1:
-                j = first[0][0]
-                return () if j == i else (j,)
-            return tuple(sorted({j for j, _ in first if j != i}))
-        return tuple(sorted({j for hit in (first, *more) for j, _ in hit if j != i}))
+    def check_readonly_writes(self) -> None:
+        """E307: a write to a read-only kind (``input``)."""
+        for i, p in self.flow.readonly_writes:
+            out = self.calls[i].output
+            ref = out.paths[p]  # type: ignore[union-attr]
+            self.diag("E307", f"call {self.ids[i]} writes {ref.text()}: the '{ref.kind}' kind "
+                              f"is read-only", ref.span or out.span or self.call_span(i))  # type: ignore[union-attr]
 
     def kind_mode(self, kind: str) -> int:
         """How a read of ``kind`` finds its source: see the ``_SRC_*`` constants."""
@@ -956,30 +784,18 @@ class _Compiler:
         except TypeError:
             return False
 
-    def check_calls(self, index: dict[str, int]):
-        """Every per-call check and the wiring, in one walk over each call's values."""
-        calls, ids = self.calls, self.ids
-        resolve, sourced = self.resolve, self.sourced
+    def check_calls(self) -> None:
+        """Every per-call check: parameters against the tool, literal values, reference
+        types, and the sources of the call's reads (from the flow's wiring)."""
+        calls = self.calls
+        ids = self.ids
+        flow = self.flow
+        refs, wss, offs = flow.read_refs, flow.read_writers, flow.read_offs
+        sourced = self.sourced
         tables: dict[str, _ToolTable] = {}
         modes: dict[str, int] = {}
-        control: list[frozenset[int]] = []
-        # every read in call order: the reference, its writers; offs[i]..offs[i+1] are call i's
-        refs: list[Reference] = []
-        wss: list[tuple[int, ...]] = []
-        offs: list[int] = [0]
-        ref_add, ws_add = refs.append, wss.append
-        deps: list[tuple[int, ...]] = []
-        empty: frozenset[int] = frozenset()
-        backward = True
         writer_mode = _SRC_WRITER
         for i, call in enumerate(calls):
-            if call.after:
-                ctl = self.after_deps(i, call, index)
-                if ctl and max(ctl) >= i:
-                    backward = False
-            else:
-                ctl = empty
-            control.append(ctl)
             tab = tables.get(call.tool)
             if tab is None:
                 tab = tables[call.tool] = self.tool_table(call.tool)
@@ -996,124 +812,51 @@ class _Compiler:
                                       f"'{name}'", self.call_span(i))
             elif tab.spec is None:
                 self.unknown_tool(i, call)
-            start = len(refs)
-            for k, p in enumerate(params):
-                v = p.value
-                tv = type(v)
-                entry = entries[k] if entries is not None else None
-                if entry is _UNKNOWN_PARAM:
-                    self.unknown_param(i, call, p, tab)
-                    entry = None
-                if tv is Literal:
-                    if entry is not None:
+            if entries is not None:
+                for k, p in enumerate(params):
+                    entry = entries[k]
+                    if entry is None:
+                        continue
+                    if entry is _UNKNOWN_PARAM:
+                        self.unknown_param(i, call, p, tab)
+                        continue
+                    v = p.value
+                    tv = type(v)
+                    if tv is Literal:
                         fast = entry.fast  # False until computed, None when jsonschema decides
                         if (fast is not _always and (fast is False or fast is None or not fast(v.value))
                                 and not self.literal_ok(entry, v)):
                             self.check_literal(i, call, p, entry.pschema, tab.schema)
-                    continue
-                if tv is Reference:
-                    kind = v.kind
-                    ws = resolve(kind, v.path, i)
-                    ref_add(v)
-                    ws_add(ws)
-                    mode = modes.get(kind)
-                    if mode is None:
-                        mode = modes[kind] = self.kind_mode(kind)
-                    if not (ws if mode == writer_mode else sourced(mode, v, ws)):
-                        self.check_value_reads(v, i, f"parameter '{p.name}' of call {ids[i]}",
-                                               p.span or self.call_span(i))
-                else:
-                    n0 = len(refs)
-                    if tv is ListValue:
-                        # items in order: the same order as the walk (depth first, left to right)
-                        for x in v.items:
-                            tx = type(x)
-                            if tx is Literal:
-                                continue
-                            if tx is Reference:
-                                kind = x.kind
-                                ws = resolve(kind, x.path, i)
-                                ref_add(x)
-                                ws_add(ws)
-                                mode = modes.get(kind)
-                                if mode is None:
-                                    mode = modes[kind] = self.kind_mode(kind)
-                                if not (ws if mode == writer_mode else sourced(mode, x, ws)):
-                                    self.check_value_reads(x, i, f"parameter '{p.name}' of call {ids[i]}",
-                                                           p.span or self.call_span(i))
-                            else:
-                                self.walk_value(x, i, p, refs, wss, modes)
-                    else:
-                        self.walk_value(v, i, p, refs, wss, modes)
-                    if len(refs) == n0 and entry is not None and not self.literal_ok(entry, v):
-                        self.check_literal(i, call, p, entry.pschema, tab.schema)
-                    if tv is ListValue or tv is ObjectValue:
-                        continue  # only whole-value references, expressions and templates are typed
-                if entry is not None and tab.typed:
-                    expected = entry.types
-                    if expected is False:
-                        expected = entry.types = self.param_types(call.tool, p.name, tab)
-                    if expected is not None:
-                        self.check_value_type(i, p, v, expected)
-            # dependencies as sorted tuples of ints (untracked by the cyclic GC, unlike a
-            # frozenset per call); CompiledPlan.deps turns them into frozensets on access
-            end = len(refs)
-            if end > start:
-                if end - start == 1 and not ctl:
-                    d = wss[start]  # sorted, distinct, without i (resolve)
-                    if d and d[-1] > i:
-                        backward = False
-                else:
-                    acc = set(ctl)
-                    for ws in wss[start:end]:
-                        if ws:
-                            if ws[-1] > i:
-                                backward = False
-                            acc.update(ws)
-                    d = tuple(sorted(acc))
-                deps.append(d)
-            else:
-                deps.append(tuple(sorted(ctl)) if ctl else ())
-            offs.append(end)
+                    elif tv is ListValue or tv is ObjectValue:
+                        if not _has_refs(v) and not self.literal_ok(entry, v):
+                            self.check_literal(i, call, p, entry.pschema, tab.schema)
+                    elif tab.typed:  # whole-value references, expressions and templates are typed
+                        expected = entry.types
+                        if expected is False:
+                            expected = entry.types = self.param_types(call.tool, p.name, tab)
+                        if expected is not None:
+                            self.check_value_type(i, p, v, expected)
+            # sources: a read with a writer needs nothing more (the common case)
+            for slot in range(offs[i], offs[i + 1]):
+                r = refs[slot]
+                kind = r.kind
+                mode = modes.get(kind)
+                if mode is None:
+                    mode = modes[kind] = self.kind_mode(kind)
+                if not (wss[slot] if mode == writer_mode else sourced(mode, r, wss[slot])):
+                    self.check_param_reads(i, call)
+                    break
             if call.inline_output is not None or tab.latent:
                 self.check_call_rest(i, call, tab)
-        return tuple(control), _Reads(tuple(refs), tuple(wss), tuple(offs)), tuple(deps), backward
 
-    def walk_value(self, value: Value, i: int, p, refs: list, wss: list, modes: dict) -> None:
-        """The references inside a parameter value, in source order (``iter_references``),
-        each with its writers; E306 / E301 / W303 for the nodes that lack a source."""
-        resolve, sourced = self.resolve, self.sourced
-        stack = [value]
-        while stack:
-            v = stack.pop()
-            if isinstance(v, ListValue):
-                stack.extend(reversed(v.items))
-                continue
-            if isinstance(v, ObjectValue):
-                stack.extend(val for _, val in reversed(v.entries))
-                continue
-            if isinstance(v, Reference):
-                ops: Iterable[Reference] = (v,)
-            elif isinstance(v, Expression):
-                ops = v.operands
-            elif isinstance(v, Template):
-                ops = [q for q in v.parts if isinstance(q, Reference)]
-            else:
-                continue
-            ok = True
-            for r in ops:
-                kind = r.kind
-                ws = resolve(kind, r.path, i)
-                refs.append(r)
-                wss.append(ws)
-                if ok:
-                    mode = modes.get(kind)
-                    if mode is None:
-                        mode = modes[kind] = self.kind_mode(kind)
-                    ok = sourced(mode, r, ws)
-            if not ok:
-                self.check_value_reads(v, i, f"parameter '{p.name}' of call {self.ids[i]}",
+    def check_param_reads(self, i: int, call: Call) -> None:
+        """E306 / E301 / W303 for the parameter values of a call that has an unsourced read
+        (the general routine, which also knows that one sourced ``||`` operand suffices)."""
+        for p in call.params:
+            if type(p.value) is not Literal:
+                self.check_value_reads(p.value, i, f"parameter '{p.name}' of call {self.ids[i]}",
                                        p.span or self.call_span(i))
+
 
     # -- reads: kinds and sources (E306, E301) -----------------------------
 
@@ -1446,85 +1189,12 @@ class _Compiler:
 
     # -- ordering and cycles -----------------------------------------------
 
-    def toposort(self, deps: tuple[frozenset[int], ...]) -> tuple[tuple[int, ...], bool]:
-        n = self.n
-        indeg = [len(d) for d in deps]
-        succ: list[list[int]] = [[] for _ in range(n)]
-        for i, ds in enumerate(deps):
-            for d in ds:
-                succ[d].append(i)
-        self.succ = succ
-        heap = [i for i in range(n) if indeg[i] == 0]
-        heapq.heapify(heap)
-        order = []
-        while heap:
-            i = heapq.heappop(heap)
-            order.append(i)
-            for s in succ[i]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(heap, s)
-        if len(order) == n:
-            return tuple(order), False
-        done = set(order)
-        order.extend(i for i in range(n) if i not in done)
-        return tuple(order), True
-
-    def sccs(self) -> list[list[int]]:
-        """Tarjan's algorithm, iterative. Edges go from a dependency to its dependent."""
-        n, succ = self.n, self.succ
-        index_of = [-1] * n
-        low = [0] * n
-        on_stack = [False] * n
-        stack: list[int] = []
-        out: list[list[int]] = []
-        counter = 0
-        for root in range(n):
-            if index_of[root] != -1:
-                continue
-            work = [(root, 0)]
-            while work:
-                v, pos = work[-1]
-                if pos == 0:
-                    index_of[v] = low[v] = counter
-                    counter += 1
-                    stack.append(v)
-                    on_stack[v] = True
-                recurse = False
-                edges = succ[v]
-                while pos < len(edges):
-                    w = edges[pos]
-                    pos += 1
-                    if index_of[w] == -1:
-                        work[-1] = (v, pos)
-                        work.append((w, 0))
-                        recurse = True
-                        break
-                    if on_stack[w]:
-                        low[v] = min(low[v], index_of[w])
-                if recurse:
-                    continue
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[v])
-                if low[v] == index_of[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack[w] = False
-                        comp.append(w)
-                        if w == v:
-                            break
-                    out.append(comp)
-        return out
-
-    def report_cycles(self, deps, data_deps, control) -> None:
-        for comp in self.sccs():
+    def report_cycles(self) -> None:
+        flow = self.flow
+        succ = flow.successors()
+        for comp in flow.cycles():
             members = set(comp)
             start = min(comp)
-            if len(comp) == 1 and start not in deps[start]:
-                continue
             # BFS from start back to start inside the component.
             parent: dict[int, int] = {}
             queue = [start]
@@ -1534,7 +1204,7 @@ class _Compiler:
             while qi < len(queue) and end is None:
                 v = queue[qi]
                 qi += 1
-                for w in sorted(self.succ[v]):
+                for w in sorted(succ[v]):
                     if w == start:
                         end = v
                         break
@@ -1553,17 +1223,17 @@ class _Compiler:
             notes = []
             for a, b in zip(cycle, cycle[1:]):
                 notes.append(f"{self.ids[a]} ({self.loc(a)}) -> {self.ids[b]} ({self.loc(b)}): "
-                             f"{self.edge_reason(a, b, data_deps, control)}")
+                             f"{self.edge_reason(a, b)}")
             extra = f" ({len(comp)} calls are mutually dependent)" if len(comp) > len(cycle) - 1 else ""
             self.diag("E302", f"dependency cycle: {text}{extra}", self.call_span(start), notes)
 
-    def edge_reason(self, a: int, b: int, data_deps, control) -> str:
-        for ref, ws in data_deps[b]:
+    def edge_reason(self, a: int, b: int) -> str:
+        for ref, ws in self.flow.reads(b):
             if a in ws:
                 out = self.calls[a].output
                 wrote = [r.text() for r in out.paths] if out else []
                 return f"{self.ids[b]} reads {ref.text()}, written by {self.ids[a]} as {' / '.join(wrote)}"
-        if a in control[b]:
+        if a in self.flow.control[b]:
             return f"{self.ids[b]} runs after {self.ids[a]}"
         return "dependency"
 
@@ -1596,7 +1266,7 @@ class _Compiler:
                 ia, ib = self.calls[a].instance, self.calls[b].instance
                 if ia is not None and ib is not None and ia != ib:
                     continue
-                if not self.reaches(a, b, deps, pos):
+                if not self.flow.reaches(a, b, pos):
                     ref = Reference(key[0], tuple(key[1:]))
                     spans = [r.span for r in self.calls[b].output.paths if r.key == key]  # type: ignore[union-attr]
                     self.diag("W301", f"calls {self.ids[a]} ({self.loc(a)}) and {self.ids[b]} "
@@ -1664,7 +1334,7 @@ class _Compiler:
                 if ix is not None and iy is not None and ix != iy:
                     continue
                 a, b = (x, y) if pos[x] < pos[y] else (y, x)
-                if not self.reaches(a, b, deps, pos):
+                if not self.flow.reaches(a, b, pos):
                     return (x, y)
                 tried += 1
                 if tried >= budget:
@@ -1673,16 +1343,8 @@ class _Compiler:
 
     # -- unread branch alternatives (W302) ---------------------------------
 
-    def check_unread_branches(self, data_deps) -> None:
-        read_keys: set[tuple] = set()
-        read_below: set[tuple] = set()
-        all_reads = [r for per_ref in data_deps for r, _ in per_ref]
-        all_reads.extend(iter_references(self.plan.output))
-        for r in all_reads:
-            key = r.key
-            read_keys.add(key)
-            for k in range(1, len(key)):
-                read_below.add(key[:k])
+    def check_unread_branches(self) -> None:
+        read_keys, read_below = self.flow.all_read_keys(iter_references(self.plan.output))
         schema = self.plan.state_schema
         for i, call in enumerate(self.calls):
             out = call.output
@@ -1699,20 +1361,3 @@ class _Compiler:
                                   f"read; when that branch is taken nothing reacts (add a call "
                                   f"reading it, or declare it in the state schema)",
                           ref.span or out.span or self.call_span(i))
-
-    def reaches(self, a: int, b: int, deps, pos) -> bool:
-        """Whether ``b`` (transitively) depends on ``a``; prunes by topological position."""
-        if a in deps[b]:
-            return True
-        limit = pos[a]
-        stack = [b]
-        seen = {b}
-        while stack:
-            v = stack.pop()
-            for d in deps[v]:
-                if d == a:
-                    return True
-                if d not in seen and pos[d] > limit:
-                    seen.add(d)
-                    stack.append(d)
-        return False

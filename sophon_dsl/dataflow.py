@@ -1,0 +1,587 @@
+"""The data flow of a plan: who writes each path, who reads it, and what waits for what.
+
+One analysis serves the checker, the runtime, dry-run and streaming alike
+(``docs/design.md``).  The rules it implements (``spec/language.md``, Edges):
+
+* a call *writes* every path of its output target (all alternatives of ``||``,
+  all paths of ``&&``); writes to a read-only kind (``input``) are not indexed
+  but remembered in :attr:`DataFlow.readonly_writes` for the checker (E307);
+* a call *reads* every reference in its parameter values (whole values,
+  expression operands, template parts, at any depth); references inside an
+  inline ``_output`` are inputs for the runtime but not reads for the checker,
+  so they are kept apart (:attr:`DataFlow.inline_reads`);
+* a read of ``(kind, *path)`` depends on every *other* call writing the same
+  key, a prefix of it or an extension of it, wherever it stands in the text;
+* ``@after`` adds control edges.
+
+Cost: building is linear in the plan (plus edges).  A read is resolved with one
+dictionary lookup per prefix of its key, stopping at the first prefix nothing
+is written below.  Writer sets of many calls (a prefix read over thousands of
+writers) are shared between readers instead of copied per reader.
+
+:class:`DataFlow` can also grow one call at a time (:meth:`DataFlow.add_call`),
+which is how streamed replies are wired: a new writer of a path that an
+earlier call reads becomes one more dependency of that reader, found through
+the read index without rescanning the plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left
+from typing import Any, Iterable, Iterator, Sequence
+
+from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "READ_ONLY_KINDS",
+    "DataFlow",
+    "Read",
+    "WriterIndex",
+    "base_kind",
+    "call_reads",
+]
+
+#: Reference kinds that are always known.  Any other kind must be written by a call.
+BUILTIN_KINDS = frozenset({"input", "state", "data"})
+#: Kinds that plans may read but never write.
+READ_ONLY_KINDS = frozenset({"input"})
+
+_EMPTY: tuple = ()
+_NO_CALLS: frozenset[int] = frozenset()
+
+
+def base_kind(kind: str) -> str:
+    """``state@A`` (instance A's state, Acts 013) behaves as ``state``; other kinds are themselves."""
+    return kind.partition("@")[0]
+
+
+def _key(kind: str, path: tuple) -> tuple:
+    return (kind, path[0]) if len(path) == 1 else (kind, *path)
+
+
+def call_reads(value: Value | None) -> Iterator[Reference]:
+    """Every reference inside a value tree, depth first, left to right (source order)."""
+    if value is None:
+        return
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        tv = type(v)
+        if tv is Reference:
+            yield v
+        elif tv is ListValue:
+            push(reversed(v.items))
+        elif tv is ObjectValue:
+            push([x for _, x in reversed(v.entries)])
+        elif tv is Expression:
+            yield from v.operands
+        elif tv is Template:
+            for part in v.parts:
+                if type(part) is Reference:
+                    yield part
+
+
+class Read:
+    """One read of a call: the reference and the calls that may write it."""
+
+    __slots__ = ("ref", "writers")
+
+    def __init__(self, ref: Reference, writers: tuple[int, ...]) -> None:
+        self.ref = ref
+        self.writers = writers
+
+    def __iter__(self):  # unpacks as ``ref, writers``
+        yield self.ref
+        yield self.writers
+
+    def __repr__(self) -> str:
+        return f"Read({self.ref.text()}, {self.writers!r})"
+
+
+class WriterIndex:
+    """Written key -> its writers, and proper prefix of a written key -> writers below it.
+
+    Writers are ``(call index, output path index)`` pairs.  ``exact`` holds a tuple per
+    key (a list while a second writer is being added); ``below`` a list per prefix.
+    """
+
+    __slots__ = ("exact", "below", "kinds", "multi", "branching", "has_index", "_top", "_shared")
+
+    def __init__(self) -> None:
+        self.exact: dict[tuple, Any] = {}
+        self.below: dict[tuple, list[tuple[int, int]]] = {}
+        self.kinds: set[str] = set()       # kinds some call writes
+        self.multi: list[tuple] = []       # keys with more than one writer
+        self.branching = False             # some output has `||` alternatives
+        self.has_index = False             # some written path has a list index
+        self._top: dict[str, tuple] = {}   # kind -> (writers of (kind,), writers below it)
+        self._shared: dict[tuple, tuple[int, ...]] = {}  # key -> every writer (large sets)
+
+    def add(self, i: int, p: int, kind: str, path: tuple) -> tuple:
+        """Index call ``i``'s output path ``p``; returns its key."""
+        one = len(path) == 1
+        key = (kind, path[0]) if one else (kind, *path)
+        wp = (i, p)
+        exact = self.exact
+        w = exact.get(key)
+        if w is None:
+            exact[key] = (wp,)
+        else:
+            if len(w) == 1:
+                self.multi.append(key)
+            exact[key] = (*w, wp)
+        self.kinds.add(kind)
+        if one:
+            if type(path[0]) is int:
+                self.has_index = True
+            b = self.below.get(key[:1])
+            if b is None:
+                self.below[key[:1]] = [wp]
+            else:
+                b.append(wp)
+        elif path:
+            below = self.below
+            for x in path:
+                if type(x) is int:
+                    self.has_index = True
+                    break
+            for k in range(1, len(key)):
+                sub = key[:k]
+                b = below.get(sub)
+                if b is None:
+                    below[sub] = [wp]
+                else:
+                    b.append(wp)
+        if self._top:
+            self._top.pop(kind, None)
+        if self._shared:
+            self._shared.clear()
+        return key
+
+    def slots(self, key: tuple) -> list[tuple[int, int]]:
+        """Every ``(call, path)`` that may write ``key``: same key, a prefix or an extension."""
+        out: list[tuple[int, int]] = []
+        w = self.exact
+        for k in range(1, len(key) + 1):
+            hit = w.get(key[:k])
+            if hit:
+                out.extend(hit)
+        ext = self.below.get(key)
+        if ext:
+            out.extend(ext)
+        return out
+
+    def resolve(self, kind: str, path: tuple, reader: int | None) -> tuple[int, ...]:
+        """The calls other than ``reader`` that may write ``(kind, *path)``, sorted."""
+        top = self._top.get(kind)
+        if top is None:
+            kk = (kind,)
+            top = self._top[kind] = (self.exact.get(kk), self.below.get(kk))
+        first = top[0]
+        more = None
+        if not path:
+            ext = top[1]
+            if ext:
+                if first is None:
+                    first = ext
+                else:
+                    more = [ext]
+        elif top[1] is not None:  # something is written below (kind,)
+            w_get = self.exact.get
+            below = self.below
+            key = (kind, path[0]) if len(path) == 1 else (kind, *path)
+            for k in range(2, len(key)):
+                sub = key[:k]
+                hit = w_get(sub)
+                if hit:
+                    if first is None:
+                        first = hit
+                    else:
+                        more = [hit] if more is None else more + [hit]
+                if sub not in below:
+                    break  # nothing is written below sub: no longer prefix, no extension
+            else:
+                hit = w_get(key)
+                if hit:
+                    if first is None:
+                        first = hit
+                    else:
+                        more = [hit] if more is None else more + [hit]
+                ext = below.get(key)
+                if ext:
+                    if first is None:
+                        first = ext
+                    else:
+                        more = [ext] if more is None else more + [ext]
+        if first is None:
+            return _EMPTY
+        if more is None and len(first) == 1:
+            j = first[0][0]
+            return _EMPTY if j == reader else (j,)
+        if more is None and len(first) < 8:
+            return tuple(sorted({j for j, _ in first if j != reader}))
+        # Many writers (a prefix read over a wide fan-out): one sorted tuple per key, shared
+        # by every reader that is not itself among the writers.
+        key = (kind, *path)
+        every = self._shared.get(key)
+        if every is None:
+            hits = (first,) if more is None else (first, *more)
+            every = self._shared[key] = tuple(sorted({j for hit in hits for j, _ in hit}))
+        if reader is not None:
+            at = bisect_left(every, reader)
+            if at < len(every) and every[at] == reader:
+                return every[:at] + every[at + 1:]
+        return every
+
+
+class DataFlow:
+    """The data-flow graph of a plan's calls (see the module docstring).
+
+    Per call ``i``: its reads are ``reads(i)`` (references in source order, each with
+    its writers); ``control[i]`` the calls its ``@after`` names; ``deps[i]`` every call
+    it waits for as a sorted tuple of indexes (data + control); ``run_deps[i]`` the same
+    plus the writers of references inside an inline ``_output`` (what the runtime waits
+    for).  ``unknown_after`` lists ``(call, name)`` for ``@after`` names that are no
+    call's id; ``readonly_writes`` lists ``(call, path index)`` writes to read-only kinds.
+    """
+
+    def __init__(self, ids: Sequence[str] = ()) -> None:
+        self.calls: list[Call] = []
+        self.ids: list[str] = list(ids)
+        self.index: dict[str, int] = {}
+        self.writers = WriterIndex()
+        self.read_refs: list[Reference] = []
+        self.read_writers: list[tuple[int, ...]] = []
+        self.read_offs: list[int] = [0]
+        self.control: list[frozenset[int]] = []
+        self.deps: list[tuple[int, ...]] = []
+        self.inline_reads: dict[int, tuple[Read, ...]] = {}
+        self.unknown_after: list[tuple[int, str]] = []
+        self.readonly_writes: list[tuple[int, int]] = []
+        self.backward = True          # every dependency points to an earlier call
+        self._dependents: list[list[int]] | None = None
+        self._readers: dict[tuple, list[int]] | None = None   # streaming: key -> read slots
+        self._readers_below: dict[tuple, list[int]] | None = None
+        self._pending_after: dict[str, list[int]] = {}       # streaming: id named before it came
+
+    # -- building ----------------------------------------------------------------
+
+    @classmethod
+    def build(cls, calls: Sequence[Call], ids: Sequence[str]) -> "DataFlow":
+        """The whole plan's flow at once (every write indexed before any read resolves)."""
+        flow = cls(ids)
+        flow.calls = list(calls)
+        index: dict[str, int] = {}
+        for i, cid in enumerate(flow.ids):
+            index.setdefault(cid, i)
+        flow.index = index
+        for i, call in enumerate(calls):
+            flow._index_writes(i, call)
+        for i, call in enumerate(calls):
+            flow._wire(i, call)
+        return flow
+
+    def _index_writes(self, i: int, call: Call) -> None:
+        out = call.output
+        if out is None:
+            return
+        paths = out.paths
+        if out.op == "||" and len(paths) > 1:
+            self.writers.branching = True
+        add = self.writers.add
+        for p, ref in enumerate(paths):
+            if base_kind(ref.kind) in READ_ONLY_KINDS:
+                self.readonly_writes.append((i, p))
+            else:
+                add(i, p, ref.kind, ref.path)
+
+    def _wire(self, i: int, call: Call) -> None:
+        """Resolve call ``i``'s reads and ``@after`` names; append its dependencies."""
+        resolve = self.writers.resolve
+        refs, wss = self.read_refs, self.read_writers
+        start = len(refs)
+        for p in call.params:
+            v = p.value
+            tv = type(v)
+            if tv is Reference:
+                refs.append(v)
+                wss.append(resolve(v.kind, v.path, i))
+            elif tv is ListValue:
+                for x in v.items:
+                    tx = type(x)
+                    if tx is Reference:
+                        refs.append(x)
+                        wss.append(resolve(x.kind, x.path, i))
+                    elif tx is not Literal:
+                        for r in call_reads(x):
+                            refs.append(r)
+                            wss.append(resolve(r.kind, r.path, i))
+            elif tv is not Literal:
+                for r in call_reads(v):
+                    refs.append(r)
+                    wss.append(resolve(r.kind, r.path, i))
+        end = len(refs)
+        self.read_offs.append(end)
+        ctl = self._after(i, call) if call.after else _NO_CALLS
+        self.control.append(ctl)
+        if end > start:
+            if end - start == 1 and not ctl:
+                d = wss[start]
+            else:
+                acc = set(ctl)
+                for k in range(start, end):
+                    acc.update(wss[k])
+                d = tuple(sorted(acc))
+        else:
+            d = tuple(sorted(ctl)) if ctl else _EMPTY
+        if d and d[-1] >= i:  # (only @after can name the call itself)
+            self.backward = False
+        self.deps.append(d)
+        if call.inline_output is not None:
+            inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in call_reads(call.inline_output))
+            if inline:
+                self.inline_reads[i] = inline
+
+    def _after(self, i: int, call: Call) -> frozenset[int]:
+        found = set()
+        index = self.index
+        for name in call.after:
+            j = index.get(name)
+            if j is None:
+                self.unknown_after.append((i, name))
+            else:
+                found.add(j)  # a call after itself is a cycle (E302), kept as an edge
+        return frozenset(found)
+
+    # -- growing (streamed plans) ------------------------------------------------
+
+    def add_call(self, call: Call, cid: str) -> list[tuple[int, int]]:
+        """Append one call (streaming) and wire it against the calls so far.
+
+        Returns the new edges to *earlier* calls as ``(reader, writer)`` pairs: the new
+        call writes a path an earlier call reads (a forward reference now has a writer),
+        or an earlier ``@after`` named the new call's id.  Cost: proportional to the
+        call, its reads and those edges.
+        """
+        if self._readers is None:
+            self._index_reads(0, len(self.read_refs))
+        i = len(self.calls)
+        self.calls.append(call)
+        self.ids.append(cid)
+        self.index.setdefault(cid, i)
+        self._dependents = None
+        self._index_writes(i, call)
+        start = len(self.read_refs)
+        self._wire(i, call)
+        self._index_reads(start, len(self.read_refs))
+        new: list[tuple[int, int]] = []
+        out = call.output
+        if out is not None:
+            for ref in out.paths:
+                if base_kind(ref.kind) in READ_ONLY_KINDS:
+                    continue
+                for slot in self._readers_of(_key(ref.kind, ref.path) if ref.path else (ref.kind,)):
+                    reader = self._reader_of(slot)
+                    if reader == i:
+                        continue
+                    ws = self.read_writers[slot]
+                    if i not in ws:
+                        self.read_writers[slot] = (*ws, i)  # i is the largest index so far
+                        if i not in self.deps[reader]:
+                            self.deps[reader] = (*self.deps[reader], i)
+                            new.append((reader, i))
+        for reader in self._pending_after.pop(cid, ()):
+            if reader != i and i not in self.deps[reader]:
+                self.control[reader] = self.control[reader] | {i}
+                self.deps[reader] = (*self.deps[reader], i)
+                self.unknown_after.remove((reader, cid))
+                new.append((reader, i))
+        for j, name in self.unknown_after:
+            if j == i:
+                self._pending_after.setdefault(name, []).append(i)
+        if new:
+            self.backward = False
+        return new
+
+    def _index_reads(self, start: int, end: int) -> None:
+        if self._readers is None:
+            self._readers, self._readers_below = {}, {}
+        readers, below = self._readers, self._readers_below
+        assert below is not None
+        for slot in range(start, end):
+            key = self.read_refs[slot].key
+            readers.setdefault(key, []).append(slot)
+            for k in range(1, len(key)):
+                below.setdefault(key[:k], []).append(slot)
+
+    def _readers_of(self, key: tuple) -> list[int]:
+        """Read slots whose key is ``key``, a prefix of it or an extension of it."""
+        assert self._readers is not None and self._readers_below is not None
+        out: list[int] = []
+        for k in range(1, len(key) + 1):
+            hit = self._readers.get(key[:k])
+            if hit:
+                out.extend(hit)
+        ext = self._readers_below.get(key)
+        if ext:
+            out.extend(ext)
+        return out
+
+    def _reader_of(self, slot: int) -> int:
+        return bisect_left(self.read_offs, slot + 1) - 1
+
+    # -- questions ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def reads(self, i: int) -> tuple[Read, ...]:
+        """Call ``i``'s reads (parameter references in source order) with their writers."""
+        a, b = self.read_offs[i], self.read_offs[i + 1]
+        refs, wss = self.read_refs, self.read_writers
+        return tuple(Read(refs[k], wss[k]) for k in range(a, b))
+
+    def read_range(self, i: int) -> range:
+        """Positions of call ``i``'s reads in :attr:`read_refs` / :attr:`read_writers`."""
+        return range(self.read_offs[i], self.read_offs[i + 1])
+
+    def run_deps(self, i: int) -> tuple[int, ...]:
+        """What the runtime waits for: :attr:`deps` plus the writers read by inline output."""
+        inline = self.inline_reads.get(i)
+        if inline is None:
+            return self.deps[i]
+        acc = set(self.deps[i])
+        for r in inline:
+            acc.update(r.writers)
+        return tuple(sorted(acc))
+
+    def dependents(self) -> list[list[int]]:
+        """For each call, the calls that wait for it (the reverse of :meth:`run_deps`)."""
+        if self._dependents is None:
+            out: list[list[int]] = [[] for _ in self.calls]
+            deps = self.deps
+            for i in range(len(self.calls)):
+                for d in (deps[i] if i not in self.inline_reads else self.run_deps(i)):
+                    out[d].append(i)
+            self._dependents = out
+        return self._dependents
+
+    def topo_order(self) -> tuple[tuple[int, ...], bool]:
+        """A topological order (smallest index first among ready calls) and whether the
+        graph has a cycle (then the calls on cycles come last, in position order)."""
+        n = len(self.calls)
+        if self.backward:
+            return tuple(range(n)), False
+        indeg = [len(d) for d in self.deps]
+        succ = self.successors()
+        heap = [i for i in range(n) if indeg[i] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            i = heapq.heappop(heap)
+            order.append(i)
+            for s in succ[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, s)
+        if len(order) == n:
+            return tuple(order), False
+        done = set(order)
+        order.extend(i for i in range(n) if i not in done)
+        return tuple(order), True
+
+    def successors(self) -> list[list[int]]:
+        """Edges from a dependency to its dependents over :attr:`deps` (checker edges)."""
+        succ: list[list[int]] = [[] for _ in self.calls]
+        for i, ds in enumerate(self.deps):
+            for d in ds:
+                succ[d].append(i)
+        return succ
+
+    def sccs(self) -> list[list[int]]:
+        """Strongly connected components (Tarjan, iterative) over :meth:`successors`."""
+        succ = self.successors()
+        n = len(succ)
+        index_of = [-1] * n
+        low = [0] * n
+        on_stack = [False] * n
+        stack: list[int] = []
+        out: list[list[int]] = []
+        counter = 0
+        for root in range(n):
+            if index_of[root] != -1:
+                continue
+            work = [(root, 0)]
+            while work:
+                v, pos = work[-1]
+                if pos == 0:
+                    index_of[v] = low[v] = counter
+                    counter += 1
+                    stack.append(v)
+                    on_stack[v] = True
+                recurse = False
+                edges = succ[v]
+                while pos < len(edges):
+                    w = edges[pos]
+                    pos += 1
+                    if index_of[w] == -1:
+                        work[-1] = (v, pos)
+                        work.append((w, 0))
+                        recurse = True
+                        break
+                    if on_stack[w]:
+                        low[v] = min(low[v], index_of[w])
+                if recurse:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+                if low[v] == index_of[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack[w] = False
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+        return out
+
+    def cycles(self) -> list[list[int]]:
+        """The strongly connected components that are cycles (size > 1, or a self-edge)."""
+        return [c for c in self.sccs() if len(c) > 1 or c[0] in self.deps[c[0]]]
+
+    def reaches(self, a: int, b: int, pos: Sequence[int]) -> bool:
+        """Whether ``b`` (transitively) depends on ``a``; ``pos`` is each call's place in a
+        topological order, used to prune the search."""
+        deps = self.deps
+        if a in deps[b]:
+            return True
+        limit = pos[a]
+        stack = [b]
+        seen = {b}
+        while stack:
+            v = stack.pop()
+            for d in deps[v]:
+                if d == a:
+                    return True
+                if d not in seen and pos[d] > limit:
+                    seen.add(d)
+                    stack.append(d)
+        return False
+
+    def all_read_keys(self, extra: Iterable[Reference] = ()) -> tuple[set[tuple], set[tuple]]:
+        """Every key read (plus ``extra`` references) and every proper prefix of one."""
+        keys: set[tuple] = set()
+        below: set[tuple] = set()
+        for r in (*self.read_refs, *extra):
+            key = r.key
+            keys.add(key)
+            for k in range(1, len(key)):
+                below.add(key[:k])
+        return keys, below
+
