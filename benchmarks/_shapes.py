@@ -28,6 +28,7 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from sophon_dsl import tool
 from sophon_dsl.model import Call, ListValue, Literal, ObjectValue, OutputTarget, Param, Plan, Reference
 
 OLD_SHAPES = ("wide", "chain", "random")
@@ -36,6 +37,12 @@ ALL_SHAPES = OLD_SHAPES + NEW_SHAPES
 PREFIX_READERS = 10
 TOOL = "work"
 SLOPE_TARGET = 1.1
+
+
+@tool(name=TOOL)
+async def noop(key: int, inputs: list | None = None, deps: Any = None) -> int:
+    """The no-op tool every shape calls (``inputs`` or ``deps`` carry what it reads)."""
+    return key
 
 
 @dataclass(frozen=True)

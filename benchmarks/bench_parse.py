@@ -1,23 +1,38 @@
-"""Parse + compile throughput on a generated 10,000-call plan, in all three forms, in one run.
+"""Parse + compile throughput (issue 1) and load + check scaling (issue 9).
 
     python benchmarks/bench_parse.py [--calls N] [--repeat R]
+    python benchmarks/bench_parse.py --scaling [--sizes 1k,10k,100k] [--shapes all]
+                                     [--forms dsl,yaml,json] [--budget 60] [--no-memory]
 
-Prints statements per second for: DSL parse, DSL parse + compile, JSON load (with
-positions) + compile, YAML load + compile, and the stdlib ``json.loads`` of the same
-document as a floor. Ratios matter more than absolute figures: machines are noisy.
-Figures are recorded in docs/performance.md.
+Default: statements per second on a generated 10,000-call plan for DSL parse, DSL parse
++ compile, JSON load + compile, YAML load + compile, and the stdlib ``json.loads`` of
+the same document as a floor.
+
+``--scaling``: ``sophon_dsl.loads(text, form)`` + ``sophon_dsl.check(plan)`` for the
+plan shapes of ``_shapes.py`` printed as DSL, YAML and JSON by ``sophon_dsl.dumps``, at
+each size: best time, microseconds per call, the log-log slope to the previous size
+(target <= 1.1), and the tracemalloc peak of one load + check, in all and per call
+(target for JSON: <= 1.5 KB per call).  A form that refuses a plan (YAML's node cap
+says 'alias bomb?' on large plans today) is reported with its diagnostic.  Sizes
+predicted to exceed ``--budget`` seconds are skipped, with a message.
+
+Ratios matter more than absolute figures: machines are noisy.  Figures are recorded in
+docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import time
 
+from _shapes import ALL_SHAPES, Refused, build, noop, parse_shapes, parse_sizes, say, scaling_table, traced_peak
+
+import sophon_dsl
+from sophon_dsl import DiagnosticError, ToolSpec, dumps, loads
 from sophon_dsl.compiler import compile_plan
-from sophon_dsl.loader import dumps, parse
-from sophon_dsl.tools import ToolSpec
 
 TOOLS = [
     ToolSpec("web.search", input_schema={"type": "object", "properties": {
@@ -26,6 +41,8 @@ TOOLS = [
         "text": {}, "style": {"type": "string"}}, "required": ["text"]}),
     ToolSpec("merge", input_schema={"type": "object", "properties": {"a": {}, "b": {}}}),
 ]
+FORMS = ("dsl", "yaml", "json")
+JSON_BYTES_PER_CALL = 1.5 * 1024
 
 
 def generate_dsl(n: int, seed: int = 7) -> str:
@@ -54,14 +71,9 @@ def best_of(fn, repeat: int) -> float:
     return min(times)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=10_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-
-    dsl_text = generate_dsl(args.calls)
-    plan = parse(dsl_text, "dsl").plan
+def throughput(calls: int, repeat: int) -> None:
+    dsl_text = generate_dsl(calls)
+    plan = loads(dsl_text, "dsl")
     json_text = dumps(plan, "json")
     yaml_text = dumps(plan, "yaml")
     n = len(plan.calls)
@@ -69,23 +81,104 @@ def main() -> None:
     rows = []
 
     def bench(label: str, fn) -> None:
-        seconds = best_of(fn, args.repeat)
+        seconds = best_of(fn, repeat)
         rows.append((label, seconds, n / seconds))
 
-    bench("DSL parse", lambda: parse(dsl_text, "dsl"))
-    bench("DSL parse + compile", lambda: compile_plan(parse(dsl_text, "dsl").plan, tools=TOOLS))
-    bench("JSON load + compile", lambda: compile_plan(parse(json_text, "json").plan, tools=TOOLS))
-    bench("YAML load + compile", lambda: compile_plan(parse(yaml_text, "yaml").plan, tools=TOOLS))
+    bench("DSL parse", lambda: loads(dsl_text, "dsl"))
+    bench("DSL parse + compile", lambda: compile_plan(loads(dsl_text, "dsl"), tools=TOOLS))
+    bench("JSON load + compile", lambda: compile_plan(loads(json_text, "json"), tools=TOOLS))
+    bench("YAML load + compile", lambda: compile_plan(loads(yaml_text, "yaml"), tools=TOOLS))
     bench("json.loads only (floor)", lambda: json.loads(json_text))
 
     base = rows[1][2]
-    print(f"{n} calls, best of {args.repeat}")
+    print(f"{n} calls, best of {repeat}")
     print(f"{'measurement':28} {'seconds':>9} {'stmts/s':>12} {'vs DSL+compile':>15}")
     for label, seconds, rate in rows:
         print(f"{label:28} {seconds:9.3f} {rate:12,.0f} {rate / base:14.2f}x")
     target = 6000
     verdict = "meets" if rows[1][2] >= target else "MISSES"
     print(f"DSL parse + compile {verdict} the target of {target:,} statements/s")
+
+
+# ---------------------------------------------------------------------------
+# --scaling
+
+
+class Texts:
+    """Plan text per (shape, size, form), printed once and kept for the repeats."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.key: tuple[str, int] | None = None
+        self.texts: dict[str, str] = {}
+
+    def get(self, shape: str, n: int, form: str) -> str:
+        if self.key != (shape, n):
+            self.key, self.texts = (shape, n), {}  # one size at a time: 100k texts are large
+        if form not in self.texts:
+            self.texts[form] = dumps(build(shape, n, self.seed).plan, form)
+        return self.texts[form]
+
+
+def load_and_check(text: str, form: str) -> None:
+    try:
+        plan = loads(text, form)
+    except DiagnosticError as exc:
+        first = exc.diagnostics[0]
+        raise Refused(f"{first.code} {first.message} ({len(exc.diagnostics)} diagnostic(s))") from None
+    errors = [d for d in sophon_dsl.check(plan, tools=[noop], stdlib=False) if d.is_error]
+    if errors:
+        raise Refused(f"check found {len(errors)} error(s), first {errors[0].code} {errors[0].message}")
+
+
+def scaling(shapes: list[str], forms: list[str], sizes: list[int], seed: int, repeat: int,
+            budget: float, memory: bool) -> None:
+    say(f"--scaling: sophon_dsl.loads + sophon_dsl.check of text printed by sophon_dsl.dumps; "
+        f"slope = log-log growth between sizes (target <= 1.1); JSON peak target "
+        f"<= {JSON_BYTES_PER_CALL / 1024:g} KB/call; budget {budget:g} s per measurement")
+    texts = Texts(seed)
+    load_and_check(dumps(build("random", 100, seed).plan, "dsl"), "dsl")  # warm-up: imports, parser
+
+    for shape in shapes:
+        for form in forms:
+            def once(n: int, shape: str = shape, form: str = form) -> float:
+                text = texts.get(shape, n, form)
+                gc.collect()  # start each run from the same heap
+                t0 = time.perf_counter()
+                load_and_check(text, form)
+                return time.perf_counter() - t0
+
+            def peak(n: int, shape: str = shape, form: str = form) -> int:
+                text = texts.get(shape, n, form)
+                return traced_peak(lambda: load_and_check(text, form))
+
+            scaling_table(f"{shape} / {form}", sizes, budget, repeat, memory, once, peak,
+                          JSON_BYTES_PER_CALL if form == "json" else None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scaling", action="store_true", help="load + check at --sizes, per shape and form")
+    ap.add_argument("--sizes", default="1k,10k,100k")
+    ap.add_argument("--shapes", default="all", help=f"comma-separated: {', '.join(ALL_SHAPES)}; "
+                                                   "or all, old, new")
+    ap.add_argument("--forms", default=",".join(FORMS), help="comma-separated: dsl, yaml, json")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="seconds one measurement may take; larger sizes are skipped (default 60)")
+    ap.add_argument("--no-memory", action="store_true", help="--scaling without the tracemalloc run")
+    args = ap.parse_args()
+    if not args.scaling:
+        throughput(args.calls, args.repeat)
+        return
+    forms = [f.strip() for f in args.forms.split(",") if f.strip()]
+    bad = [f for f in forms if f not in FORMS]
+    if bad:
+        raise SystemExit(f"unknown form(s) {', '.join(bad)}; expected {', '.join(FORMS)}")
+    scaling(parse_shapes(args.shapes), forms, parse_sizes(args.sizes), args.seed, args.repeat,
+            args.budget, not args.no_memory)
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ import sys
 import time
 from typing import Annotated, Any, Callable, TypedDict
 
-from _shapes import (ALL_SHAPES, SLOPE_TARGET, Ladder, build, climb, parse_shapes, parse_sizes, random_parents, say,
-                     scaling_table, traced_peak)
+from _shapes import (ALL_SHAPES, SLOPE_TARGET, Ladder, build, climb, noop, parse_shapes, parse_sizes,
+                     random_parents, say, scaling_table, traced_peak)
 
 from sophon_dsl.compiler import compile_plan
 from sophon_dsl.model import Call, ListValue, Literal, OutputTarget, Param, Plan, Reference
@@ -152,13 +152,8 @@ def part_a(n: int, seed: int) -> None:
 # (b) overhead
 
 
-@tool(name="work")
-async def _noop(key: int, inputs: list | None = None, deps: Any = None) -> int:
-    return key
-
-
 def run_checked(plan: Plan) -> None:
-    r = asyncio.run(arun(plan, [_noop], **RUN_OPTIONS))
+    r = asyncio.run(arun(plan, [noop], **RUN_OPTIONS))
     assert r.status == "succeeded", r.status
 
 
@@ -199,7 +194,7 @@ def overhead_row(shape: str, n: int, seed: int, repeat: int, budget: float) -> t
     t_checked = [once(n) for _ in range(repeat)]
     t_pre = []
     for _ in range(repeat):
-        compiled = compile_plan(build(shape, n, seed).plan, [_noop])
+        compiled = compile_plan(build(shape, n, seed).plan, [noop])
         assert compiled.ok, compiled.diagnostics[:3]
         t_pre.append(timed(lambda: run_precompiled(compiled)))
     (cb, cm), (pb, pm) = us(t_checked, n), us(t_pre, n)
