@@ -7,10 +7,13 @@ operation and :meth:`Provider.complete` is derived from it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Message", "Provider", "ProviderError", "collect"]
+from ..errors import SophonError
+
+__all__ = ["Message", "Provider", "ProviderError", "close_stream", "collect"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +22,7 @@ class Message:
     content: str
 
 
-class ProviderError(Exception):
+class ProviderError(SophonError):
     """A backend failure. ``retryable`` errors (429, 529, overload, connection loss) may be
     retried with backoff and then handed to the next provider; others surface at once."""
 
@@ -48,3 +51,13 @@ async def collect(provider: Provider, messages: Sequence[Message], **kw: Any) ->
     async for delta in provider.stream(messages, **kw):
         parts.append(delta)
     return "".join(parts)
+
+
+async def close_stream(stream: Any) -> None:
+    """Close a reply stream (an async generator or an SDK stream) that was not read to the end,
+    so its connection is released now rather than when it is garbage-collected."""
+    closer = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if closer is not None:
+        result = closer()
+        if asyncio.iscoroutine(result):
+            await result

@@ -1,0 +1,53 @@
+"""Provider specs -> providers: :func:`get_provider` and the table of spec prefixes.
+
+Adding a provider is one module (its class and a ``from_spec(arg, model)`` factory) plus one
+line in :data:`PROVIDERS`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from ..provider import Provider, ProviderError
+from . import anthropic, openai, scripted
+from .failover import FailoverProvider
+
+__all__ = ["PROVIDERS", "ProviderFactory", "get_provider"]
+
+
+class ProviderFactory(NamedTuple):
+    usage: str  # the spec's form, shown when a spec names no known provider
+    build: Callable[[str, "str | None"], Provider]  # (text after the colon, default model)
+
+
+PROVIDERS: dict[str, ProviderFactory] = {
+    "openai": ProviderFactory("openai[:MODEL]", openai.from_spec),
+    "anthropic": ProviderFactory("anthropic[:MODEL]", anthropic.from_spec),
+    "scripted": ProviderFactory("scripted:FILE", scripted.from_spec),
+}
+
+
+def _single(spec: str, model: str | None) -> Provider:
+    kind, _, arg = spec.partition(":")
+    factory = PROVIDERS.get(kind.strip().lower())
+    if factory is None:
+        forms = ", ".join(repr(f.usage) for f in PROVIDERS.values())
+        raise ProviderError(f"unknown provider {spec!r}; expected {forms}, or several of them "
+                            "separated by commas", retryable=False)
+    return factory.build(arg.strip(), model)
+
+
+def get_provider(spec: str, *, model: str | None = None) -> Provider:
+    """Build a provider from a spec.
+
+    ``"openai"`` / ``"anthropic"`` (optionally ``":MODEL"``, which wins over ``model``),
+    ``"scripted:FILE"``, or several specs separated by commas -> a :class:`FailoverProvider`
+    over them in that order. A missing SDK raises a :class:`ProviderError` naming the extra to
+    install."""
+    parts = [p.strip() for p in (spec or "").split(",") if p.strip()]
+    if not parts:
+        raise ProviderError("empty provider spec", retryable=False)
+    providers = [_single(p, model) for p in parts]
+    if len(providers) == 1:
+        return providers[0]
+    return FailoverProvider(providers)

@@ -1,0 +1,154 @@
+"""Replies from a script: :class:`ScriptedProvider`, for tests, demos and offline use.
+
+Spec: ``scripted:FILE`` (YAML or JSON).  It can simulate streaming speed and failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+from ..provider import Message, ProviderError
+from .errors import is_retryable_status
+
+__all__ = ["ScriptedProvider", "Sleep", "from_spec"]
+
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+def _load_turns(source: Any) -> list[Any]:
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProviderError(f"scripted: cannot read {path}: not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start})", provider="scripted") from exc
+        except OSError as exc:
+            raise ProviderError(f"scripted: cannot read {path}: {exc}", provider="scripted") from exc
+        if path.suffix.lower() == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ProviderError(f"scripted: {path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
+                                    provider="scripted") from exc
+            except RecursionError as exc:
+                raise ProviderError(f"scripted: {path}: nested too deeply", provider="scripted") from exc
+        else:
+            import yaml
+
+            try:
+                data = yaml.safe_load(text)  # YAML is a superset of JSON
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise ProviderError(f"scripted: {where}: not valid YAML: {problem}",
+                                    provider="scripted") from exc
+            except RecursionError as exc:
+                raise ProviderError(f"scripted: {path}: nested too deeply", provider="scripted") from exc
+    else:
+        data = source
+    if isinstance(data, dict) and "turns" in data:
+        data = data["turns"]
+    if isinstance(data, (str, dict)):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise ProviderError("scripted: the script must be a non-empty list of turns",
+                            provider="scripted")
+    for i, turn in enumerate(data):
+        if not isinstance(turn, (str, dict)):
+            raise ProviderError(f"scripted: turn {i} must be a string or a mapping, "
+                                f"not {type(turn).__name__}", provider="scripted")
+        if isinstance(turn, dict) and "reply" not in turn and "error" not in turn:
+            raise ProviderError(f"scripted: turn {i} has neither 'reply' nor 'error'",
+                                provider="scripted")
+    return data
+
+
+class ScriptedProvider:
+    """Replies from a script: a YAML/JSON file (or a list given directly) of turns.
+
+    Each call to :meth:`stream` takes the next turn, cycling back to the first after the last
+    (``cycle=False`` raises a non-retryable error instead). A turn is either a string (the reply)
+    or a mapping::
+
+        - "plain reply, streamed in chunks"
+        - reply: '{"calls": [], "output": 42}'
+          chunk_size: 8            # characters per streamed delta (default: the provider's)
+          tokens_per_second: 50    # one delta counts as one token; omitted = no delay
+        - error: {status: 429, message: "rate limited"}      # fails before any text
+        - reply: "partial te"                                 # streams this, then fails
+          error: {status: 529, message: "overloaded", retryable: true}
+
+    An error's ``retryable`` defaults to what its status implies (429, 529, 5xx).
+    ``calls`` records every request (messages and options) for assertions.
+    """
+
+    def __init__(self, script: str | Path | Sequence[Any], *, chunk_size: int = 16,
+                 tokens_per_second: float | None = None, cycle: bool = True,
+                 sleep: Sleep | None = None, name: str = "scripted"):
+        self.name = name
+        self.turns = _load_turns(script)
+        self.source = str(script) if isinstance(script, (str, Path)) else None
+        self.chunk_size = max(1, int(chunk_size))
+        self.tokens_per_second = tokens_per_second
+        self.cycle = cycle
+        self._sleep = sleep or asyncio.sleep
+        self._next = 0
+        self.calls: list[dict[str, Any]] = []
+
+    def __repr__(self) -> str:
+        return f"ScriptedProvider({self.source or f'{len(self.turns)} turns'})"
+
+    def _take(self) -> Any:
+        if self._next >= len(self.turns):
+            if not self.cycle:
+                raise ProviderError(f"scripted: all {len(self.turns)} turns used",
+                                    provider=self.name, retryable=False)
+            self._next = 0
+        turn = self.turns[self._next]
+        self._next += 1
+        return turn
+
+    async def stream(self, messages: Sequence[Message], *, model: str | None = None,
+                     json_schema: dict | None = None, temperature: float | None = None,
+                     max_tokens: int | None = None) -> AsyncIterator[str]:
+        self.calls.append({"messages": list(messages), "model": model, "json_schema": json_schema,
+                           "temperature": temperature, "max_tokens": max_tokens})
+        turn = self._take()
+        if isinstance(turn, str):
+            turn = {"reply": turn}
+        reply = turn.get("reply")
+        if reply is not None and not isinstance(reply, str):
+            reply = json.dumps(reply)  # a structured reply given as YAML data
+        reply = reply or ""
+        size = max(1, int(turn.get("chunk_size") or self.chunk_size))
+        tps = turn.get("tokens_per_second", self.tokens_per_second)
+        delay = 1.0 / float(tps) if tps else 0.0
+        for i in range(0, len(reply), size):
+            if delay:
+                await self._sleep(delay)
+            yield reply[i:i + size]
+        error = turn.get("error")
+        if error is not None:
+            if not isinstance(error, dict):
+                error = {"message": str(error)}
+            status = error.get("status")
+            status = int(status) if status is not None else None
+            retryable = error.get("retryable")
+            if retryable is None:
+                retryable = is_retryable_status(status)
+            raise ProviderError(f"{self.name}: scripted error"
+                                + (f" HTTP {status}" if status is not None else "")
+                                + f": {error.get('message', 'scripted failure')}",
+                                provider=self.name, status=status, retryable=bool(retryable))
+
+
+def from_spec(arg: str, model: str | None) -> ScriptedProvider:
+    """``scripted:FILE``; a script has no model to choose, so ``model`` is not used."""
+    if not arg:
+        raise ProviderError("scripted provider needs a file: 'scripted:FILE'", provider="scripted")
+    return ScriptedProvider(arg)
