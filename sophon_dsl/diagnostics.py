@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Sequence
 
+from .errors import SophonError
+
 __all__ = [
     "CODES",
     "Diagnostic",
@@ -162,7 +164,7 @@ class Diagnostic:
         return render_one(self, None)
 
 
-class DiagnosticError(Exception):
+class DiagnosticError(SophonError):
     """Raised by convenience APIs (``load``/``loads``) when a plan has errors.
 
     ``diagnostics`` holds every problem found, not only the first.

@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from .diagnostics import Span
+from .errors import SophonError
 from .model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
 
 __all__ = [
@@ -46,7 +47,7 @@ _WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|\{{\s*{_REF_BODY}\s*\}})")
 _NAME_RE = re.compile(_NAME)
 
 
-class ReferenceSyntaxError(ValueError):
+class ReferenceSyntaxError(SophonError, ValueError):
     """A malformed reference; ``offset`` is the 0-based index into the string."""
 
     def __init__(self, message: str, offset: int = 0):

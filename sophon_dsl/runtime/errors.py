@@ -16,6 +16,7 @@ import fnmatch
 from dataclasses import dataclass
 
 from ..diagnostics import DiagnosticError
+from ..errors import SophonError
 
 __all__ = [
     "APPROVAL_REJECTED",
@@ -65,7 +66,7 @@ class ErrorInfo:
         return f"{self.error}: {self.cause}" if self.cause else self.error
 
 
-class RunError(Exception):
+class RunError(SophonError):
     """An exception carrying a named error. Tools may raise it to name their failure."""
 
     def __init__(self, error: str, cause: str = ""):
