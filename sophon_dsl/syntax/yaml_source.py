@@ -7,8 +7,8 @@ It never raises.  Refused with ``E004``:
 
 * tags outside the YAML core/JSON schema (``!!python/...``, ``!custom``,
   ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs``) and merge keys (``<<``);
-* alias expansion producing more than :data:`MAX_NODES` nodes (billion laughs)
-  or recursive aliases;
+* aliases that expand the document by more than :data:`MAX_NODES` nodes beyond
+  those written (billion laughs), and recursive aliases;
 * nesting deeper than :data:`MAX_DEPTH` levels;
 * non-scalar mapping keys.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 
 import yaml
+from yaml.composer import Composer
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..diagnostics import Diagnostic
@@ -30,6 +31,8 @@ from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
 __all__ = ["parse_yaml", "MAX_NODES", "MAX_DEPTH"]
 
+# Budget of nodes that aliases may add on expansion. Nodes written out in the text cost
+# memory in proportion to the text already, so only the copies an alias makes count.
 MAX_NODES = 100_000
 MAX_DEPTH = 200
 
@@ -42,12 +45,10 @@ class _TooDeep(Exception):
         self.mark = mark
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader whose composer refuses deep nesting before recursing further."""
+class _DepthGuard(Composer):
+    """A composer that refuses deep nesting before recursing further."""
 
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._depth = 0
+    _depth = 0
 
     def compose_node(self, parent, index):  # type: ignore[override]
         self._depth += 1
@@ -57,6 +58,43 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+class _Loader(_DepthGuard, yaml.SafeLoader):
+    """The pure-Python SafeLoader: its error messages are the ones diagnostics quote."""
+
+
+if getattr(yaml, "__with_libyaml__", False):
+    class _FastLoader(_DepthGuard, yaml.CSafeLoader):
+        """libyaml scans and parses (about 5x faster); composing stays in Python so that
+        the depth guard above still applies (libyaml's own composer recurses in C)."""
+
+        def __init__(self, stream):
+            yaml.CSafeLoader.__init__(self, stream)
+            Composer.__init__(self)
+else:  # pragma: no cover - PyYAML built without libyaml
+    _FastLoader = None
+
+
+def _compose(text: str):
+    """``(loader, root node)``; raises what the pure-Python loader raises.
+
+    Marks of both loaders are character offsets. Any problem met on the fast path is
+    composed again by the pure-Python loader, so diagnostics word it as they always did.
+    """
+    if _FastLoader is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+        loader = _FastLoader(text)
+        try:
+            return loader, loader.get_single_node()
+        except Exception:
+            pass
+        finally:
+            loader.dispose()
+    loader = _Loader(text)
+    try:
+        return loader, loader.get_single_node()
+    finally:
+        loader.dispose()
 
 
 class _Refused(Exception):
@@ -73,7 +111,6 @@ class _Converter:
         self.file = file
         self.loader = loader
         self.diags: list[Diagnostic] = []
-        self.count = 0
 
     def span(self, node):
         return self.lines.span(node.start_mark.index, node.end_mark.index)
@@ -117,10 +154,6 @@ class _Converter:
         stack = [(root, "$", 0, lambda n: out.__setitem__(0, n))]
         while stack:
             node, path, depth, put = stack.pop()
-            self.count += 1
-            if self.count > MAX_NODES:
-                raise _Refused(f"document expands to more than {MAX_NODES} nodes "
-                               "(alias bomb?)", node, path)
             if depth > MAX_DEPTH:
                 raise _Refused(f"nesting deeper than {MAX_DEPTH} levels (or a recursive alias)",
                                node, path)
@@ -164,31 +197,40 @@ class _Converter:
 
 
 def _check_expansion(root) -> None:
-    """Fail fast on alias bombs and recursive aliases: size of the expanded tree, memoised."""
+    """Fail fast on alias bombs and recursive aliases, before anything is built.
+
+    The expanded size of every node is memoised, so the walk visits each written node
+    once; what aliases add is the expanded size minus the nodes actually written.
+    """
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(node, path: str) -> int:
+    def size(node, path: str, depth: int) -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
         if key in active:
             raise _Refused("recursive alias: a node contains itself", node, path)
+        if depth > MAX_DEPTH:  # aliases can nest written subtrees deeper than the text does
+            raise _Refused(f"nesting deeper than {MAX_DEPTH} levels (or a recursive alias)",
+                           node, path)
         total = 1
         if isinstance(node, (SequenceNode, MappingNode)):
             active.add(key)
             children = node.value if isinstance(node, SequenceNode) else \
                 [n for pair in node.value for n in pair]
             for child in children:
-                total += size(child, path)
-                if total > MAX_NODES:
-                    raise _Refused(f"document expands to more than {MAX_NODES} nodes "
-                                   "(alias bomb?)", child, path)
+                total += size(child, path, depth + 1)
+                # len(sizes) counts the distinct nodes seen so far: a bound on the
+                # nodes written, so the excess is what aliases added
+                if total - len(sizes) > MAX_NODES:
+                    raise _Refused(f"document expands by more than {MAX_NODES} nodes through "
+                                   "aliases (alias bomb?)", child, path)
             active.discard(key)
         sizes[key] = total
         return total
 
-    size(root, "$")
+    size(root, "$", 0)
 
 
 def _mark_span(lines: LineIndex, mark) -> object:
@@ -205,32 +247,23 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
         except Exception:
             return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
     lines = LineIndex(text)
-    loader = None
     try:
-        try:
-            loader = _Loader(text)
-            root = loader.get_single_node()
-        except _TooDeep as exc:
-            return None, [Diagnostic("E004", f"nesting deeper than {MAX_DEPTH} levels",
-                                     _mark_span(lines, exc.mark), file)]
-        except yaml.reader.ReaderError as exc:
-            return None, [Diagnostic("E003", f"invalid character: {exc.reason}",
-                                     lines.point(exc.position), file)]
-        except yaml.MarkedYAMLError as exc:
-            parts = [p for p in (exc.context, exc.problem) if p]
-            msg = "; ".join(parts) or "invalid YAML"
-            mark = exc.problem_mark or exc.context_mark
-            return None, [Diagnostic("E003", msg, _mark_span(lines, mark), file)]
-        except RecursionError:
-            return None, [Diagnostic("E004", "document nested too deeply", lines.point(0), file)]
-        except (yaml.YAMLError, ValueError, TypeError) as exc:
-            return None, [Diagnostic("E003", f"invalid YAML: {exc}", lines.point(0), file)]
-    finally:
-        try:
-            if loader is not None:
-                loader.dispose()
-        except Exception:  # pragma: no cover
-            pass
+        loader, root = _compose(text)
+    except _TooDeep as exc:
+        return None, [Diagnostic("E004", f"nesting deeper than {MAX_DEPTH} levels",
+                                 _mark_span(lines, exc.mark), file)]
+    except yaml.reader.ReaderError as exc:
+        return None, [Diagnostic("E003", f"invalid character: {exc.reason}",
+                                 lines.point(exc.position), file)]
+    except yaml.MarkedYAMLError as exc:
+        parts = [p for p in (exc.context, exc.problem) if p]
+        msg = "; ".join(parts) or "invalid YAML"
+        mark = exc.problem_mark or exc.context_mark
+        return None, [Diagnostic("E003", msg, _mark_span(lines, mark), file)]
+    except RecursionError:
+        return None, [Diagnostic("E004", "document nested too deeply", lines.point(0), file)]
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        return None, [Diagnostic("E003", f"invalid YAML: {exc}", lines.point(0), file)]
     if root is None:
         return None, [Diagnostic("E003", "empty document: expected a YAML value", lines.point(0), file)]
     conv = _Converter(text, file, loader)
