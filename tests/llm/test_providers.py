@@ -427,6 +427,28 @@ def test_get_provider_specs(tmp_path, need_openai, need_anthropic):
             get_provider(bad)
 
 
+def test_unknown_spec_names_every_registered_form():
+    with pytest.raises(ProviderError) as info:
+        get_provider("gemini")
+    assert str(info.value) == ("unknown provider 'gemini'; expected 'openai[:MODEL]', 'anthropic[:MODEL]', "
+                               "'scripted:FILE', or several of them separated by commas")
+    assert not info.value.retryable
+
+
+def test_a_registry_line_is_all_a_new_provider_needs(monkeypatch):
+    from sophon_dsl.llm.providers.registry import PROVIDERS, ProviderFactory
+
+    def echo(arg, model):
+        return ScriptedProvider([f"{arg}/{model}"], name="echo")
+
+    monkeypatch.setitem(PROVIDERS, "echo", ProviderFactory("echo:TEXT", echo))
+    assert deltas(get_provider("echo:hi", model="m")) == ["hi/m"]
+    pair = get_provider("Echo:a, echo:b")  # prefixes are case-insensitive, as before
+    assert isinstance(pair, FailoverProvider) and [p.name for p in pair.providers] == ["echo", "echo"]
+    with pytest.raises(ProviderError, match="'scripted:FILE', 'echo:TEXT', or several"):
+        get_provider("gemini")
+
+
 @pytest.mark.parametrize("package", ["openai", "anthropic"])
 def test_missing_sdk_names_the_extra(monkeypatch, package):
     monkeypatch.setitem(sys.modules, package, None)  # makes `import package` fail
