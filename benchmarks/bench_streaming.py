@@ -9,8 +9,15 @@
     4-character pieces) with tools of 200-800 ms (seeded).  Target >= 1.3x faster.
     Several plan shapes are measured; the ratio depends on how much of the plan's
     critical path can overlap the stream.
+(c) Checking as the reply arrives (issue 9): a 1,000-call DSL reply (``random-list``
+    shape of ``_shapes.py``: each call reads 1-3 earlier results through a list
+    parameter) fed token by token to a lazy ``StreamTurn`` that dispatches nothing
+    (``dispatch=False``), then ``close_stream()``, vs ``sophon_dsl.check`` of
+    ``sophon_dsl.loads`` of the whole text once.  Target <= 2x.  Sizes climb by
+    doubling from 125 calls; one predicted to exceed ``--budget`` seconds is skipped.
 
-Run: python benchmarks/bench_streaming.py [--rate 50] [--seed 1] [--quick]
+Run: python benchmarks/bench_streaming.py [--rate 50] [--seed 1] [--quick] [--parts abc]
+                                          [--check-calls 1000] [--budget 60]
 (``--quick`` runs 4x faster: 4x the token rate and a quarter of the latencies; ratios are
 the same up to scheduling noise.)
 """
@@ -24,6 +31,10 @@ import statistics
 import time
 from typing import Any, AsyncIterator, Sequence
 
+from _shapes import Ladder, build, climb, noop, say
+
+import sophon_dsl
+from sophon_dsl import ToolRegistry
 from sophon_dsl.llm.agent import Agent, warm_up
 from sophon_dsl.llm.provider import Message
 from sophon_dsl.llm.stream import StreamTurn
@@ -168,14 +179,76 @@ async def end_to_end(shape: list[tuple[str, list[str]]], rate: float, lat: dict[
             "parse_then_run_s": round(baseline, 3), "speedup": round(baseline / streamed, 3)}
 
 
-async def main_async(rate: float, seed: int, scale: float) -> None:
+# ---------------------------------------------------------------------------
+# (c) checking as the reply arrives vs once at the end
+
+CHECK_RATIO_TARGET = 2.0
+
+
+def reply_text(n: int, seed: int) -> str:
+    return sophon_dsl.dumps(build("random-list", n, seed).plan, "dsl")
+
+
+async def check_streamed(deltas: list[str], registry: ToolRegistry) -> float:
+    """Seconds to feed every delta to a lazy turn that runs nothing, then close it."""
+    turn = StreamTurn(registry, mode="lazy", dispatch=False, max_calls=None)
+    t0 = time.perf_counter()
+    for d in deltas:
+        turn.feed(d)
+    turn.close_stream()
+    seconds = time.perf_counter() - t0
+    assert not turn.errors, turn.errors[:3]
+    assert len(turn.calls) == len(turn.ids) and turn.calls, "the reply's calls did not arrive"
+    return seconds
+
+
+def check_once(text: str, registry: ToolRegistry) -> float:
+    t0 = time.perf_counter()
+    plan = sophon_dsl.loads(text, "dsl")
+    diags = sophon_dsl.check(plan, tools=registry)
+    seconds = time.perf_counter() - t0
+    assert not [d for d in diags if d.is_error], diags[:3]
+    return seconds
+
+
+def check_as_it_arrives(n: int, seed: int, budget: float, repeat: int = 3) -> None:
+    registry = ToolRegistry([noop])
+    say(f"(c) checking a {n:,}-call DSL reply as it arrives (lazy StreamTurn, dispatch=False, fed "
+        f"token by token) vs checking it once at the end (loads + check)   (target <= {CHECK_RATIO_TARGET:g}x)")
+
+    def streamed(k: int) -> float:
+        return asyncio.run(check_streamed(tokenize(reply_text(k, seed)), registry))
+
+    streamed(20)  # warm-up: imports, parser tables
+    ladder = Ladder(budget)
+    fits = climb(ladder, n, streamed)
+    rows = list(ladder.points)
+    if fits:
+        t = streamed(n)
+        if t * (repeat - 1) <= budget:
+            t = min([t] + [streamed(n) for _ in range(repeat - 1)])
+        rows.append((n, t))
+    say(f"    {'calls':>7} {'tokens':>8} {'as it arrives':>14} {'once at end':>12} {'ratio':>7}")
+    for k, t in rows:
+        text = reply_text(k, seed)
+        once = min(check_once(text, registry) for _ in range(repeat))
+        verdict = "" if k != n else ("  meets" if t / once <= CHECK_RATIO_TARGET else "  MISSES")
+        say(f"    {k:>7,} {len(tokenize(text)):>8,} {t:13.3f}s {once:11.3f}s {t / once:6.1f}x{verdict}")
+    if not fits:
+        say(f"    {n:>7,} {ladder.why_not(n)}")
+
+
+async def main_async(rate: float, seed: int, scale: float, parts: str = "ab") -> None:
     rng = random.Random(seed)
     print(f"stream: {rate:g} tokens/s; tools {200 * scale:g}-{800 * scale:g} ms; seed {seed}")
-    lat_res = await dispatch_latency(rate)
-    print("(a) last token -> dispatch: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
-        **lat_res["to_dispatch"]) + "   (target <= 5 ms)")
-    print("    last token -> tool start: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
-        **lat_res["to_tool_start"]))
+    if "a" in parts:
+        lat_res = await dispatch_latency(rate)
+        print("(a) last token -> dispatch: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
+            **lat_res["to_dispatch"]) + "   (target <= 5 ms)")
+        print("    last token -> tool start: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
+            **lat_res["to_tool_start"]))
+    if "b" not in parts:
+        return
     shapes = {"independent x10": shape_independent(10), "chain x10": shape_chain(10),
               "pipeline 3x3+1": shape_pipeline(3, 3), "pipeline 2x5+1": shape_pipeline(2, 5)}
     print("(b) end to end, streamed dispatch vs parse-then-run   (target >= 1.3x)")
@@ -192,9 +265,16 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second (default 50)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="4x the rate, a quarter of the latencies")
+    ap.add_argument("--parts", default="abc", help="which of (a) latency, (b) end to end, (c) checking")
+    ap.add_argument("--check-calls", type=int, default=1000, help="reply size for (c) (default 1000)")
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="seconds one (c) measurement may take; larger sizes are skipped (default 60)")
     args = ap.parse_args()
     rate, scale = (args.rate * 4, 0.25) if args.quick else (args.rate, 1.0)
-    asyncio.run(main_async(rate, args.seed, scale))
+    if "a" in args.parts or "b" in args.parts:
+        asyncio.run(main_async(rate, args.seed, scale, args.parts))
+    if "c" in args.parts:
+        check_as_it_arrives(args.check_calls, args.seed, args.budget)
 
 
 if __name__ == "__main__":
