@@ -10,8 +10,8 @@ reported in one pass.
 
 from __future__ import annotations
 
-import gc
 import json
+import os
 import re
 import threading
 from difflib import get_close_matches
@@ -790,21 +790,66 @@ _LOCK = threading.Lock()
 _PARSER: Lark | None = None
 _BUILDER: _Builder | None = None
 
+# Options that shape the LALR tables. Lark's own cache key leaves out the post-lexer,
+# so everything here (and the post-lexer's always-accepted terminals) goes into our key.
+_LARK_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "basic", "maybe_placeholders": False,
+                                 "propagate_positions": False}
+
+
+def cache_dir() -> Path | None:
+    """The per-user directory for the built parser tables, or ``None`` when none is usable.
+
+    ``$SOPHON_DSL_CACHE_DIR``, else ``$XDG_CACHE_HOME/sophon-dsl``, else
+    ``~/.cache/sophon-dsl``. The directory is created private to the user; one that
+    cannot be created or written, or that another user owns, is not used (the cache
+    file is a pickle: only the user's own files are loaded).
+    """
+    explicit = os.environ.get("SOPHON_DSL_CACHE_DIR")
+    if explicit:
+        path = Path(explicit)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "sophon-dsl"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        owner_ok = not hasattr(os, "getuid") or path.stat().st_uid == os.getuid()
+        if owner_ok and os.access(path, os.W_OK | os.X_OK):
+            return path
+    except OSError:
+        pass
+    return None
+
+
+def _cache_file(grammar: str, directory: Path) -> str:
+    """One file per grammar, options, post-lexer, Lark and Python version: a changed
+    grammar gets a new file; Lark also checks its own hash inside the file."""
+    import hashlib
+    import sys
+
+    import lark
+
+    key = repr((grammar, sorted(_LARK_OPTIONS.items()), _PostLex.always_accept, lark.__version__,
+                sys.version_info[:2]))
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return str(directory / f"lalr-{digest}.pickle")
+
+
+def build_lark(builder: "_Builder", directory: Path | None = None) -> Lark:
+    """A Lark parser wired to ``builder``, loading its tables from the cache when they are
+    there (and saving them when they are not). ``directory`` defaults to :func:`cache_dir`."""
+    grammar = _grammar_text()
+    directory = directory if directory is not None else cache_dir()
+    cache: str | bool = _cache_file(grammar, directory) if directory is not None else False
+    return Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=_PostLex(), transformer=builder,
+                lexer_callbacks={"COMMENT": builder.comment})
+
 
 def _get_parser() -> tuple[Lark, _Builder]:
+    """The process's parser, built on first use (importing the package builds nothing)."""
     global _PARSER, _BUILDER
     if _PARSER is None:
         builder = _Builder()
-        _PARSER = Lark(
-            _grammar_text(),
-            parser="lalr",
-            lexer="basic",
-            postlex=_PostLex(),
-            transformer=builder,
-            lexer_callbacks={"COMMENT": builder.comment},
-            maybe_placeholders=False,
-            propagate_positions=False,
-        )
+        _PARSER = build_lark(builder)
         _BUILDER = builder
     assert _BUILDER is not None
     return _PARSER, _BUILDER
@@ -936,18 +981,12 @@ def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic
     with _LOCK:
         parser, builder = _get_parser()
         ctx = builder.ctx = _Ctx()
-        # The model is acyclic: pausing the cyclic GC while allocating thousands of
-        # frozen nodes roughly halves the parse time of large plans.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
             _run(parser, builder, text)
         except Exception as e:  # pragma: no cover - defensive
             ctx.diags.append(Diagnostic("E001", f"cannot parse: {type(e).__name__}: {e}", Span(1, 1, 1, 2)))
         finally:
             builder.ctx = _Ctx()
-            if gc_was_enabled:
-                gc.enable()
     diags = ctx.diags
     lines = text.split("\n")
     diags = [_clamp_diag(d, lines) for d in diags]
