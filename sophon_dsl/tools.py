@@ -20,15 +20,39 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from .model import Risk, ToolDecl
 
-__all__ = ["ToolRegistry", "ToolSpec", "as_registry", "stdlib_fallback", "tool"]
+__all__ = ["ToolRegistry", "ToolSpec", "as_registry", "schemas_from_function", "stdlib_fallback", "tool"]
+
+
+class _DeferredSchema:
+    """A schema field of :class:`ToolSpec` that may be derived on first read.
+
+    A non-data descriptor: a spec built with its schemas keeps them in its own
+    ``__dict__``, which Python reads before this descriptor, so reading them costs
+    nothing extra.  A spec made by :meth:`ToolSpec.deferred` leaves them out; the first
+    read derives both (pydantic is slow to import and to run) and stores them.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the field's default, as dataclasses read it from the class
+        derive = obj.__dict__.get("_derive_schemas")
+        if derive is None:
+            return None
+        input_schema, output_schema = derive()
+        obj.__dict__["input_schema"] = input_schema
+        obj.__dict__["output_schema"] = output_schema
+        return obj.__dict__[self.name]
 
 
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str = ""
-    input_schema: dict | None = None
-    output_schema: dict | None = None
+    input_schema: dict | None = _DeferredSchema()  # type: ignore[assignment]
+    output_schema: dict | None = _DeferredSchema()  # type: ignore[assignment]
     risk: Risk = Risk.NONE
     func: Callable[..., Any] | None = field(default=None, compare=False)
     is_async: bool = False
@@ -36,6 +60,15 @@ class ToolSpec:
     # A declaration that says the tool is explicit (``latent: false``) even though no
     # implementation is registered here: check treats it as an activity.
     explicit: bool = False
+
+    @classmethod
+    def deferred(cls, name: str, schemas: Callable[[], tuple[dict | None, dict | None]], **fields: Any) -> "ToolSpec":
+        """A spec whose ``(input_schema, output_schema)`` come from ``schemas()``, called on
+        the first read of either (a registry of many tools pays only for those it uses)."""
+        spec = cls(name, **fields)
+        del spec.__dict__["input_schema"], spec.__dict__["output_schema"]
+        spec.__dict__["_derive_schemas"] = schemas
+        return spec
 
     @property
     def latent(self) -> bool:
@@ -64,7 +97,8 @@ class ToolSpec:
         return self.func(*args, **kwargs)
 
 
-def _schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
+def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
+    """The input and output JSON Schemas pydantic derives from ``func``'s type hints."""
     import pydantic
 
     sig = inspect.signature(func)
@@ -100,22 +134,29 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
 
     ``risk`` is a :class:`~sophon_dsl.model.Risk` or its name, case-insensitive.
     Explicit ``input_schema`` / ``output_schema`` override the ones derived from
-    the type hints.
+    the type hints.  The derivation runs on the first read of a schema, not here: a
+    hint pydantic cannot describe raises TypeError then.
     """
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
 
     def wrap(fn: Callable[..., Any]) -> ToolSpec:
-        try:
-            derived_in, derived_out = _schemas_from_function(fn)
-        except Exception as exc:  # pydantic cannot describe a hint: say which tool and why
-            raise TypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
-                            f"from the type hints: {exc}") from exc
+        tool_name = name or fn.__name__
+
+        def schemas() -> tuple[dict | None, dict | None]:
+            if input_schema is not None and output_schema is not None:
+                return input_schema, output_schema
+            try:
+                derived_in, derived_out = schemas_from_function(fn)
+            except Exception as exc:  # pydantic cannot describe a hint: say which tool and why
+                raise TypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
+                                f"from the type hints: {exc}") from exc
+            return (input_schema if input_schema is not None else derived_in,
+                    output_schema if output_schema is not None else derived_out)
+
         doc = inspect.getdoc(fn) or ""
-        return ToolSpec(
-            name=name or fn.__name__,
+        return ToolSpec.deferred(
+            tool_name, schemas,
             description=description if description is not None else doc,
-            input_schema=input_schema if input_schema is not None else derived_in,
-            output_schema=output_schema if output_schema is not None else derived_out,
             risk=level,
             func=fn,
             is_async=inspect.iscoroutinefunction(fn),
@@ -130,10 +171,14 @@ class ToolRegistry(Mapping[str, ToolSpec]):
     """An immutable name -> :class:`ToolSpec` mapping. Later additions replace earlier ones.
 
     ``fallback`` lazily supplies tools that sit *under* the given ones (the
-    standard library): it is called at most once, the first time a name is
-    missing or the whole mapping is listed, so plans that only use their own
-    tools never pay for building it.  A given tool with the same name as a
-    fallback tool replaces it; :attr:`replaced` records each such pair.
+    standard library), so plans that only use their own tools never pay for
+    building it.  It is either a callable returning every such tool (called at
+    most once, the first time a name is missing or the whole mapping is listed),
+    or a *tool source*: that callable plus ``get(name)`` (one tool or None) and
+    ``names()``, which the registry uses to look one name up or to tell which
+    given tools replace fallback ones without building anything else.  A given
+    tool with the same name as a fallback tool replaces it; :attr:`replaced`
+    records each such pair once the fallback is built.
     """
 
     def __init__(self, tools: Iterable[ToolSpec] = (),
@@ -166,8 +211,14 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         except KeyError:
             if self._fallback is None:
                 raise
-        self._materialize()
-        return self._tools[name]
+        get = getattr(self._fallback, "get", None)
+        if get is None:
+            self._materialize()
+            return self._tools[name]
+        spec = get(name)
+        if spec is None:
+            raise KeyError(name)
+        return spec
 
     def __iter__(self):
         self._materialize()
@@ -198,29 +249,35 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         """N201 notes for user tools that replace standard tools of the same name."""
         from .diagnostics import Diagnostic
 
-        self._materialize()
+        names = getattr(self._fallback, "names", None)
+        if names is None:
+            self._materialize()
+            replacing = [new for old, new in self.replaced if old.origin == "stdlib"]
+        else:  # a tool source says which names it has: nothing needs building
+            under = set(names())
+            standard = getattr(self._fallback, "origin", "stdlib") == "stdlib"
+            replacing = [new for old, new in self.replaced if old.origin == "stdlib"]
+            replacing += [new for name, new in self._tools.items() if standard and name in under]
         return [Diagnostic("N201", f"tool {new.name!r} ({new.origin}) replaces the standard tool of "
-                                   "the same name") for old, new in self.replaced if old.origin == "stdlib"]
+                                   "the same name") for new in replacing]
 
 
 def stdlib_fallback(stdlib: Any = True) -> Callable[[], Iterable[ToolSpec]] | None:
     """The lazy source of standard tools for ``stdlib``: ``True`` (all, default config),
-    ``False``/``None`` (none), a ``StdlibConfig``, or group / tool names to pick."""
+    ``False``/``None`` (none), a ``StdlibConfig``, group / tool names to pick, or a tool
+    source of your own (anything callable).
+
+    The standard library is a plugin: it is found by name through
+    :mod:`sophon_dsl.stdlib_hook` (None when it is not installed), and builds each tool
+    once per process and configuration.
+    """
     if stdlib is None or stdlib is False:
         return None
+    if callable(stdlib):
+        return stdlib
+    from .stdlib_hook import tool_source
 
-    def build() -> list[ToolSpec]:
-        try:
-            from stdlib_tools import StdlibConfig, all_tools
-        except ImportError:  # pragma: no cover - the distribution ships both packages
-            return []
-        if stdlib is True:
-            return all_tools()
-        if isinstance(stdlib, StdlibConfig):
-            return all_tools(stdlib)
-        return all_tools(only=[stdlib] if isinstance(stdlib, str) else list(stdlib))
-
-    return build
+    return tool_source(stdlib)
 
 
 def as_registry(tools: Any, *, stdlib: Any = True) -> ToolRegistry:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
-from dataclasses import replace
 from typing import Any, Callable
 
 from sophon_dsl.model import Risk
-from sophon_dsl.tools import ToolSpec, tool
+from sophon_dsl.tools import ToolSpec, schemas_from_function
 
 __all__ = ["make_tool", "clean_schema"]
 
@@ -57,10 +57,17 @@ def clean_schema(schema: dict | None) -> dict | None:
 
 def make_tool(fn: Callable[..., Any], name: str, risk: Risk, description: str, *,
               input_schema: dict | None = None, output_schema: dict | None = None) -> ToolSpec:
-    with warnings.catch_warnings():
-        # parameters named "schema" / "json" shadow BaseModel attributes: harmless here
-        warnings.filterwarnings("ignore", message=".*shadows an attribute.*")
-        spec = tool(fn, name=name, risk=risk, description=description,
-                    input_schema=input_schema, output_schema=output_schema)
-    return replace(spec, input_schema=clean_schema(spec.input_schema),
-                   output_schema=clean_schema(spec.output_schema), origin="stdlib")
+    """A standard tool whose schemas are derived from ``fn``'s hints and cleaned on first read
+    (building every tool's pydantic schemas at start cost more than a second)."""
+    def schemas() -> tuple[dict | None, dict | None]:
+        derived_in = derived_out = None
+        if input_schema is None or output_schema is None:
+            with warnings.catch_warnings():
+                # parameters named "schema" / "json" shadow BaseModel attributes: harmless here
+                warnings.filterwarnings("ignore", message=".*shadows an attribute.*")
+                derived_in, derived_out = schemas_from_function(fn)
+        return (clean_schema(input_schema if input_schema is not None else derived_in),
+                clean_schema(output_schema if output_schema is not None else derived_out))
+
+    return ToolSpec.deferred(name, schemas, description=description, risk=risk, func=fn,
+                             is_async=inspect.iscoroutinefunction(fn), origin="stdlib")

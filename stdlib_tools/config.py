@@ -7,14 +7,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StdlibConfig"]
+__all__ = ["StdlibConfig", "default_memory_path"]
+
+
+def default_memory_path() -> str:
+    """Where memories persist when no ``memory_db_path`` is configured: one SQLite file per
+    user, ``$XDG_DATA_HOME/sophon-dsl/memory.sqlite3`` (``~/.local/share/...`` by default).
+
+    Read from the environment each time a configuration is made, so a test (or a caller)
+    that sets ``XDG_DATA_HOME`` gets its own store."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "sophon-dsl", "memory.sqlite3")
 
 
 @dataclass(frozen=True)
 class StdlibConfig:
     """Everything the standard tools need to know about the machine they run on.
 
-    Tools are built per config (closures), so two configs never share state.
+    Tools are built per config (closures), so two configs never share state in memory;
+    configs that name the same ``memory_db_path`` file share the memories stored there.
+    Frozen and hashable: ``stdlib_tools.source`` builds the tools once per equal config.
     """
 
     # files, documents, shell: every path is confined to this directory
@@ -30,8 +42,9 @@ class StdlibConfig:
     http_user_agent: str = "sophon-dsl-stdlib/0.1"
     http_transport: Any = None  # an httpx.AsyncBaseTransport (tests: httpx.MockTransport)
 
-    # memory
-    memory_db_path: str = ":memory:"
+    # memory: an SQLite file (created with its directory on first use), or ":memory:" for a
+    # store that lives as long as the tools built from this config
+    memory_db_path: str = field(default_factory=default_memory_path)
 
     # email
     smtp_host: str | None = None

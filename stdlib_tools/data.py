@@ -8,7 +8,6 @@ import re
 from typing import Annotated, Any
 
 import jmespath
-import jsonschema
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -157,6 +156,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         return set_path(value, parse_path(path), new)
 
     def validate(value: Any, schema: dict[str, Any]) -> ValidationResult:
+        import jsonschema
+
         try:
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)

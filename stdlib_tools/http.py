@@ -10,9 +10,8 @@ Responses are read as a stream and cut at ``http_max_response_bytes``.
 from __future__ import annotations
 
 import json as _json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import httpx
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -23,6 +22,9 @@ from . import netguard
 from ._common import make_tool
 from .config import StdlibConfig
 from .errors import ToolError
+
+if TYPE_CHECKING:  # httpx (and the CLI, rich and pygments it pulls in) is imported by the first request
+    import httpx
 
 __all__ = ["HttpResponse", "build", "GuardedBackend"]
 
@@ -71,6 +73,8 @@ class GuardedBackend:
 
 
 def _make_transport(config: StdlibConfig, allow: netguard.AllowList) -> httpx.AsyncBaseTransport:
+    import httpx
+
     if config.http_transport is not None:
         return config.http_transport
     transport = httpx.AsyncHTTPTransport(trust_env=False, retries=0)
@@ -100,6 +104,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                       params: dict[str, Any] | None = None, json: Any = None,
                       body: str | None = None, timeout: float | None = None,
                       follow_redirects: bool = True) -> HttpResponse:
+        import httpx
+
         method = str(method).upper()
         if method not in Method.__args__:  # type: ignore[attr-defined]
             raise ToolError("Http.InvalidMethod", f"method {method!r} is not supported")

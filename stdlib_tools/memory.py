@@ -1,10 +1,13 @@
 """Memory tools on SQLite FTS5: ``memory.write`` and ``memory.search`` (seed 002 always
-offers memory.search).  One :class:`MemoryStore` per config: no global state."""
+offers memory.search).  One :class:`MemoryStore` per built set of tools, opened on first
+use at ``StdlibConfig.memory_db_path`` (by default a per-user file, so what one run
+writes the next one finds)."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -50,6 +53,8 @@ class MemoryStore:
         self.path = path
         self._lock = threading.Lock()
         try:
+            if str(path) != ":memory:" and not str(path).startswith("file:"):
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False)
             self._conn.executescript(
                 """
@@ -63,7 +68,7 @@ class MemoryStore:
                     INSERT INTO memories_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
                 END;
                 """)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise ToolError("Memory.Unavailable", f"cannot open memory database {path!r}: {exc}") from None
 
     def close(self) -> None:

@@ -1,212 +1,27 @@
-"""``sophon-dsl agent "REQUEST"``: the execution loop from the command line.
+"""Old home of ``sophon-dsl agent``: now :mod:`sophon_dsl.cli.agent`.
 
-::
-
-    sophon-dsl agent "Find three sources on X" --tools tools.py --provider openai --model gpt-4o-mini
-    sophon-dsl agent "..." --tools tools.py --provider scripted:replies.yaml --json
-
-Hooked into the console script by :func:`register` (same pattern as
-``constrained_cli``)::
-
-    from .llm.cli import register as register_agent
-    COMMANDS.update(register_agent(sub, _add_source_args, _add_tools_arg, _registry))
-
-Live progress goes to stderr (one line per event); ``--json`` prints only
-``{"status", "output", "state", "turns": [{"calls", "errors"}]}``.  Exit codes as
-for ``run``: 0 succeeded, 1 failed / rejected / cancelled, 2 usage errors (bad
-flags, unreadable input, unknown provider or missing SDK, tools that do not load).
+:func:`register` still adds the ``agent`` command to a parser of your own, with your
+``--tools`` flags and your registry function.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import signal
-import sys
 from typing import Any, Callable
+
+from ..cli.agent import AgentProgress, run
+from ..cli.parser import agent_args
 
 __all__ = ["AgentProgress", "cmd_agent", "register"]
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-_STEP = {"plan_step_start": "running", "plan_step_complete": "succeeded", "plan_step_failed": "failed",
-         "plan_step_skipped": "skipped", "plan_step_cancelled": "cancelled", "plan_step_retry": "retrying"}
+def cmd_agent(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], Any]) -> int:
+    return run(args, registry_for)
 
 
 def register(sub: Any, add_source_args: Callable[[argparse.ArgumentParser], None] | None,
              add_tools_arg: Callable[[argparse.ArgumentParser], None],
              registry_for: Callable[[argparse.Namespace], Any]) -> dict[str, Callable[[argparse.Namespace], int]]:
-    """Add the ``agent`` subcommand to ``sub``; return ``{"agent": handler}`` for the command table."""
-    p = sub.add_parser("agent", help="let a language model plan in the DSL and run its plans, turn after turn")
-    p.add_argument("request", metavar="REQUEST", help="what the agent should do")
-    add_tools_arg(p)
-    p.add_argument("--provider", required=True, metavar="SPEC",
-                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, or several comma-separated (failover)")
-    p.add_argument("--model", default=None, metavar="M", help="model name (default: the provider's)")
-    p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the input, as JSON or @file.json")
-    p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
-    p.add_argument("--mode", choices=("eager", "lazy"), default="eager",
-                   help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
-    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
-                   help="risky calls (and lazy plans): default ask on a terminal, else no")
-    p.add_argument("--max-turns", type=int, default=8, metavar="N", help="at most N requests (default 8)")
-    p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
-    p.add_argument("--delegate-dir", default=None, metavar="DIR",
-                   help="where saved requests named by @delegate(...) are looked up (default: .)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
-
-    def handler(args: argparse.Namespace) -> int:
-        return cmd_agent(args, registry_for)
-
-    return {"agent": handler}
-
-
-class AgentProgress:
-    """One line per event on ``stream``: turns, calls arriving / refused, call status, approvals."""
-
-    def __init__(self, stream: Any = None, max_turns: int = 0):
-        self.stream = stream or sys.stderr
-        self.max_turns = max_turns
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
-
-    def __call__(self, ev: Any) -> None:
-        t = ev.type
-        if t == "agent_turn_start":
-            turn = ev.plan_id.removeprefix("turn")
-            self._print(f"turn {turn}/{self.max_turns}: asking the model")
-        elif t == "agent_call_arrived":
-            self._print(f"  [{ev.call_id}] {ev.tool}: accepted")
-        elif t == "agent_call_refused":
-            err = ev.error or {}
-            self._print(f"  [{ev.call_id}] {ev.tool}: refused ({err.get('code')}: {err.get('message')})")
-        elif t in _STEP and ev.call_id:
-            detail = ""
-            if ev.error:
-                detail = f"  {ev.error.get('error')}: {ev.error.get('cause')}"
-            elif ev.reason:
-                detail = f"  {ev.reason}"
-            elif ev.preview:
-                detail = f"  {ev.preview}"
-            self._print(f"  [{ev.call_id}] {ev.tool}: {_STEP[t]}{detail}")
-        elif t == "agent_dry_run" and isinstance(ev.data, dict):
-            self._print("  " + str(ev.data.get("text") or f"dry-run: {ev.data.get('status')}").replace("\n", "\n  "))
-        elif t == "approval_requested" and getattr(ev.data, "kind", None) == "plan":
-            from ..loader import dumps
-
-            self._print("  plan for approval:\n    " + dumps(ev.data.plan, "dsl").rstrip().replace("\n", "\n    "))
-        elif t in ("approval_granted", "approval_rejected"):
-            self._print(f"  approval: {t.removeprefix('approval_')}" + (f" ({ev.reason})" if ev.reason else ""))
-        elif t == "agent_turn_end":
-            rec = ev.data
-            counts: dict[str, int] = {}
-            for c in rec.calls:
-                counts[c["status"]] = counts.get(c["status"], 0) + 1
-            parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no calls"
-            more = f"; {len(rec.errors)} error(s)" if rec.errors else ""
-            fin = "; final output" if rec.output is not None and not rec.errors else ""
-            self._print(f"turn {rec.number}: {parts}{more}{fin}")
-            for err in rec.errors:
-                if not err.get("id"):  # errors of a call were shown as it was refused or failed
-                    self._print(_turn_error(err, rec.reply))
-
-
-def _turn_error(err: dict, reply: Any) -> str:
-    """One error of a turn not tied to a call (a reply that does not parse, a bad final output):
-    its code, where in the model's reply, and the reply's line with a caret."""
-    from ..diagnostics import Span, _excerpt
-
-    e = err.get("error") or {}
-    if not isinstance(e, dict):
-        return f"  error: {e}"
-    code = e.get("code") or e.get("error") or "error"
-    message = e.get("message") or e.get("cause") or ""
-    line, column = e.get("line"), e.get("column")
-    if not (isinstance(line, int) and isinstance(column, int)):
-        return f"  error[{code}]: {message}"
-    excerpt = _excerpt(reply, Span.point(line, column)) if isinstance(reply, str) else []
-    return "\n".join([f"  reply:{line}:{column}: error[{code}]: {message}", *("  " + x for x in excerpt)])
-
-
-def _approver_for(choice: str | None) -> str:
-    if choice is not None:
-        return choice
-    return "ask" if sys.stdin is not None and sys.stdin.isatty() else "no"
-
-
-def cmd_agent(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], Any]) -> int:
-    import os
-
-    from ..cli import UsageError
-    from ..cli_run import parse_json_arg, provider_problem
-    from .agent import Agent
-    from .provider import ProviderError
-
-    if not args.request.strip():
-        raise UsageError("REQUEST is empty: say what the agent should do")
-    if args.max_turns < 1:
-        raise UsageError("--max-turns must be at least 1")
-    if args.max_calls is not None and args.max_calls < 1:
-        raise UsageError("--max-calls must be at least 1")
-    if args.delegate_dir is not None and not os.path.isdir(args.delegate_dir):
-        raise UsageError(f"--delegate-dir: {args.delegate_dir!r} is not a directory")
-    input_value = parse_json_arg("--input", args.input)
-    state_value = parse_json_arg("--state", args.state, object_only=True)
-    reg = registry_for(args)
-    registry = reg[0] if isinstance(reg, tuple) else reg
-    try:
-        from .providers import get_provider
-
-        provider = get_provider(args.provider, model=args.model)
-    except (ProviderError, ValueError, OSError) as exc:  # ValueError: a script file that is not JSON / UTF-8
-        raise UsageError(f"--provider {args.provider}: {provider_problem(exc)}") from None
-    except Exception as exc:
-        if type(exc).__module__.startswith("yaml"):  # a script file that is not YAML
-            raise UsageError(f"--provider {args.provider}: {provider_problem(exc)}") from None
-        raise
-    progress = None if args.json else AgentProgress(max_turns=args.max_turns)
-    final: dict[str, Any] = {}
-
-    def on_event(ev: Any) -> None:
-        if ev.type == "agent_done":
-            final["result"] = ev.data
-        if progress is not None:
-            progress(ev)
-
-    agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
-                  approve=_approver_for(args.approve), max_calls=args.max_calls, model=args.model,
-                  on_event=on_event, delegate_dir=args.delegate_dir)
-
-    async def main() -> Any:
-        task = asyncio.ensure_future(agent.arun(args.request, input=input_value, state=state_value))
-        loop = asyncio.get_running_loop()
-        try:
-            loop.add_signal_handler(signal.SIGINT, task.cancel)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
-            pass
-        try:
-            return await task
-        except asyncio.CancelledError:
-            return final.get("result")
-        finally:
-            try:
-                loop.remove_signal_handler(signal.SIGINT)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover
-                pass
-
-    result = asyncio.run(main())
-    if result is None:
-        print("agent cancelled", file=sys.stderr)
-        return EXIT_FAIL
-    if args.json:
-        print(result.dumps())
-    else:
-        print(f"agent {result.status} after {len(result.turns)} turn(s)"
-              + (f": {result.error}" if result.error and result.status != "succeeded" else ""), file=sys.stderr)
-        shown = dict(result.state)
-        if result.output is not None:
-            shown["output"] = result.output
-        print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
-    return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+    """Add the ``agent`` subcommand to ``sub``; return ``{"agent": handler}``."""
+    agent_args(sub, add_tools_arg)
+    return {"agent": lambda args: run(args, registry_for)}

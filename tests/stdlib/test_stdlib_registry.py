@@ -62,10 +62,11 @@ def test_registry_and_user_override():
 
 
 def test_configs_do_not_share_state(tmp_path):
-    a = {t.name: t for t in all_tools(StdlibConfig(sandbox_root=tmp_path / "a"))}
+    # in-memory stores: the default, a per-user file, is shared on purpose (see test_stdlib_source.py)
+    a = {t.name: t for t in all_tools(StdlibConfig(sandbox_root=tmp_path / "a", memory_db_path=":memory:"))}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    b = {t.name: t for t in all_tools(StdlibConfig(sandbox_root=tmp_path / "b"))}
+    b = {t.name: t for t in all_tools(StdlibConfig(sandbox_root=tmp_path / "b", memory_db_path=":memory:"))}
     a["files.write"](path="x.txt", content="a")
     assert not (tmp_path / "b" / "x.txt").exists()
     a["memory.write"](text="alpha")

@@ -64,8 +64,8 @@ def test_memory_write_and_search():
 
 
 def test_memory_is_per_config_and_file_backed(tmp_path):
-    t1 = tools_by_name(StdlibConfig(), ["memory"])
-    t2 = tools_by_name(StdlibConfig(), ["memory"])
+    t1 = tools_by_name(StdlibConfig(memory_db_path=":memory:"), ["memory"])
+    t2 = tools_by_name(StdlibConfig(memory_db_path=":memory:"), ["memory"])
     t1["memory.write"](text="only in the first store")
     assert t2["memory.search"](query="first")["results"] == []
     db = tmp_path / "mem.sqlite"

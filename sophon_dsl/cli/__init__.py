@@ -1,0 +1,57 @@
+"""The ``sophon-dsl`` console script (also ``python -m sophon_dsl``).
+
+Exit codes: 0 success, 1 the plan has errors (or failed, was rejected or
+cancelled when run), 2 usage errors (bad flags, unreadable tool sources).
+
+Layout: :mod:`.parser` declares every command's flags; each command is implemented in
+its own module (``check``, ``fmt``, ``graph``, ``run``, ``dry_run``, ``grammar``,
+``schema``, ``agent``), imported only when that command runs; :mod:`.common` holds
+what they share and :mod:`.registry` builds the tool registry from the tools flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable, Sequence
+
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, positive_int, positive_seconds
+from .parser import add_source_args, add_tools_arg, build_parser
+from .registry import registry_for
+
+__all__ = ["COMMANDS", "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+# command -> the module of sophon_dsl.cli that implements it (its ``run(args) -> int``)
+COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run", "dry-run": "dry_run",
+                   "grammar": "grammar", "schema": "schema", "agent": "agent"}
+
+
+def _handler(module: str) -> Callable[[argparse.Namespace], int]:
+    def handle(args: argparse.Namespace) -> int:
+        return importlib.import_module(f"{__name__}.{module}").run(args)
+
+    handle.__name__ = f"cmd_{module}"
+    return handle
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    name: _handler(module) for name, module in COMMAND_MODULES.items()}
+
+# the names earlier versions exposed here (tests build parsers of their own with them)
+_add_source_args, _add_tools_arg, _registry = add_source_args, add_tools_arg, registry_for
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"sophon-dsl {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

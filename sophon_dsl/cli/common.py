@@ -1,0 +1,190 @@
+"""What every ``sophon-dsl`` command shares: exit codes, usage errors, argument types,
+reading plans and flag files, printing diagnostics and source excerpts.
+
+Kept light on purpose: ``sophon-dsl --help`` imports this module, so anything heavy
+(the compiler, the runtime, rich, jsonschema) is imported by the command that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from ..diagnostics import Diagnostic, render_json, render_text
+from ..errors import SophonError
+from ..loader import LoadResult, format_for_path, parse, parse_file
+
+__all__ = [
+    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
+    "json_depth", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
+    "provider_problem", "provider_usage_error", "read_flag_file", "read_plan",
+]
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+# --input / --state nest no deeper than plans may
+MAX_DEPTH = 200
+
+
+class UsageError(SophonError):
+    """A bad flag, value or file named by a flag: printed as one line, exit code 2."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports a bad value as a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0 (``inf`` allowed: no limit; ``nan`` refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not value > 0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def read_plan(name: str, from_format: str | None) -> LoadResult:
+    """The plan file ``name`` (``-``: stdin, which needs ``--from``), loaded with its diagnostics."""
+    if name == "-":
+        if from_format is None:
+            raise UsageError("reading a plan from stdin needs --from dsl|yaml|json")
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                from ..model import Plan
+
+                return LoadResult(Plan(file="<stdin>"), [Diagnostic(
+                    "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
+        return parse(raw, from_format, file="<stdin>")
+    if from_format is None and format_for_path(name) is None:
+        raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
+    return parse_file(name, from_format)
+
+
+def print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:
+    if as_json:
+        print(render_json(diags))
+    elif diags:
+        print(render_text(diags, sources=sources), file=sys.stderr)
+
+
+def excerpt_lines(text: str, span: Any) -> list[str]:
+    """The span's source line and its ``^~~`` underline, as the diagnostics print them.
+
+    The one place the CLI borrows the renderer's excerpt (``diagnostics._excerpt``)."""
+    from ..diagnostics import _excerpt
+
+    return _excerpt(text, span)
+
+
+def excerpt(text: str, line: int, column: int) -> str:
+    """The source line and a caret under ``column`` (1-based), each on a new line."""
+    from ..diagnostics import Span
+
+    return "".join(f"\n{x}" for x in excerpt_lines(text, Span.point(line, column)))
+
+
+def read_flag_file(flag: str, path: str) -> str:
+    """The UTF-8 text of the file a flag names, or a usage error saying why it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) -> Any:
+    """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position.
+
+    ``object_only``: the value must be a JSON object (``--state``: it holds the state's paths).
+    """
+    if text is None:
+        return None
+    source = flag
+    if text.startswith("@"):
+        path = text[1:]
+        text = read_flag_file(flag, path)
+        source = f"{flag} {path}"
+
+    def not_json(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value (write null, a number or a string)")
+
+    try:
+        value = json.loads(text, parse_constant=not_json)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                         + excerpt(text, exc.lineno, exc.colno)) from None
+    except ValueError as exc:
+        raise UsageError(f"{source}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
+    if json_depth(value) > MAX_DEPTH:
+        raise UsageError(f"{source}: nesting deeper than {MAX_DEPTH} levels (the limit for plans too)")
+    if object_only and not isinstance(value, dict):
+        kind = "null" if value is None else "a list" if isinstance(value, list) else type(value).__name__
+        raise UsageError(f"{source}: expected a JSON object such as {{\"topic\": \"x\"}} (its keys are "
+                         f"the state's top-level names), got {kind}")
+    return value
+
+
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (iterative: any depth is safe)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def provider_problem(exc: BaseException) -> str:
+    """What is wrong with a ``--provider`` spec or its script file, with the place when known."""
+    cause = exc.__cause__
+    if cause is not None and isinstance(cause, (UnicodeDecodeError, json.JSONDecodeError)) \
+            or getattr(cause, "problem_mark", None) is not None:
+        exc = cause  # a script file that does not load: say it the same way for every source
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:  # YAML: "while parsing ...; expected ..." at a line and column
+        parts = [p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p]
+        return f"invalid YAML at line {mark.line + 1} column {mark.column + 1}: {'; '.join(parts)}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the file is not UTF-8 ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    return str(exc)
+
+
+def provider_usage_error(spec: str, exc: BaseException) -> UsageError | None:
+    """The usage error for a ``--provider`` that cannot be built, or None when ``exc`` is a bug.
+
+    A provider refuses its spec with ProviderError / ValueError / OSError; a scripted
+    provider's file that is not YAML raises yaml's own errors.
+    """
+    from ..llm.provider import ProviderError
+
+    if isinstance(exc, (ProviderError, ValueError, OSError)) or type(exc).__module__.startswith("yaml"):
+        return UsageError(f"--provider {spec}: {provider_problem(exc)}")
+    return None
+
+
+def approver_for(choice: str | None) -> str:
+    """``--approve`` as given, else ask on a terminal and refuse elsewhere."""
+    if choice is not None:
+        return choice
+    return "ask" if sys.stdin is not None and sys.stdin.isatty() else "no"

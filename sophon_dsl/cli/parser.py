@@ -1,0 +1,180 @@
+"""Every command's flags, in one light module: ``sophon-dsl --help`` builds the parser from
+here without importing any command's implementation (``sophon_dsl.cli.<command>``).
+
+Adding a command: declare its flags in a ``_<command>_args`` function below, list it in
+:data:`COMMAND_ARGS`, and write ``sophon_dsl/cli/<module>.py`` with ``run(args) -> int``
+(named in ``sophon_dsl.cli.COMMAND_MODULES``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from ..loader import FORMATS
+from .common import EXIT_USAGE, positive_int, positive_seconds
+
+__all__ = ["COMMAND_ARGS", "add_source_args", "add_tools_arg", "build_parser", "version"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's default prints usage and exits 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def add_source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="from_format", choices=FORMATS,
+                   help="form of the plan when it is read from stdin ('-') or has an unusual extension")
+
+
+def add_tools_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tools", action="append", default=[], metavar="SOURCE",
+                   help="tools: FILE.py, an importable MODULE, a YAML/JSON declarations file, "
+                        "mcp:stdio:COMMAND, mcp:http:URL or an mcp.json config (repeatable)")
+    g = p.add_argument_group("standard tool library")
+    g.add_argument("--no-stdlib", action="store_true",
+                   help="do not make the standard tool library available")
+    g.add_argument("--stdlib", default=None, metavar="GROUPS",
+                   help="only these standard groups or tools, comma-separated (e.g. http,text,files.read)")
+    g.add_argument("--sandbox", default=None, metavar="DIR",
+                   help="root directory the standard file and document tools are confined to "
+                        "(default: the current directory)")
+    g.add_argument("--stdlib-config", default=None, metavar="FILE",
+                   help="YAML/JSON file of StdlibConfig settings (sandbox_root, http_allow_list, "
+                        "smtp_host, smtp_port, memory_db_path, enable_shell, ...)")
+    g.add_argument("--allow-host", action="append", default=[], metavar="HOST|CIDR",
+                   help="let the standard HTTP tools reach this host or network despite the SSRF "
+                        "guard (repeatable)")
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the plan's input, as JSON or @file.json")
+    p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
+
+
+def _check_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="report every problem in one or more plans")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
+    add_source_args(p)
+    add_tools_arg(p)
+    p.add_argument("--json", action="store_true", help="print diagnostics as a JSON list")
+    p.add_argument("--max-calls", type=positive_int, default=None, metavar="N",
+                   help="refuse plans with more than N calls (default: unlimited for files)")
+
+
+def _fmt_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fmt", help="print a plan in canonical form, or convert between forms")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    p.add_argument("--to", choices=FORMATS, default=None, help="output form (default: the input's)")
+    p.add_argument("--check", action="store_true", help="exit 1 if the file is not already formatted")
+    p.add_argument("-w", "--write", action="store_true", help="write the result back to the file")
+
+
+def _graph_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("graph", help="draw the plan's data-flow graph")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    add_tools_arg(p)
+    p.add_argument("--format", choices=("mermaid", "dot", "json"), default="mermaid")
+
+
+def _run_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a plan against real tools")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    add_tools_arg(p)
+    _data_args(p)
+    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
+                   help="answer for plans with risky calls (default: ask on a terminal, else no)")
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
+    p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
+                   help="run at most N calls at once")
+    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")
+    p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="wall-clock limit for the whole plan")
+    p.add_argument("--provider", default=None, metavar="SPEC",
+                   help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
+                        "scripted:FILE, or several comma-separated for failover)")
+    p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
+
+
+def _dry_run_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dry-run", help="simulate a plan with mocks; nothing real runs")
+    p.add_argument("plan", metavar="PLAN")
+    add_source_args(p)
+    add_tools_arg(p)
+    _data_args(p)
+    p.add_argument("--mocks", default=None, metavar="FILE",
+                   help="YAML/JSON mocks per call id or tool: result, error, latency, or a list of them")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def grammar_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("grammar", help="print the DSL grammar for grammar-constrained decoders")
+    p.add_argument("--format", choices=("llguidance", "lark"), default="llguidance",
+                   help="llguidance: Lark dialect of llguidance (vLLM, SGLang, llama.cpp); "
+                        "lark: the source grammar (LALR + the parser's post-lexer)")
+
+
+def schema_args(sub: argparse._SubParsersAction,
+                tools_arg: Callable[[argparse.ArgumentParser], None] = add_tools_arg) -> None:
+    p = sub.add_parser("schema", help="print the JSON Schema of the solution object for the tools "
+                                      "(OpenAI strict structured outputs)")
+    tools_arg(p)
+    p.add_argument("--output-schema", metavar="FILE", default=None,
+                   help="JSON Schema of the final output (default: any value)")
+    p.add_argument("--all-meta", action="store_true",
+                   help="every meta-property on each call (default: _id, _outputPath, _outputMethod, "
+                        "_after, _output)")
+    p.add_argument("--no-patterns", action="store_true",
+                   help="leave out 'pattern' (fine-tuned OpenAI models reject it)")
+    p.add_argument("--loose", action="store_true",
+                   help="not strict mode: open objects stay open, optional properties optional")
+    p.add_argument("--response-format", action="store_true",
+                   help="wrap it as an OpenAI response_format object")
+
+
+def agent_args(sub: argparse._SubParsersAction,
+               tools_arg: Callable[[argparse.ArgumentParser], None] = add_tools_arg) -> None:
+    p = sub.add_parser("agent", help="let a language model plan in the DSL and run its plans, turn after turn")
+    p.add_argument("request", metavar="REQUEST", help="what the agent should do")
+    tools_arg(p)
+    p.add_argument("--provider", required=True, metavar="SPEC",
+                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, or several comma-separated (failover)")
+    p.add_argument("--model", default=None, metavar="M", help="model name (default: the provider's)")
+    p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the input, as JSON or @file.json")
+    p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
+    p.add_argument("--mode", choices=("eager", "lazy"), default="eager",
+                   help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
+    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
+                   help="risky calls (and lazy plans): default ask on a terminal, else no")
+    p.add_argument("--max-turns", type=int, default=8, metavar="N", help="at most N requests (default 8)")
+    p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
+    p.add_argument("--delegate-dir", default=None, metavar="DIR",
+                   help="where saved requests named by @delegate(...) are looked up (default: .)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
+
+
+# in the order ``--help`` lists them
+COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="sophon-dsl", description="Check, format, draw and run sophon-dsl plans.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for add in COMMAND_ARGS:
+        add(sub)
+    return parser

@@ -1,0 +1,115 @@
+"""``sophon-dsl run PLAN``: run a plan against real tools, with a live progress view
+(``--json``: only the RunResult)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from ..diagnostics import render_text
+from .common import (EXIT_FAIL, EXIT_OK, approver_for, parse_json_arg, print_diagnostics,
+                     provider_usage_error, read_plan)
+from .progress import ProgressView
+from .registry import registry_for
+
+__all__ = ["load_runnable", "run"]
+
+
+def load_runnable(args: argparse.Namespace) -> tuple | None:
+    """(plan, registry, sources) for ``args.plan``, or None after printing its load errors."""
+    result = read_plan(args.plan, args.from_format)
+    plan = result.plan
+    sources = {plan.file or "": plan.source or ""}
+    if not result.ok:
+        print_diagnostics(result.diagnostics, sources, False)
+        return None
+    registry, _notes = registry_for(args)
+    return plan, registry, sources
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compiler import compile_plan
+    from ..runtime import PlanInvalid
+
+    loaded = load_runnable(args)
+    if loaded is None:
+        return EXIT_FAIL
+    plan, registry, sources = loaded
+    view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
+    try:
+        outcome = asyncio.run(_run_async(plan, registry, args, view))
+    except PlanInvalid as exc:
+        print(render_text([d.with_file(plan.file) for d in exc.diagnostics], sources=sources), file=sys.stderr)
+        print("the plan cannot run: nothing was started", file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        if view is not None:
+            view.close()
+    if args.json:
+        print(outcome.dumps())
+    else:
+        _summarise(outcome)
+    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+
+
+async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
+    from ..runtime import start
+
+    options: dict[str, Any] = {"approve": approver_for(args.approve)}
+    if view is not None:
+        options["on_event"] = view
+    for name in ("max_concurrency", "timeout", "max_time"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    if args.provider:
+        options["executor"] = _latent_executor(args.provider, args.model)
+    handle = start(plan, registry, input=parse_json_arg("--input", args.input),
+                   state=parse_json_arg("--state", args.state, object_only=True), **options)
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handle.cancel)
+    except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+        pass
+    try:
+        return await handle.result()
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover
+            pass
+
+
+def _latent_executor(spec: str, model: str | None) -> Any:
+    from ..llm.latent import LLMLatentExecutor
+    from ..llm.providers import get_provider
+
+    try:
+        return LLMLatentExecutor(get_provider(spec, model=model), model=model)
+    except Exception as exc:
+        usage = provider_usage_error(spec, exc)
+        if usage is None:
+            raise
+        raise usage from None
+
+
+def _summarise(outcome: Any) -> None:
+    counts: dict[str, int] = {}
+    for rec in outcome.calls:
+        counts[rec.status] = counts.get(rec.status, 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"plan {outcome.status}: {parts}", file=sys.stderr)
+    if outcome.error is not None and outcome.status != "succeeded":
+        err = outcome.error.to_json()
+        print(f"  {err.get('error')}: {err.get('cause')}", file=sys.stderr)
+        if outcome.status == "rejected" and err.get("cause") == "auto-rejected":
+            print("  the plan has risky calls; review it and pass --approve yes (or ask) to run it",
+                  file=sys.stderr)
+    shown: dict[str, Any] = dict(outcome.state)
+    if outcome.output is not None:
+        shown["output"] = outcome.output
+    print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
