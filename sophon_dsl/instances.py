@@ -11,28 +11,12 @@ instances.  Both the runtime and the LLM front end route calls with
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
-from .model import Call, Expression, ListValue, Literal, ObjectValue, Plan, Reference, Template, Value
+from .model import Call, Plan, Reference
+from .values import map_references  # re-exported: the walk lives with the other value walks
 
 __all__ = ["instance_kind", "instance_inputs", "map_references", "route_instance", "route_plan"]
-
-
-def map_references(v: Value | None, fn: Callable[[Reference], Reference]) -> Value | None:
-    """A copy of the value tree with every reference replaced by ``fn(reference)``."""
-    if v is None or isinstance(v, Literal):
-        return v
-    if isinstance(v, Reference):
-        return fn(v)
-    if isinstance(v, Expression):
-        return replace(v, operands=tuple(fn(r) for r in v.operands))
-    if isinstance(v, Template):
-        return replace(v, parts=tuple(fn(p) if isinstance(p, Reference) else p for p in v.parts))
-    if isinstance(v, ListValue):
-        return replace(v, items=tuple(map_references(x, fn) for x in v.items))
-    if isinstance(v, ObjectValue):
-        return replace(v, entries=tuple((k, map_references(x, fn)) for k, x in v.entries))
-    return v
 
 
 def instance_kind(kind: str, instance: str) -> str:

@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any, Union
 
 from .diagnostics import Span
+from .values import references, to_source_json
 
 __all__ = [
     "ARGUMENT_METHODS",
@@ -99,12 +100,16 @@ class Risk(int, Enum):
 class Literal:
     """A JSON scalar: str, int, float, bool or None."""
 
+    node_kind = "literal"  # how sophon_dsl.values dispatches (not a field)
+
     value: str | int | float | bool | None
     span: Span | None = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class ListValue:
+    node_kind = "list"  # how sophon_dsl.values dispatches (not a field)
+
     items: tuple["Value", ...]
     span: Span | None = _span()
 
@@ -112,6 +117,8 @@ class ListValue:
 @dataclass(frozen=True, slots=True)
 class ObjectValue:
     """An object literal; ``entries`` keep their source order."""
+
+    node_kind = "object"  # how sophon_dsl.values dispatches (not a field)
 
     entries: tuple[tuple[str, "Value"], ...]
     span: Span | None = _span()
@@ -130,6 +137,8 @@ class Reference:
     ``path`` holds property names (str) and list indexes (int).  An empty path
     reads the whole kind (``†state``).
     """
+
+    node_kind = "reference"  # how sophon_dsl.values dispatches (not a field)
 
     kind: str
     path: tuple[PathSegment, ...] = ()
@@ -154,6 +163,8 @@ class Reference:
 class Expression:
     """``a || b || c`` (fallback: leftmost that gets a value) or ``a && b`` (gate: all; value of last)."""
 
+    node_kind = "expression"  # how sophon_dsl.values dispatches (not a field)
+
     op: str  # "||" or "&&"
     operands: tuple[Reference, ...]
     span: Span | None = _span()
@@ -168,6 +179,8 @@ class Template:
 
     ``parts`` alternates literal text (str) and :class:`Reference` values.
     """
+
+    node_kind = "template"  # how sophon_dsl.values dispatches (not a field)
 
     parts: tuple[Union[str, Reference], ...]
     span: Span | None = _span()
@@ -365,41 +378,9 @@ class Plan:
 
 def iter_references(value: Value | None):
     """Yield every :class:`Reference` inside a value tree, in source order."""
-    if value is None:
-        return
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, Reference):
-            yield v
-        elif isinstance(v, Expression):
-            yield from v.operands
-        elif isinstance(v, Template):
-            for part in v.parts:
-                if isinstance(part, Reference):
-                    yield part
-        elif isinstance(v, ListValue):
-            stack.extend(reversed(v.items))
-        elif isinstance(v, ObjectValue):
-            stack.extend(val for _, val in reversed(v.entries))
+    return references(value)
 
 
 def value_to_json(value: Value, dagger: str = "†") -> Any:
     """Render a value tree in the seed's JSON form (references as ``"†kind.path"`` strings)."""
-    from .refs import literal_string_to_source, template_to_string  # refs depends on model
-
-    if isinstance(value, Literal):
-        if isinstance(value.value, str):
-            return literal_string_to_source(value.value)
-        return value.value
-    if isinstance(value, ListValue):
-        return [value_to_json(v, dagger) for v in value.items]
-    if isinstance(value, ObjectValue):
-        return {k: value_to_json(v, dagger) for k, v in value.entries}
-    if isinstance(value, Reference):
-        return value.text(dagger)
-    if isinstance(value, Expression):
-        return value.text(dagger)
-    if isinstance(value, Template):
-        return template_to_string(value, dagger)
-    raise TypeError(f"not a plan value: {value!r}")
+    return to_source_json(value, dagger)

@@ -26,6 +26,7 @@ from typing import Any
 from .diagnostics import Span
 from .errors import SophonError
 from .model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
+from .values import escape_text, template_to_string  # template_to_string: re-exported
 
 __all__ = [
     "DAGGER",
@@ -145,28 +146,9 @@ def _parse_template(text: str, span: Span | None) -> Value:
     return Template(tuple(parts), span)
 
 
-def _escape_text(text: str) -> str:
-    return text.replace("†", "††")
-
-
-def template_to_string(template: Template, dagger: str = "†") -> str:
-    """Inverse of parsing: references use the braced form when text follows that could extend them."""
-    out: list[str] = []
-    parts = template.parts
-    for idx, part in enumerate(parts):
-        if isinstance(part, str):
-            out.append(_escape_text(part))
-            continue
-        nxt = parts[idx + 1] if idx + 1 < len(parts) else None
-        body = part.text("")
-        needs_braces = isinstance(nxt, str) and bool(re.match(r"[A-Za-z0-9_.\[]", nxt))
-        out.append(f"{dagger}{{{body}}}" if needs_braces else f"{dagger}{body}")
-    return "".join(out)
-
-
 def literal_string_to_source(text: str) -> str:
     """Escape a literal string (no references) so that re-parsing yields the same literal."""
-    return _escape_text(text)
+    return escape_text(text)
 
 
 def json_to_value(data: Any, span: Span | None = None) -> Value:
