@@ -54,7 +54,7 @@ from ..model import (Call, ListValue, Literal, Mode, ObjectValue, OutputMethod, 
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
-from .located import LocatedNode
+from .located import LazySpanPaths, LocatedNode
 
 __all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
            "STEP_TOOL"]
@@ -681,9 +681,39 @@ def document_to_plan(node: LocatedNode | None, file: str | None = None, source: 
             fields = {}
     fields["calls"] = tuple(fields.get("calls", ()))
     fields["tools"] = tuple(fields.get("tools", ()))
-    paths = node.span_paths() if node is not None else None
+    paths: Any = None
+    if node is not None:
+        # Read the source again for the paths when a diagnostic first asks for one: a
+        # map of every node costs as much memory as the plan itself and is rarely read.
+        paths = _lazy_paths(source, form) if source is not None and form in _READERS \
+            else node.span_paths()
     plan = Plan(**fields, file=file, source=source, form=form, span_paths=paths)
     return plan, reader.diags
+
+
+def _json_node(source: str) -> LocatedNode | None:
+    from .json_source import parse_json
+
+    return parse_json(source)[0]
+
+
+def _yaml_node(source: str) -> LocatedNode | None:
+    from .yaml_source import parse_yaml
+
+    return parse_yaml(source)[0]
+
+
+_READERS = {"json": _json_node, "yaml": _yaml_node}
+
+
+def _lazy_paths(source: str, form: str) -> LazySpanPaths:
+    read = _READERS[form]
+
+    def compute() -> dict[Span, str]:
+        node = read(source)
+        return node.span_paths() if node is not None else {}
+
+    return LazySpanPaths(compute)
 
 
 def tool_decls_from_node(node: LocatedNode | None,

@@ -12,11 +12,12 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Mapping
+import threading
+from typing import Any, Callable, Iterator, Mapping
 
 from ..diagnostics import Span
 
-__all__ = ["LocatedNode", "LineIndex", "child_path", "OBJECT", "ARRAY", "SCALAR"]
+__all__ = ["LocatedNode", "LineIndex", "LazySpanPaths", "child_path", "OBJECT", "ARRAY", "SCALAR"]
 
 OBJECT = "object"
 ARRAY = "array"
@@ -85,6 +86,54 @@ class LineIndex:
         """A one-character span at ``offset`` (empty at the very end of the text)."""
         end = offset + 1 if offset < len(self.text) else offset
         return self.span(offset, end)
+
+
+class LazySpanPaths(Mapping):
+    """``Plan.span_paths`` computed on first use.
+
+    The JSON path of every node by its span is only read when a diagnostic is made,
+    so the loaders hand this instead of the map itself: ``compute`` (typically
+    reading the plan's source again) runs at most once, on the first lookup. It is
+    truthy without computing anything, as a document always has a root node.
+    """
+
+    __slots__ = ("_compute", "_map", "_lock")
+
+    def __init__(self, compute: Callable[[], Mapping[Span, str]]):
+        self._compute: Callable[[], Mapping[Span, str]] | None = compute
+        self._map: Mapping[Span, str] | None = None
+        self._lock = threading.Lock()
+
+    def _paths(self) -> Mapping[Span, str]:
+        if self._map is None:
+            with self._lock:
+                if self._map is None:
+                    assert self._compute is not None
+                    self._map = self._compute()
+                    self._compute = None  # let go of the source it closed over
+        return self._map
+
+    @property
+    def computed(self) -> bool:
+        return self._map is not None
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __getitem__(self, span: Span) -> str:
+        return self._paths()[span]
+
+    def get(self, span: Span, default: Any = None) -> Any:
+        return self._paths().get(span, default)
+
+    def __contains__(self, span: object) -> bool:
+        return span in self._paths()
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self._paths())
+
+    def __len__(self) -> int:
+        return len(self._paths())
 
 
 class _NoKeys(Mapping):
