@@ -54,6 +54,8 @@ def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
     :class:`ToolRegistry` is passed, which lists exactly the tools that exist);
     ``stdlib`` may also be a ``stdlib_tools.StdlibConfig`` or group names.  A
     tool of yours that replaces a standard one is reported as an N201 note.
+    The library is found by name (:mod:`sophon_dsl.stdlib_hook`; none when it is
+    not installed) and built once per process and configuration.
     """
     from .compiler import check as _check
     from .tools import as_registry

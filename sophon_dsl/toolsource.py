@@ -138,7 +138,27 @@ def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
     if not tools:
         return [], [Diagnostic("E110", f"{source!r} defines no tools: decorate functions with "
                                        "@sophon_dsl.tool", file=source)]
-    return tools, []
+    problems = [d for d in map(_schema_problem, tools, [source] * len(tools)) if d is not None]
+    return ([], problems) if problems else (tools, [])
+
+
+def _schema_problem(spec: ToolSpec, source: str) -> Diagnostic | None:
+    """E110 when a loaded tool's type hints have no JSON Schema, at the function's ``def``.
+
+    ``@tool`` derives schemas on first read; reading them here makes a bad hint a
+    diagnostic of the file that declares it, not an exception in whatever reads it first.
+    """
+    try:
+        spec.input_schema  # noqa: B018 - the read derives both schemas
+    except TypeError as exc:
+        code = getattr(spec.func, "__code__", None)
+        where = code.co_filename if code is not None else source
+        if code is not None and _same_file(where, source):
+            return Diagnostic("E110", f"cannot load tools from {source!r}: TypeError: {exc}",
+                              span=Span.point(code.co_firstlineno, 1), file=source)
+        at = f" ({where}:{code.co_firstlineno}:1)" if code is not None else ""
+        return Diagnostic("E110", f"cannot load tools from {source!r}: TypeError: {exc}{at}", file=source)
+    return None
 
 
 def _is_mcp(source: str) -> bool:
