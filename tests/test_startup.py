@@ -88,3 +88,49 @@ def test_old_import_paths_still_work():
     assert callable(cli_run.parse_json_arg) and cli_run.ProgressView
     assert callable(agent_cli.register) and callable(constrained_cli.register)
     assert {"check", "fmt", "graph", "run", "dry-run", "grammar", "schema", "agent"} <= set(cli.COMMANDS)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the modules of sophon_dsl / stdlib_tools it imports (any import statement,
+    top level or inside a function; ``from pkg import sub`` counts as importing ``pkg.sub``)."""
+    import ast
+
+    files = {}
+    for pkg in ("sophon_dsl", "stdlib_tools"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            files[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                mod = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+                subs = {f"{mod}.{a.name}" for a in node.names} & files.keys()
+                edges.update(subs)
+                if len(subs) < len(node.names) and mod in files:
+                    edges.add(mod)
+        edges.discard(name)
+    return graph
+
+
+def test_cli_tools_and_stdlib_modules_are_in_no_import_loop():
+    graph = _import_graph()
+    mine = [m for m in graph if m.startswith(("sophon_dsl.cli", "stdlib_tools")) or m in (
+        "sophon_dsl", "sophon_dsl.tools", "sophon_dsl.toolsource", "sophon_dsl.stdlib_hook",
+        "sophon_dsl.llm.cli", "sophon_dsl.llm.constrained_cli", "sophon_dsl.__main__")]
+    for start in mine:  # does any path lead from a module back to itself?
+        seen, stack = set(), list(graph[start])
+        while stack:
+            m = stack.pop()
+            assert m != start, f"{start} imports a module that imports it back"
+            if m not in seen:
+                seen.add(m)
+                stack.extend(graph.get(m, ()))
+    assert not any(m.startswith("stdlib_tools") for m in graph["sophon_dsl.tools"] | graph["sophon_dsl.stdlib_hook"])
