@@ -372,7 +372,6 @@ class DataFlow:
         self.calls.append(call)
         self.ids.append(cid)
         self.index.setdefault(cid, i)
-        self._dependents = None
         self._index_writes(i, call)
         start = len(self.read_refs)
         self._wire(i, call)
@@ -404,6 +403,13 @@ class DataFlow:
                 self._pending_after.setdefault(name, []).append(i)
         if new:
             self.backward = False
+        dependents = self._dependents
+        if dependents is not None:  # kept up to date rather than rebuilt per arrival
+            dependents.append([])
+            for d in self.run_deps(i):
+                dependents[d].append(i)
+            for reader, _ in new:
+                dependents[i].append(reader)
         return new
 
     def _index_reads(self, start: int, end: int) -> None:

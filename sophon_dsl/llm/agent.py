@@ -35,7 +35,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic
 from ..model import Call, Mode, Plan, Risk
-from ..runtime.analysis import effective_risk
+from ..runtime.risk import effective_risk
 from ..runtime.approval import ApprovalRequest, decide, normalize_approver
 from ..runtime.events import Event, EventBus
 from ..runtime.scheduler import RunOptions
@@ -59,7 +59,7 @@ def warm_up() -> None:
     import jsonschema  # noqa: F401 - the checker validates literals with it
 
     from ..compiler import compile_plan
-    from ..runtime.scheduler import Scheduler  # noqa: F401
+    from ..runtime.scheduler import Scheduler  # noqa: F401 - imported ahead of the first turn
     from ..syntax.dsl_parser import parse_dsl
 
     plan, _ = parse_dsl('$state.x = warm(a=1)\n')

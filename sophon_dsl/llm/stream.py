@@ -43,10 +43,10 @@ from ..instances import instance_kind, route_instance  # noqa: F401 - re-exporte
 from ..model import Call, Mode, Plan, Reference, Value
 from ..runtime.errors import ErrorInfo
 from ..runtime.events import EventBus
-from ..runtime.protocols import LatentRequest
+from ..runtime.feed import GrowingPlan
+from ..runtime.invoker import Invocation, LocalInvoker
 from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
-from ..runtime import scheduler as _sched_mod
 from ..tools import ToolRegistry
 
 __all__ = [
@@ -238,8 +238,38 @@ def _detect_form(text: str) -> str | None:
 # The scheduler that accepts calls while the reply streams
 
 
-class StreamScheduler(Scheduler):
-    """A :class:`Scheduler` whose plan grows while the model is still writing it.
+class StreamInvoker:
+    """The stream's :class:`~sophon_dsl.runtime.invoker.Invoker`: a ``_delegate`` call goes to
+    the delegate (with the run's data), a latent call with ``_scopes`` to an executor that
+    offers ``execute_scoped``; everything else runs as in a plain run."""
+
+    def __init__(self, inner: LocalInvoker, delegate: Any = None, executor: Any = None) -> None:
+        self.inner = inner
+        self.delegate = delegate
+        self.executor = executor
+
+    def direct(self, call: Call, spec: Any) -> Any:
+        if call.delegate and self.delegate is not None:
+            return None  # must go through invoke()
+        return self.inner.direct(call, spec)
+
+    async def invoke(self, inv: Invocation) -> Any:
+        call, spec, ex = inv.call, inv.spec, self.executor
+        if call.inline_output is None and call.delegate and self.delegate is not None:
+            return await self.delegate.execute(inv.latent_request(), context=inv.state())
+        if call.inline_output is None and (spec is None or spec.func is None) and ex is not None \
+                and hasattr(ex, "execute_scoped") and call.scopes:
+            return await ex.execute_scoped(inv.latent_request(), inv.state())
+        return await self.inner.invoke(inv)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class StreamScheduler:
+    """A run whose plan grows while the model is still writing it: the runtime's
+    :class:`~sophon_dsl.runtime.scheduler.Scheduler` fed by a
+    :class:`~sophon_dsl.runtime.feed.GrowingPlan`.
 
     Use: construct, start :meth:`run` as a task, :meth:`add_call` as calls arrive,
     :meth:`close_stream` at the end of the reply, then await the task.
@@ -248,125 +278,54 @@ class StreamScheduler(Scheduler):
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
                  plan_id: str | None = None, delegate: Any = None) -> None:
-        super().__init__(replace(header, calls=(), output=None), registry, ids=[], input=input, state=state,
-                         context=context, options=options, bus=bus, plan_id=plan_id)
-        self.stream_open = True
-        self._remaining += 1          # the open stream counts as one unfinished piece of work
-        self._running = False
-        self._id_list: list[str] = []
+        opts = options or RunOptions()
+        self.feed = GrowingPlan(header)
+        invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_workers), delegate, opts.executor)
+        self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
+                                   options=opts, bus=bus, plan_id=plan_id, invoker=invoker)
+        self.scheduler.on_dispatch = self._dispatched
         self.delegate = delegate
         self.dispatched_at: dict[int, float] = {}
         self.arrived_at: dict[int, float] = {}
 
-    # -- growing the plan ----------------------------------------------------
+    @property
+    def records(self) -> list:
+        return self.scheduler.records
+
+    @property
+    def n(self) -> int:
+        return self.scheduler.n
+
+    def is_decided(self, i: int) -> bool:
+        return self.scheduler.is_decided(i)
+
+    def _dispatched(self, i: int) -> None:
+        self.dispatched_at.setdefault(i, time.perf_counter())
 
     def add_call(self, call: Call, call_id: str, *, refused: ErrorInfo | None = None,
                  arrived: float | None = None) -> int:
         """Append ``call``; dispatch it at once if its inputs are decided (and it is not refused).
 
         ``arrived`` is when its last token came in (``time.perf_counter()``), for latency stats."""
-        i = self.n
-        self.arrived_at[i] = arrived if arrived is not None else time.perf_counter()
-        self._id_list.append(call_id)
-        self.plan = replace(self.plan, calls=self.plan.calls + (call,))
-        self._grow()
-        self._remaining += 1
-        if refused is not None:
-            self.refuse(i, refused)
-        elif self._running and not self._stopping:
-            if self._consider(i):
-                self._settled(i)
-        return i
+        self.arrived_at[len(self.feed)] = arrived if arrived is not None else time.perf_counter()
+        return self.feed.add(call, call_id, refused)
 
     def set_registry(self, registry: ToolRegistry) -> None:
-        self.registry = registry
+        self.scheduler.set_registry(registry)
 
     def refuse(self, i: int, error: ErrorInfo) -> None:
         """Record call ``i`` as failed without running it (it failed a check)."""
-        if self._decided[i]:
-            return
-        rec = self.records[i]
-        rec.error = error
-        rec.reason = "not dispatched: " + error.cause
-        self._finish(i, "failed")
-        if self._running:
-            self._settled(i)
-
-    def _grow(self) -> None:
-        """Extend every per-call list of the base scheduler by one entry.
-
-        The entries for the new call come from a fresh base :class:`Scheduler` built for the
-        grown plan, so whatever per-call bookkeeping the runtime keeps (records, specs,
-        flags ...) gets its proper initial value without this class naming it; existing
-        entries keep their identity and values.
-        """
-        tmpl = Scheduler(self.plan, self.registry, ids=list(self._id_list), options=self.opts,
-                         bus=EventBus(), plan_id=self.plan_id)
-        n = self.n
-        for name, val in vars(tmpl).items():
-            cur = self.__dict__.get(name)
-            if type(val) is list and type(cur) is list and len(val) == n + 1 and len(cur) == n:
-                cur.append(val[-1])
-        self.an = tmpl.an
-        self.ids = tmpl.ids
-        self.n = n + 1
+        self.feed.refuse(i, error)
 
     def close_stream(self, output: Value | None = None) -> None:
         """The reply is complete: settle every waiting read as the runtime does."""
-        if not self.stream_open:
-            return
-        self.stream_open = False
-        if output is not None:
-            self.plan = replace(self.plan, output=output)
-        if not self._stopping and self._running:   # (not running yet: run() looks at every call)
-            for i in range(self.n):
-                if not self._decided[i] and self._consider(i):
-                    self._settled(i)
-        self._remaining -= 1
-        if self._remaining == 0:
-            self._done.set()
+        self.feed.close(output)
 
-    # -- the streaming rule for reads ------------------------------------------
-
-    def _ref_state(self, i: int, ref: Reference) -> tuple[int, Any]:
-        st, val = super()._ref_state(i, ref)
-        if self.stream_open and st != _sched_mod._HAS and st != _sched_mod._PENDING \
-                and not ref.kind.startswith("input"):
-            return _sched_mod._PENDING, None   # a writer may still arrive
-        return st, val
-
-    def _consider(self, j: int) -> bool:
-        ended = super()._consider(j)
-        if j in self._tasks and j not in self.dispatched_at:
-            self.dispatched_at[j] = time.perf_counter()
-        return ended
-
-    # -- delegates and scoped latent calls -------------------------------------
-
-    def _direct(self, i: int, call: Call) -> Any:
-        # the runtime's fast path awaits an async activity directly; a delegated call must
-        # go through _invoke instead
-        if call.delegate and self.delegate is not None:
-            return None
-        sup = getattr(super(), "_direct", None)
-        return sup(i, call) if sup is not None else None
-
-    async def _invoke(self, i: int, call: Call, args: dict, inline: Any) -> Any:
-        if call.inline_output is None and call.delegate and self.delegate is not None:
-            return await self.delegate.execute(LatentRequest(call, self.records[i].id, self.specs[i], args,
-                                                             self.plan, self.records[i].attempts),
-                                               context=self.log.resolved())
-        ex = self.opts.executor
-        spec = self.specs[i]
-        if call.inline_output is None and (spec is None or spec.func is None) and ex is not None \
-                and hasattr(ex, "execute_scoped") and call.scopes:
-            return await ex.execute_scoped(LatentRequest(call, self.records[i].id, spec, args, self.plan,
-                                                         self.records[i].attempts), self.log.resolved())
-        return await super()._invoke(i, call, args, inline)
+    def cancel(self) -> None:
+        self.scheduler.cancel()
 
     async def run(self) -> RunResult:
-        self._running = True
-        return await super().run()
+        return await self.scheduler.run()
 
 
 # ---------------------------------------------------------------------------
@@ -631,7 +590,7 @@ class StreamTurn:
                 continue
             err = ErrorInfo(PLAN_INVALID, "; ".join(f"{x.code} {x.message}" for x in condemned[j]))
             self.refused[j] = err
-            if self._sched is not None and not self._sched._decided[j]:
+            if self._sched is not None and not self._sched.is_decided(j):
                 self._sched.refuse(j, err)
         self._closed = plan
         return plan

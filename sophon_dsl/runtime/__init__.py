@@ -14,15 +14,19 @@ from .api import Prepared, RunHandle, arun, prepare, run, start
 from .approval import ApprovalDecision, ApprovalRequest, prompt_approver
 from .errors import ErrorInfo, PlanInvalid, RunError
 from .events import Event, EventBus
+from .feed import FixedPlan, GrowingPlan, PlanFeed
+from .invoker import Invocation, Invoker, LocalInvoker
 from .protocols import Branch, LatentExecutor, LatentRequest
 from .result import CallRecord, RunResult
-from .scheduler import RunOptions
+from .scheduler import RunOptions, Scheduler
+from .store import MemoryStore, StateStore
 
 __all__ = [
     "ApprovalDecision", "ApprovalRequest", "Branch", "CallRecord", "DryRunReport", "ErrorInfo", "Event",
-    "EventBus", "LatentExecutor", "LatentRequest", "PlanInvalid", "Prepared", "RunError", "RunHandle",
-    "RunOptions", "RunResult", "arun", "dry_run", "load_mocks", "prepare", "prompt_approver",
-    "reference_run", "run", "start",
+    "EventBus", "FixedPlan", "GrowingPlan", "Invocation", "Invoker", "LatentExecutor", "LatentRequest",
+    "LocalInvoker", "MemoryStore", "PlanFeed", "PlanInvalid", "Prepared", "RunError", "RunHandle",
+    "RunOptions", "RunResult", "Scheduler", "StateStore", "arun", "dry_run", "load_mocks", "prepare",
+    "prompt_approver", "reference_run", "run", "start",
 ]
 
 

@@ -21,11 +21,12 @@ from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
 from ..instances import route_plan
 from ..tools import ToolRegistry, as_registry
-from .analysis import analyze, analyze_compiled, effective_risk
+from ..dataflow import DataFlow
 from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
+from .risk import effective_risk
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 
@@ -43,8 +44,8 @@ class Prepared:
         self.registry = registry
         self.ids = ids
         self.diagnostics = diagnostics
-        # Reuse the compiler's wiring when there is one (same rule, computed once).
-        self.analysis = analyze_compiled(compiled) if compiled is not None else analyze(plan, ids)
+        # the checker's data flow when there is one (same rules, computed once)
+        self.flow = compiled.flow if compiled is not None else DataFlow.build(plan.calls, ids)
 
 
 def _load(plan: Any) -> Plan:
@@ -109,31 +110,28 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     diags: list[Diagnostic] = []
     compiled = None
     if check:
-        try:
-            from ..compiler import compile_plan
-        except ImportError:
-            compile_plan = None  # type: ignore[assignment]
-        if compile_plan is not None:
-            compiled = _reusable(given, plan, tools)
-            reused = compiled is not None
-            if compiled is None:
-                compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
-            diags = list(compiled.diagnostics)
-            if reused and executor is None and not any(d.code == "E206" for d in diags):
-                # compiled without require_executor: add what it would have said (E206)
-                latent: dict[str, bool] = {}
-                for i, call in enumerate(plan.calls):
-                    lat = latent.get(call.tool)
-                    if lat is None:
-                        spec = compiled.tools.get(call.tool)
-                        lat = latent[call.tool] = spec is not None and spec.latent
-                    if lat and call.activity is None and call.inline_output is None:
-                        diags.append(Diagnostic(
-                            "E206", f"call {compiled.ids[i]} uses latent tool '{call.tool}' (no "
-                                    "implementation) and no LLM executor is available",
-                            call.tool_span or call.span))
-            registry = compiled.tools
-            ids = list(compiled.ids)
+        from ..compiler import compile_plan
+
+        compiled = _reusable(given, plan, tools)
+        reused = compiled is not None
+        if compiled is None:
+            compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
+        diags = list(compiled.diagnostics)
+        if reused and executor is None and not any(d.code == "E206" for d in diags):
+            # compiled without require_executor: add what it would have said (E206)
+            latent: dict[str, bool] = {}
+            for i, call in enumerate(plan.calls):
+                lat = latent.get(call.tool)
+                if lat is None:
+                    spec = compiled.tools.get(call.tool)
+                    lat = latent[call.tool] = spec is not None and spec.latent
+                if lat and call.activity is None and call.inline_output is None:
+                    diags.append(Diagnostic(
+                        "E206", f"call {compiled.ids[i]} uses latent tool '{call.tool}' (no "
+                                "implementation) and no LLM executor is available",
+                        call.tool_span or call.span))
+        registry = compiled.tools
+        ids = list(compiled.ids)
     if compiled is None:
         registry = registry.with_plan_decls(plan.tools)
     if ids is None:
@@ -142,14 +140,6 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
               and not (d.code == "E301" and initial_kinds)]
     prepared = Prepared(plan, registry, ids, diags, compiled)
-    an = prepared.analysis
-    errors.extend(an.diagnostics if compiled is None else ())
-    if compiled is None:
-        for i, call in enumerate(plan.calls):
-            if call.tool not in registry:
-                errors.append(Diagnostic("E201", f"unknown tool {call.tool!r} (call {ids[i]})", call.tool_span or call.span))
-        if an.topo_order() is None:
-            errors.append(Diagnostic("E302", "dependency cycle between calls"))
     no_code: dict[str, bool] = {}  # tool -> declared as an activity but without implementation
     for i, call in enumerate(plan.calls):
         bad = no_code.get(call.tool)
@@ -161,13 +151,6 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
                 "E207", f"call {ids[i]} uses {call.tool!r}, declared as an activity (latent: false), "
                         "but no implementation is registered: pass its Python function in tools",
                 call.tool_span or call.span))
-    if executor is None and compiled is None:
-        for i, call in enumerate(plan.calls):
-            spec = registry.get(call.tool)
-            if call.inline_output is None and (spec is None or spec.func is None) and call.tool in registry:
-                errors.append(Diagnostic(
-                    "E206", f"call {ids[i]} uses the latent tool {call.tool!r} without an inline _output; "
-                            "running it needs an LLM executor (pass executor=...)", call.span))
     if errors:
         raise PlanInvalid(errors, plan.source)
     return prepared
@@ -336,7 +319,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
             bus.emit(Event("approval_granted", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
                            reason=decision.reason))
     sched = Scheduler(plan_obj, prep.registry, ids=prep.ids, input=input, state=state, context=context,
-                      options=opts, bus=bus, plan_id=plan_id, analysis=prep.analysis, track_waits=False)
+                      options=opts, bus=bus, plan_id=plan_id, flow=prep.flow, track_waits=False)
     handle._scheduler = sched
     if handle._cancel_requested:
         sched.cancel()

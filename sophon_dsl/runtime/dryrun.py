@@ -37,7 +37,8 @@ from .errors import ErrorInfo, RunError
 from .events import EventBus
 from .protocols import Branch, LatentRequest
 from .result import RunResult
-from .scheduler import RunOptions, Scheduler, retry_delay
+from .retry import retry_delay
+from .scheduler import RunOptions, Scheduler
 
 __all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "mock_problems", "sample_from_schema"]
 
@@ -276,9 +277,9 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         _validate_input(prep.plan, input)  # an input the caller gave is checked, as a run would
     opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
     sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
-                      bus=EventBus(), analysis=prep.analysis)
+                      bus=EventBus(), flow=prep.flow)
     result = await sched.run()
-    order = prep.analysis.topo_order() or list(range(len(prep.ids)))
+    order = list(prep.flow.topo_order()[0])
     start = [0.0] * len(order)
     end = [0.0] * len(order)
     sequential = 0.0
@@ -286,7 +287,7 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         rec = result.calls[i]
         lat = ex.latency.get(rec.id, [])
         dur = sum(lat)
-        pol = sched._policy(i)
+        pol = sched.policy(i)
         if pol is not None and rec.attempts > 1:
             dur += sum(retry_delay(pol, k) for k in range(1, rec.attempts))
         s = max((end[j] for j in sched.waited_on[i]), default=0.0)

@@ -239,13 +239,13 @@ class StateLog:
     def append(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> Message:
         """Append a write; returns its :class:`Message`."""
-        self._write(kind, path, value, method, call, date)
+        self.write(kind, path, value, method, call, date)
         entries = self._entries
         e = entries[-1]
         return Message(len(entries) - 1, e[0], e[1], e[2], method, e[4], _date(e[5]))
 
-    def _write(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
-               call: str | None = None, date: str | None = None) -> None:
+    def write(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
+              call: str | None = None, date: str | None = None) -> None:
         """:meth:`append` without building the returned :class:`Message`."""
         if type(value) in _ATOMIC:
             view_value = value

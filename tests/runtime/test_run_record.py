@@ -155,7 +155,7 @@ def test_custom_task_factory_is_used():
 
     result = asyncio.run(main())
     assert result.status == "succeeded"
-    assert sum("_run_call" in q for q in created) == 2
+    assert sum(q.endswith("run_call") for q in created) == 2
 
 
 def test_merge_output_still_needs_an_object():

@@ -1,0 +1,126 @@
+"""Where a scheduler's calls come from: the :class:`PlanFeed` seam.
+
+A :class:`FixedPlan` hands over a whole checked plan at once.  A
+:class:`GrowingPlan` receives calls one by one while a model's reply streams
+in (``sophon_dsl.llm.stream``): each arriving call is wired into the plan's
+:class:`~sophon_dsl.dataflow.DataFlow` and announced to the scheduler, which
+dispatches it as soon as its inputs are decided.  While a growing plan is open,
+a read that has no value yet waits (a writer may still arrive); when it closes,
+every waiting read settles as in a fixed plan.
+
+A scheduler *attaches* to its feed and is told, through
+:class:`FeedListener`, about arrivals, refusals and the close.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol, Sequence
+
+from ..dataflow import DataFlow
+from ..model import Call, Plan, Value
+from .errors import ErrorInfo
+
+__all__ = ["FeedListener", "FixedPlan", "GrowingPlan", "PlanFeed"]
+
+
+class FeedListener(Protocol):
+    """What a feed tells its scheduler."""
+
+    def call_arrived(self, i: int, new_edges: Sequence[tuple[int, int]],
+                     refused: ErrorInfo | None = None) -> None: ...
+
+    def call_refused(self, i: int, error: ErrorInfo) -> None: ...
+
+    def feed_closed(self) -> None: ...
+
+
+class PlanFeed(Protocol):
+    """The calls a scheduler runs (see the module docstring)."""
+
+    flow: DataFlow
+    ids: list[str]
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def attach(self, listener: FeedListener) -> None: ...
+
+
+class FixedPlan:
+    """A whole plan, known before the run starts."""
+
+    __slots__ = ("plan", "flow", "ids")
+
+    is_open = False
+
+    def __init__(self, plan: Plan, flow: DataFlow | None = None, ids: Sequence[str] | None = None) -> None:
+        self.plan = plan
+        self.ids = list(ids) if ids is not None else (list(flow.ids) if flow is not None else plan.call_ids())
+        self.flow = flow if flow is not None else DataFlow.build(plan.calls, self.ids)
+
+    def attach(self, listener: FeedListener) -> None:
+        pass  # nothing will arrive
+
+
+class GrowingPlan:
+    """A plan whose calls arrive one at a time (a streamed reply)."""
+
+    def __init__(self, header: Plan) -> None:
+        self._header = replace(header, calls=(), output=None)
+        self.flow = DataFlow()
+        self.ids = self.flow.ids
+        self._output: Value | None = None
+        self._plan: Plan | None = self._header
+        self._open = True
+        self._listener: FeedListener | None = None
+
+    @property
+    def plan(self) -> Plan:
+        """The plan so far (built on access: arrivals do not copy the call tuple)."""
+        if self._plan is None:
+            self._plan = replace(self._header, calls=tuple(self.flow.calls), output=self._output)
+        return self._plan
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def attach(self, listener: FeedListener) -> None:
+        self._listener = listener
+
+    def set_header(self, header: Plan) -> None:
+        """Header fields (goal, schemas, tool declarations) seen later in the reply."""
+        self._header = replace(header, calls=(), output=None)
+        self._plan = None
+
+    def add(self, call: Call, call_id: str, refused: ErrorInfo | None = None) -> int:
+        """Append a call; a ``refused`` one is recorded as failed without running."""
+        edges = self.flow.add_call(call, call_id)
+        self._plan = None
+        i = len(self.flow.calls) - 1
+        if self._listener is not None:
+            self._listener.call_arrived(i, edges, refused)
+        return i
+
+    def refuse(self, i: int, error: ErrorInfo) -> None:
+        """A call already added turned out invalid (a whole-plan check at the close)."""
+        if self._listener is not None:
+            self._listener.call_refused(i, error)
+
+    def close(self, output: Value | None = None) -> None:
+        """No more calls: waiting reads settle now."""
+        if not self._open:
+            return
+        self._open = False
+        if output is not None:
+            self._output = output
+            self._plan = None
+        if self._listener is not None:
+            self._listener.feed_closed()
+
+    def __len__(self) -> int:
+        return len(self.flow.calls)

@@ -1,0 +1,342 @@
+"""Input decisions: is a call's input settled, and with which value?
+
+Deterministic, whatever the timing (``spec/language.md``, Runtime):
+
+* a reference is *settled* when every other call that writes an overlapping
+  path has ended; it then *has a value*, is *missing* (writers wrote, but
+  nothing is at that path, or there are no writers and no initial data), or is
+  *broken* (it has writers and none of them wrote: they failed, were skipped,
+  or took another branch);
+* ``a || b``: the leftmost alternative with a value, decided once every
+  alternative to its left is settled; ``a && b``: all must have values, the
+  value is the last;
+* a call with a broken input is skipped (with the reason); otherwise a call
+  with a missing input fails with ``Ref.Unresolved``;
+* while a streamed plan is open, a read that is missing or broken waits
+  instead (a writer may still arrive); ``input`` never waits.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import IntEnum
+from typing import Any
+
+from ..dataflow import DataFlow
+from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
+from .errors import REF_UNRESOLVED, ErrorInfo
+from .state import MISSING, json_copy
+
+__all__ = ["InputResolver", "RefState", "Verdict", "evaluate_loose", "render_text_value"]
+
+
+class RefState(IntEnum):
+    HAS = 0
+    MISSING = 1
+    BROKEN = 2
+    PENDING = 3
+
+
+class Verdict(IntEnum):
+    """What :meth:`InputResolver.evaluate` decided for a call."""
+
+    READY = 0   # payload: (args, inline)
+    WAIT = 1    # payload: None
+    SKIP = 2    # payload: the reason
+    FAIL = 3    # payload: an ErrorInfo
+
+
+_HAS, _MISSING, _BROKEN, _PENDING = RefState.HAS, RefState.MISSING, RefState.BROKEN, RefState.PENDING
+_READY, _WAIT, _SKIP, _FAIL = Verdict.READY, Verdict.WAIT, Verdict.SKIP, Verdict.FAIL
+_NO_WRITERS: tuple = ()
+# above this many reads, a call's reads are looked up through a map instead of a scan
+_SCAN_LIMIT = 16
+
+
+def render_text_value(value: Any) -> str:
+    """How a value is interpolated into a template: strings as-is, others compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _overlaps(a: tuple, b: tuple) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+class _Acc:
+    __slots__ = ("broken", "missing", "pending")
+
+    def __init__(self) -> None:
+        self.broken: list[str] = []
+        self.missing: list[str] = []
+        self.pending = False
+
+
+class InputResolver:
+    """Decides calls' inputs from the flow's wiring, the calls' progress and the store.
+
+    It shares the scheduler's per-call lists (``ended``, ``wrote``, ``records``), which
+    grow in place when a streamed plan grows.
+    """
+
+    def __init__(self, flow: DataFlow, ended: list, wrote: list, records: list, get: Any) -> None:
+        self.flow = flow
+        self.ended = ended
+        self.wrote = wrote
+        self.records = records
+        self.get = get
+        self.stream_open = False
+        self._maps: dict[int, dict[int, int]] = {}
+
+    # -- one reference ---------------------------------------------------------
+
+    def writers_of(self, i: int, ref: Reference) -> tuple[int, ...]:
+        """The calls that may write what call ``i`` reads through ``ref``."""
+        flow = self.flow
+        offs = flow.read_offs
+        a, b = offs[i], offs[i + 1]
+        refs = flow.read_refs
+        if b - a <= _SCAN_LIMIT:
+            for k in range(a, b):
+                if refs[k] is ref:
+                    return flow.read_writers[k]
+        else:
+            m = self._maps.get(i)
+            if m is None:
+                m = self._maps[i] = {id(refs[k]): k for k in range(b - 1, a - 1, -1)}
+            k = m.get(id(ref))
+            if k is not None and refs[k] is ref:
+                return flow.read_writers[k]
+        inline = flow.inline_reads.get(i)
+        if inline is not None:
+            for r in inline:
+                if r.ref is ref:
+                    return r.writers
+        # not one of the plan's own objects (a call edited at approval): compare keys
+        key = ref.key
+        for k in range(a, b):
+            if refs[k].key == key:
+                return flow.read_writers[k]
+        for r in inline or ():
+            if r.ref.key == key:
+                return r.writers
+        return _NO_WRITERS
+
+    def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
+        writers = self.writers_of(i, ref)
+        if writers:
+            ended = self.ended
+            for j in writers:
+                if not ended[j]:
+                    return _PENDING, None
+            wrote = self.wrote
+            kind, path = ref.kind, ref.path
+            for j in writers:
+                for r in wrote[j]:  # the same kind and one path a prefix of the other
+                    if r.kind == kind and (r.path == path or _overlaps(path, r.path)):
+                        break
+                else:
+                    continue
+                break
+            else:
+                if self.stream_open and not kind.startswith("input"):
+                    return _PENDING, None  # a writer may still arrive
+                return _BROKEN, self._broken_reason(ref, writers)
+        value = self.get(ref.kind, ref.path)
+        if value is MISSING:
+            if self.stream_open and not ref.kind.startswith("input"):
+                return _PENDING, None
+            return _MISSING, ref.text()
+        return _HAS, value
+
+    def _broken_reason(self, ref: Reference, writers: tuple[int, ...]) -> str:
+        reasons = []
+        for j in writers:
+            rec = self.records[j]
+            if self.wrote[j]:
+                reasons.append(f"{rec.id} took another branch ({rec.branch or rec.written[0]})")
+            elif rec.status == "succeeded":
+                reasons.append(f"{rec.id} wrote nothing")
+            else:
+                reasons.append(f"{rec.id} {rec.status}")
+        return f"{ref.text()} has no value ({', '.join(reasons)})"
+
+    # -- values ----------------------------------------------------------------
+
+    def eval(self, i: int, v: Any, acc: _Acc) -> Any:
+        tv = type(v)
+        if tv is Literal:
+            return v.value
+        if tv is ListValue:
+            return [x.value if type(x) is Literal else self.eval(i, x, acc) for x in v.items]
+        if tv is Reference:
+            st, val = self.ref_state(i, v)
+            if st is _HAS:
+                return json_copy(val)
+            self._note(st, val, acc)
+            return None
+        if tv is ObjectValue:
+            return {k: self.eval(i, x, acc) for k, x in v.entries}
+        if tv is Template:
+            out = []
+            for part in v.parts:
+                if type(part) is str:
+                    out.append(part)
+                    continue
+                st, val = self.ref_state(i, part)
+                if st is _HAS:
+                    out.append(render_text_value(val))
+                else:
+                    self._note(st, val, acc)
+            return "".join(out)
+        if tv is Expression:
+            if v.op == "||":
+                broken, missing = [], []
+                for r in v.operands:
+                    st, val = self.ref_state(i, r)
+                    if st is _HAS:
+                        return json_copy(val)
+                    if st is _PENDING:
+                        acc.pending = True
+                        return None
+                    (broken if st is _BROKEN else missing).append(val)
+                if broken:
+                    acc.broken.append(f"no alternative of {v.text()} has a value: " + "; ".join(broken))
+                else:
+                    acc.missing.append(v.text())
+                return None
+            last = None
+            for r in v.operands:
+                last = self.eval(i, r, acc)
+            return last
+        raise TypeError(f"not a plan value: {v!r}")
+
+    @staticmethod
+    def _note(st: RefState, val: Any, acc: _Acc) -> None:
+        if st is _PENDING:
+            acc.pending = True
+        elif st is _BROKEN:
+            acc.broken.append(val)
+        else:
+            acc.missing.append(val)
+
+    def simple_args(self, i: int, params: tuple) -> dict | None:
+        """The arguments of call ``i`` when every parameter is a literal, a reference or a
+        list of those, and every reference has a value; else None (then :meth:`evaluate`
+        takes the general route, which also says why a call waits, is skipped or fails)."""
+        args = {}
+        ref_state = self.ref_state
+        for p in params:
+            v = p.value
+            tv = type(v)
+            if tv is Literal:
+                args[p.name] = v.value
+            elif tv is Reference:
+                st, val = ref_state(i, v)
+                if st is not _HAS:
+                    return None
+                args[p.name] = json_copy(val)
+            elif tv is ListValue:
+                items = []
+                for x in v.items:
+                    tx = type(x)
+                    if tx is Literal:
+                        items.append(x.value)
+                    elif tx is Reference:
+                        st, val = ref_state(i, x)
+                        if st is not _HAS:
+                            return None
+                        items.append(json_copy(val))
+                    else:
+                        return None
+                args[p.name] = items
+            else:
+                return None
+        return args
+
+    def literal_args(self, call: Any) -> tuple[dict, Any]:
+        """Arguments and inline output of a call that reads nothing."""
+        ev = self._eval_literal
+        args = {p.name: ev(p.value) for p in call.params}
+        return args, (ev(call.inline_output) if call.inline_output is not None else None)
+
+    def _eval_literal(self, v: Any) -> Any:
+        if type(v) is Literal:
+            return v.value
+        return self.eval(-1, v, _Acc())
+
+    # -- one call ----------------------------------------------------------------
+
+    def reads_nothing(self, i: int) -> bool:
+        flow = self.flow
+        offs = flow.read_offs
+        return offs[i] == offs[i + 1] and not flow.control[i] and i not in flow.inline_reads
+
+    def evaluate(self, i: int, call: Any) -> tuple[Verdict, Any]:
+        """(READY, (args, inline)) | (WAIT, None) | (SKIP, reason) | (FAIL, ErrorInfo)."""
+        flow = self.flow
+        after = flow.control[i]
+        if not after and call.inline_output is None:
+            args = self.simple_args(i, call.params)
+            if args is not None:
+                return _READY, (args, None)
+            if self.reads_nothing(i):
+                return _READY, self.literal_args(call)
+        acc = _Acc()
+        if after:
+            self._after_state(i, after, acc)
+            if acc.broken:
+                return _SKIP, "; ".join(acc.broken)
+        ev = self.eval
+        args = {p.name: ev(i, p.value, acc) for p in call.params}
+        inline = ev(i, call.inline_output, acc) if call.inline_output is not None else None
+        if acc.broken:
+            return _SKIP, "; ".join(acc.broken)
+        if acc.pending:
+            return _WAIT, None
+        if acc.missing:
+            return _FAIL, ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(acc.missing))
+        return _READY, (args, inline)
+
+    def edited_args(self, i: int, call: Any) -> tuple[dict, Any] | None:
+        """Arguments of a call edited at approval time; None when any input is not available."""
+        acc = _Acc()
+        args = {p.name: self.eval(i, p.value, acc) for p in call.params}
+        inline = self.eval(i, call.inline_output, acc) if call.inline_output is not None else None
+        if acc.pending or acc.broken or acc.missing:
+            return None
+        return args, inline
+
+    def _after_state(self, i: int, after: Any, acc: _Acc) -> None:
+        for j in after:
+            if j == i:
+                continue
+            rec = self.records[j]
+            if not self.ended[j]:
+                acc.pending = True
+            elif rec.status != "succeeded" and not rec.caught:
+                acc.broken.append(f"@after({rec.id}): {rec.id} {rec.status}")
+
+
+def evaluate_loose(v: Any, get: Any) -> Any:
+    """Evaluate a value against the final state (``get(kind, path)``); unresolved
+    references become None."""
+    if isinstance(v, Literal):
+        return v.value
+    if isinstance(v, Reference):
+        val = get(v.kind, v.path)
+        return None if val is MISSING else json_copy(val)
+    if isinstance(v, ObjectValue):
+        return {k: evaluate_loose(x, get) for k, x in v.entries}
+    if isinstance(v, ListValue):
+        return [evaluate_loose(x, get) for x in v.items]
+    if isinstance(v, Template):
+        return "".join(p if isinstance(p, str) else render_text_value(evaluate_loose(p, get)) for p in v.parts)
+    if isinstance(v, Expression):
+        vals = [get(r.kind, r.path) for r in v.operands]
+        if v.op == "||":
+            return next((json_copy(x) for x in vals if x is not MISSING), None)
+        return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
+    return None

@@ -1,0 +1,127 @@
+"""How a call's function runs: the :class:`Invoker` seam.
+
+The scheduler decides *when* a call runs and what happens to its result; an
+invoker decides *how* the call runs.  :class:`LocalInvoker` is the default: the
+inline ``_output`` of a latent call is its result, an ``async def`` tool is
+awaited, a plain function runs in a thread pool, and a latent call without an
+inline output goes to the run's :class:`~sophon_dsl.runtime.protocols.LatentExecutor`.
+Other invokers wrap or replace it: delegated sub-agents (``_delegate``), mocks for
+dry runs, a remote cluster.
+
+An invoker may also offer :meth:`Invoker.direct`: a coroutine function the
+scheduler may await itself for plain calls, skipping :meth:`Invoker.invoke`'s
+layers (the common case of a local ``async def`` tool).  Returning None always
+routes the call through :meth:`Invoker.invoke`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from ..model import Call, Plan
+from ..tools import ToolSpec
+from .errors import TOOL_FAILED, RunError
+from .protocols import LatentRequest
+
+__all__ = ["Invocation", "Invoker", "LocalInvoker", "call_in_thread"]
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One attempt of one call, as an invoker sees it.
+
+    ``state`` returns the run's resolved data (``{kind: value}``) when an invoker needs
+    more than the arguments (a delegated agent, a scoped latent call).
+    """
+
+    call: Call
+    call_id: str
+    index: int
+    spec: ToolSpec | None
+    args: dict
+    inline: Any
+    attempt: int
+    plan: Plan
+    state: Callable[[], dict]
+
+    def latent_request(self) -> LatentRequest:
+        return LatentRequest(self.call, self.call_id, self.spec, self.args, self.plan, self.attempt)
+
+
+@runtime_checkable
+class Invoker(Protocol):
+    """Runs calls (see the module docstring)."""
+
+    def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None: ...
+
+    async def invoke(self, invocation: Invocation) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def call_in_thread(func: Callable[..., Any], args: dict) -> Any:
+    """Run a sync tool in a worker thread.  ``SystemExit``, ``KeyboardInterrupt`` or any other
+    ``BaseException`` raised there comes from the tool, never from the user (signals reach the
+    main thread), so it becomes an ordinary failure instead of tearing the run down."""
+    try:
+        return func(**args)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise RunError(TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})") from exc
+
+
+class LocalInvoker:
+    """Runs calls in this process (see the module docstring).
+
+    ``executor`` runs latent calls without an inline output; ``max_workers`` sizes the
+    thread pool for sync tools (created on first use, shut down by :meth:`close`).
+    """
+
+    def __init__(self, executor: Any = None, max_workers: int | None = None) -> None:
+        self.executor = executor
+        self.max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+
+    def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None:
+        if call.inline_output is not None or spec is None or spec.func is None:
+            return None
+        func = spec.func
+        return func if spec.is_async or inspect.iscoroutinefunction(func) else None
+
+    async def invoke(self, inv: Invocation) -> Any:
+        call, spec = inv.call, inv.spec
+        if call.inline_output is not None:
+            return inv.inline
+        if spec is not None and spec.func is not None:
+            func = spec.func
+            if spec.is_async or inspect.iscoroutinefunction(func):
+                out = func(**inv.args)
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.max_workers,
+                                                    thread_name_prefix="sophon-tool")
+                out = asyncio.get_running_loop().run_in_executor(
+                    self._pool, partial(call_in_thread, func, inv.args))
+            if inspect.isawaitable(out):
+                try:
+                    out = await out
+                except SystemExit as exc:  # a tool must not end the program: it failed
+                    raise RunError(TOOL_FAILED, f"{call.tool} raised SystemExit({exc.code!r})") from exc
+            return out
+        if spec is not None and spec.explicit:
+            raise RunError(TOOL_FAILED, f"{call.tool} is declared as an activity but no implementation "
+                                        "is registered: pass its Python function in tools")
+        if self.executor is None:
+            raise RunError(TOOL_FAILED, f"latent call {inv.call_id} ({call.tool}) needs an LLM executor")
+        return await self.executor.execute(inv.latent_request())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None

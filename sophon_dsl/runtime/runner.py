@@ -1,0 +1,336 @@
+"""One call's run: the per-call approval gate, attempts with retries and timeouts, and
+what happens to the result (checked, written to the output path, or delivered as an
+error to a catching alternative).
+
+A :class:`CallRunner` belongs to one :class:`~.scheduler.Scheduler`: it reads the
+scheduler's per-call lists and reports back through its public methods
+(``finish``, ``emit``, ``task_done``); the store and the invoker are the
+scheduler's seams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from math import isfinite
+from typing import Any, Callable
+
+from ..model import Call, OutputMethod
+from .approval import ApprovalRequest, decide
+from .errors import (
+    APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
+    TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
+)
+from .invoker import Invocation
+from .protocols import Branch
+from .retry import retry_delay
+from .risk import effective_risk
+from .state import json_copy, to_json_value
+from .validation import schema_validator
+
+__all__ = ["CallRunner"]
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+_now = time.time
+_perf = time.perf_counter
+
+# Output methods that only make sense for one JSON type of written value (spec: output methods).
+_NEEDS_TYPE = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("an object", dict),
+               OutputMethod.CONCAT: ("a list", list)}
+
+
+def _add_written(rec: Any, paths: tuple) -> None:
+    """Append output paths to ``rec.written``: kept as a tuple until someone reads it
+    (usually the call's own ``output.paths``, no new object)."""
+    w = rec._written
+    if type(w) is list:
+        w.extend(p if type(p) is str else p.text() for p in paths)
+    elif w is None:
+        rec._written = paths
+    else:
+        rec._written = w + paths
+
+
+def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
+    """A tool's own ``BaseException`` (not cancellation, not a user's Ctrl-C) as a failure:
+    left alone it would end the call's task without a verdict and the run would never end."""
+    if isinstance(exc, SystemExit):
+        return ErrorInfo(TOOL_FAILED, f"{tool} raised SystemExit({exc.code!r})")
+    return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
+
+
+class CallRunner:
+    """Runs the calls of one scheduler (see the module docstring)."""
+
+    def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
+        self.s = sched
+        self.opts = opts = sched.opts
+        self._sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
+        self._validators: dict[str, Any] = {}
+        self._in_validators: dict[str, Any] = {}
+        self._plain: bool | None = None  # no concurrency limit and no default timeout
+
+    # -- one call ------------------------------------------------------------------
+
+    async def run_call(self, i: int, args: dict, inline: Any) -> None:
+        s = self.s
+        rec = s.records[i]
+        call = s.calls[i]
+        opts = self.opts
+        checked = False  # an approval edit brings arguments the checker never saw
+        try:
+            if opts.approve_calls:
+                risk = effective_risk(call, s.specs[i])
+                if risk >= opts.approval_risk:
+                    ok, edited, args, inline = await self._call_gate(i, call, args, inline, risk)
+                    if not ok:
+                        return
+                    checked = edited is not call
+                    call = edited
+            s.new_pass()
+            rec.status = "running"
+            rec._started_at = now = _now()  # formatted when read (CallRecord.started_at)
+            rec.started = _perf()
+            s.store.record_started(rec)
+            s.bus.emit_raw(("plan_step_start", s.plan_id, s._goal, i, s.n, "running", rec.id,
+                            rec.tool, None, None, None, None, now, None))
+            policy = s.policy(i) if call.retry is not None or opts.retry is not None else None
+            max_attempts = max(policy.max_attempts, 1) if policy else 1
+            func = self._direct(i, call)
+            # Literal arguments were checked against the tool's schema before the run (E204);
+            # only values read at run time (or edited at approval) are checked here.
+            check_input = opts.validate_input and (checked or not s.inputs.reads_nothing(i))
+            # Every attempt gets the same arguments: a tool that changes a list or object
+            # argument in place and then fails must not hand the change to the retry. Only
+            # calls that may be retried and have container arguments keep a pristine copy.
+            pristine = None
+            if max_attempts > 1:
+                for v in args.values():
+                    if type(v) not in _SCALARS:
+                        pristine = json_copy(args)
+                        break
+            while True:
+                if pristine is not None and rec.attempts:
+                    args = json_copy(pristine)
+                rec.attempts += 1
+                if check_input and (err := self._check_input(i, call, args)) is not None:
+                    pass
+                elif func is not None:
+                    # the common case, without the extra coroutine layers of _attempt: an
+                    # async tool, no timeout or concurrency limit
+                    try:
+                        result = await func(**args)
+                    except TimeoutError:
+                        timeout = self._timeout_for(call)  # None here: same outcome as _attempt
+                        err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
+                    except Exception as exc:  # noqa: BLE001
+                        err = error_from_exception(exc)
+                    except (asyncio.CancelledError, KeyboardInterrupt):
+                        raise  # the run's cancellation, or the user's Ctrl-C
+                    except BaseException as exc:  # SystemExit or a tool's own: the call failed
+                        err = _base_failure(call.tool, exc)
+                    else:
+                        err = self.accept(i, call, result)
+                else:
+                    err = await self._attempt(i, call, args, inline)
+                if err is None:
+                    s.finish(i, "succeeded")
+                    break
+                if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
+                    s.emit("plan_step_retry", "retrying", i, attempt=rec.attempts, error=err.to_json())
+                    delay = retry_delay(policy, rec.attempts, opts.rng)
+                    if delay > 0:
+                        await opts.sleep(delay)
+                    continue
+                self.fail(i, err)
+                break
+        except asyncio.CancelledError:
+            if rec.status not in _TERMINAL:
+                why = PLAN_TIMEOUT if s.stopping == "timeout" else PLAN_CANCELLED
+                rec.error = ErrorInfo(why, "the plan hit its time limit" if why == PLAN_TIMEOUT
+                                      else "the run was cancelled")
+                rec.reason = rec.error.cause
+                s.finish(i, "cancelled")
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug here must not hang the run
+            if rec.status not in _TERMINAL:
+                rec.error = ErrorInfo(TOOL_FAILED, f"internal error: {type(exc).__name__}: {exc}")
+                s.finish(i, "failed")
+        finally:
+            s.task_done(i)
+        s._settled(i)
+
+    def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
+        """The tool's coroutine function when the call can simply be awaited, else None."""
+        if self._plain is None:
+            self._plain = self._sem is None and self.opts.timeout is None
+        if not self._plain or call.timeout is not None:
+            return None
+        return self.s.invoker.direct(call, self.s.specs[i])
+
+    async def _call_gate(self, i: int, call: Call, args: dict, inline: Any, risk: Any):
+        s = self.s
+        rec = s.records[i]
+        req = ApprovalRequest("call", s.plan, ({"id": rec.id, "tool": call.tool, "risk": risk.label,
+                                                "index": i},), call, rec.id, args, s.plan_id, risk)
+        s.emit("approval_requested", "pending", i, data=req)
+        decision = await decide(self.opts.approver, req, self.opts.approval_timeout)
+        if decision.action == "reject":
+            s.emit("approval_rejected", "rejected", i, reason=decision.reason)
+            self._refuse(i, ErrorInfo(APPROVAL_REJECTED, decision.reason), decision.reason)
+            return False, call, args, inline
+        if decision.action == "edit" and decision.call is not None:
+            edited = decision.call
+            if edited.tool != call.tool or edited.output != call.output:
+                # the plan's wiring (who reads this call's output) and the checks of its tool
+                # were decided for the original: a call edit may change arguments only
+                why = ("the edited call must keep the tool and output path of the original "
+                       "(edit the plan at the plan-level gate to change them)")
+                s.emit("approval_rejected", "rejected", i, reason=why)
+                self._refuse(i, ErrorInfo(APPROVAL_REJECTED, why), why)
+                return False, call, args, inline
+            s.emit("approval_edited", "approved", i, reason=decision.reason)
+            built = s.inputs.edited_args(i, edited)
+            if built is None:
+                self._refuse(i, ErrorInfo(REF_UNRESOLVED, "the edited call reads values that are not available"))
+                return False, edited, args, inline
+            return True, edited, built[0], built[1]
+        s.emit("approval_granted", "approved", i, reason=decision.reason)
+        return True, call, args, inline
+
+    def _refuse(self, i: int, err: ErrorInfo, reason: str | None = None) -> None:
+        rec = self.s.records[i]
+        rec.error = err
+        if reason is not None:
+            rec.reason = reason
+        self.s.finish(i, "failed")
+        self.s._settled(i)
+
+    def _timeout_for(self, call: Call) -> float | None:
+        return call.timeout if call.timeout is not None else self.opts.timeout
+
+    # -- attempts ------------------------------------------------------------------
+
+    def _validator(self, schema: Any, cache: dict, name: str):
+        if name in cache:
+            return cache[name]
+        v = cache[name] = schema_validator(schema)
+        return v
+
+    def _check_input(self, i: int, call: Call, args: dict) -> ErrorInfo | None:
+        spec = self.s.specs[i]
+        if spec is not None and spec.func is not None:
+            v = self._validator(spec.input_schema, self._in_validators, spec.name)
+            msg = v.check(args) if v is not None else None
+            if msg:
+                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
+        return None
+
+    async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
+        s = self.s
+        timeout = self._timeout_for(call)
+        inv = Invocation(call, s.records[i].id, i, s.specs[i], args, inline, s.records[i].attempts, s.plan,
+                         s.store.resolved)
+        try:
+            if self._sem is not None:
+                async with self._sem:
+                    result = await self._timed(s.invoker.invoke(inv), timeout)
+            else:
+                result = await self._timed(s.invoker.invoke(inv), timeout)
+        except TimeoutError:
+            return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001
+            return error_from_exception(exc)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise  # the run's cancellation, or the user's Ctrl-C
+        except BaseException as exc:  # SystemExit or a tool's own: the call failed
+            return _base_failure(call.tool, exc)
+        return self.accept(i, call, result)
+
+    @staticmethod
+    async def _timed(aw: Any, timeout: float | None) -> Any:
+        if timeout is None:
+            return await aw
+        async with asyncio.timeout(timeout):
+            return await aw
+
+    # -- results -------------------------------------------------------------------
+
+    def accept(self, i: int, call: Call, result: Any) -> ErrorInfo | None:
+        """Check a tool's result and write it to its output path(s); an error, or None."""
+        s = self.s
+        rec = s.records[i]
+        out = call.output
+        branch: int | None = None
+        if type(result) in _SCALARS:
+            value = result
+            if type(result) is float and not isfinite(result):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {result!r} is not a JSON number")
+        elif isinstance(result, Branch):
+            paths = out.paths if out is not None else ()
+            tgt = result.target
+            if isinstance(tgt, int) and not isinstance(tgt, bool):
+                branch = tgt if 0 <= tgt < len(paths) else None
+            else:
+                text = str(tgt).lstrip("†$")
+                for k, p in enumerate(paths):
+                    if p.text("") == text:
+                        branch = k
+                        break
+            if branch is None or (branch > 0 and not (out is not None and out.op == "||")):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
+                                 "alternative of its output path")
+            result = result.value
+        if branch is not None or type(result) not in _SCALARS:
+            try:
+                value = to_json_value(result)
+            except (TypeError, ValueError) as exc:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
+        if self.opts.validate_output and call.inline_output is None:
+            spec = s.specs[i]
+            v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
+            msg = v.check(value) if v is not None else None
+            if msg:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
+        if out is not None and out.method in _NEEDS_TYPE:
+            kind, ok = _NEEDS_TYPE[out.method]
+            if not isinstance(value, ok):
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} returned {type(value).__name__}, but "
+                                 f"'{out.method.value}' writes need {kind}")
+        rec.output = value
+        if out is not None:
+            op = out.op
+            if op == "&&":
+                targets = out.paths
+            elif op == "||":
+                targets = (out.paths[branch or 0],)
+            else:
+                targets = out.paths if len(out.paths) == 1 else (out.paths[0],)
+            if op == "||" and len(out.paths) > 1:
+                rec.branch = targets[0].text()
+            write = s.store.write
+            method, cid = out.method, rec.id
+            for p in targets:
+                write(p.kind, p.path, value, method, cid)
+            done = s.wrote[i]
+            s.wrote[i] = done + targets if done else targets
+            _add_written(rec, targets)
+        rec.error = None
+        return None
+
+    def fail(self, i: int, err: ErrorInfo) -> None:
+        """Call ``i`` failed: a branching output delivers the error to its last alternative."""
+        s = self.s
+        rec = s.records[i]
+        rec.error = err
+        out = s.calls[i].output
+        if out is not None and out.is_branching:
+            catch = out.paths[-1]
+            s.store.write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
+            s.wrote[i] += (catch,)
+            _add_written(rec, (catch,))
+            rec.caught = True
+            rec.branch = catch.text()
+            rec.reason = f"error delivered to {catch.text()}"
+        s.finish(i, "failed")
