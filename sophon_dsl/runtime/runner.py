@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from math import isfinite
 from typing import Any, Callable
 
-from ..model import Call, OutputMethod
+from ..model import Call, Literal, OutputMethod
 from .approval import ApprovalRequest, decide
 from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
@@ -32,6 +33,9 @@ __all__ = ["CallRunner"]
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+# input-schema keywords about parameter names only (checked before the run) or annotations
+_NAME_ONLY_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "title", "description",
+                             "$schema", "$id", "$comment", "examples", "default"})
 _now = time.time
 _perf = time.perf_counter
 
@@ -100,7 +104,7 @@ class CallRunner:
             func = self._direct(i, call)
             # Literal arguments were checked against the tool's schema before the run (E204);
             # only values read at run time (or edited at approval) are checked here.
-            check_input = opts.validate_input and (checked or not s.inputs.reads_nothing(i))
+            check_input = self._read_params_check(i, call, checked) if opts.validate_input else None
             # Every attempt gets the same arguments: a tool that changes a list or object
             # argument in place and then fails must not hand the change to the retry. Only
             # calls that may be retried and have container arguments keep a pristine copy.
@@ -114,7 +118,7 @@ class CallRunner:
                 if pristine is not None and rec.attempts:
                     args = json_copy(pristine)
                 rec.attempts += 1
-                if check_input and (err := self._check_input(i, call, args)) is not None:
+                if check_input is not None and (err := check_input(args)) is not None:
                     pass
                 elif func is not None:
                     # the common case, without the extra coroutine layers of _attempt: an
@@ -220,12 +224,48 @@ class CallRunner:
 
     def _check_input(self, i: int, call: Call, args: dict) -> ErrorInfo | None:
         spec = self.s.specs[i]
-        if spec is not None and spec.func is not None:
-            v = self._validator(spec.input_schema, self._in_validators, spec.name)
-            msg = v.check(args) if v is not None else None
-            if msg:
-                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
+        if spec is None or spec.func is None:
+            return None
+        v = self._validator(spec.input_schema, self._in_validators, spec.name)
+        msg = v.check(args) if v is not None else None
+        if msg:
+            return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
         return None
+
+    def _read_params_check(self, i: int, call: Call, edited: bool) -> Callable[[dict], ErrorInfo | None] | None:
+        """What of call ``i``'s arguments to validate at run time: nothing for a call whose
+        parameters are all literals (the checker validated them, E204); for the others the
+        parameters that read values, each against its own property schema when the tool's
+        input schema says no more than ``properties``/``required``/``additionalProperties``
+        (names were checked statically, E202/E203); else the whole arguments."""
+        spec = self.s.specs[i]
+        if spec is None or spec.func is None:
+            return None
+        if not edited and self.s.inputs.reads_nothing(i):
+            return None
+        schema = spec.input_schema
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if edited or not isinstance(props, dict) or set(schema) - _NAME_ONLY_KEYS:
+            return partial(self._check_input, i, call)
+        checks = []
+        for p in call.params:
+            if type(p.value) is Literal or p.name not in props:
+                continue
+            v = self._validator(props[p.name], self._in_validators, f"{spec.name}\0{p.name}")
+            if v is not None:
+                checks.append((p.name, v))
+        if not checks:
+            return None
+        tool = call.tool
+
+        def check(args: dict) -> ErrorInfo | None:
+            for name, v in checks:
+                msg = v.check(args[name])
+                if msg:
+                    return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: parameter '{name}': {msg}")
+            return None
+
+        return check
 
     async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
         s = self.s

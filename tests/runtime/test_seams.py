@@ -1,0 +1,235 @@
+"""The runtime's seams (StateStore, Invoker, PlanFeed) and the cost rules of the scheduler.
+
+Costs are checked by counting work (evaluations of a call's inputs), never by timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from sophon_dsl.loader import loads
+from sophon_dsl.runtime import (
+    FixedPlan, GrowingPlan, Invocation, LocalInvoker, MemoryStore, RunOptions, Scheduler, StateStore, arun,
+)
+from sophon_dsl.runtime.inputs import InputResolver
+from sophon_dsl.tools import ToolRegistry, tool
+
+
+@tool
+async def echo(value: Any = None) -> Any:
+    return value
+
+
+@tool
+async def gather(rows: list) -> int:
+    return len(rows)
+
+
+@tool
+async def count(n: int) -> int:
+    return n
+
+
+def plan_of(text: str):
+    return loads(text, format="dsl")
+
+
+class CountingResolver(InputResolver):
+    """Counts how often each call's inputs are evaluated."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.evaluations: dict[int, int] = {}
+
+    def evaluate(self, i: int, call: Any):
+        self.evaluations[i] = self.evaluations.get(i, 0) + 1
+        return super().evaluate(i, call)
+
+
+def _counting(sched: Scheduler) -> CountingResolver:
+    res = CountingResolver(sched.flow, sched._ended, sched.wrote, sched.records, sched.store.get)
+    sched.inputs = res
+    return res
+
+
+def test_fan_in_call_is_examined_once_when_its_last_input_ends():
+    n = 300
+    lines = [f"$state.p{k} = echo(value={k})" for k in range(n)]
+    lines.append("$state.total = gather(rows=[" + ", ".join(f"$state.p{k}" for k in range(n)) + "])")
+    plan = plan_of("\n".join(lines))
+    reg = ToolRegistry([echo, gather])
+    sched = Scheduler(plan, reg)
+    res = _counting(sched)
+    result = asyncio.run(sched.run())
+    assert result.status == "succeeded" and result.state["state"]["total"] == n
+    assert res.evaluations[n] == 1
+
+
+def test_prefix_readers_wait_for_every_writer_below():
+    n = 200
+    lines = [f"$state.rows.k{k} = echo(value={k})" for k in range(n)]
+    lines += [f"$state.r{j} = echo(value=$state.rows)" for j in range(5)]
+    plan = plan_of("\n".join(lines))
+    sched = Scheduler(plan, ToolRegistry([echo]))
+    res = _counting(sched)
+    result = asyncio.run(sched.run())
+    assert result.status == "succeeded"
+    assert result.state["state"]["r3"] == {f"k{k}": k for k in range(n)}
+    assert all(res.evaluations[n + j] == 1 for j in range(5))
+
+
+def test_failed_dependency_skips_a_reader_before_its_other_inputs_end():
+    @tool
+    async def boom() -> int:
+        raise RuntimeError("no")
+
+    @tool
+    async def slow(value: int) -> int:
+        await asyncio.sleep(0.05)
+        return value
+
+    plan = plan_of("$state.a = boom()\n$state.b = slow(value=1)\n$state.c = gather(rows=[$state.a, $state.b])")
+    result = asyncio.run(arun(plan, [boom, slow, gather]))
+    c = result.call("c3")
+    assert c.status == "skipped" and "c1 failed" in c.reason
+    # skipped as soon as c1 failed, not when the slow call ended
+    assert c.ended < result.call("c2").ended
+
+
+def test_fallback_reader_is_decided_before_its_right_alternative_ends():
+    @tool
+    async def slow(value: int) -> int:
+        await asyncio.sleep(0.05)
+        return value
+
+    plan = plan_of("$state.a = echo(value=1)\n$state.b = slow(value=2)\n$state.c = echo(value=$state.a || $state.b)")
+    result = asyncio.run(arun(plan, [echo, slow]))
+    assert result.state["state"]["c"] == 1
+    assert result.call("c3").ended < result.call("c2").ended
+
+
+class RecordingStore(MemoryStore):
+    """A store that remembers what the scheduler told it (the durable stores' hooks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[str] = []
+        self.ended: list[tuple[str, str]] = []
+
+    def record_started(self, record):
+        self.started.append(record.id)
+
+    def record_ended(self, record):
+        self.ended.append((record.id, record.status))
+
+
+def test_a_store_sees_writes_and_record_changes():
+    plan = plan_of("a: $state.a = echo(value=1)\nb: $state.b = echo(value=$state.a)\nc: $state.c = boom()")
+
+    @tool
+    async def boom() -> int:
+        raise RuntimeError("no")
+
+    store = RecordingStore()
+    assert isinstance(store, StateStore)
+    sched = Scheduler(plan, ToolRegistry([echo, boom]), store=store)
+    result = asyncio.run(sched.run())
+    assert result.status == "failed"
+    assert sorted(store.started) == ["a", "b", "c"]
+    assert sorted(store.ended) == [("a", "succeeded"), ("b", "succeeded"), ("c", "failed")]
+    assert store.get("state", ("b",)) == 1 and [m["call"] for m in result.log] == ["a", "b"]
+
+
+class TracingInvoker(LocalInvoker):
+    """Runs every call through invoke() (no direct fast path) and records it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, dict]] = []
+
+    def direct(self, call, spec):
+        return None
+
+    async def invoke(self, inv: Invocation) -> Any:
+        self.seen.append((inv.call_id, dict(inv.args)))
+        return await super().invoke(inv)
+
+
+def test_an_invoker_runs_every_call():
+    plan = plan_of("a: $state.a = echo(value=1)\nb: $state.b = echo(value=$state.a)")
+    inv = TracingInvoker()
+    result = asyncio.run(Scheduler(plan, ToolRegistry([echo]), invoker=inv).run())
+    assert result.status == "succeeded"
+    assert inv.seen == [("a", {"value": 1}), ("b", {"value": 1})]
+
+
+def test_a_growing_plan_wires_forward_reads_and_settles_at_the_close():
+    reader = plan_of("$state.s = echo(value=$state.p)").calls[0]
+    writer = plan_of("$state.p = echo(value=7)").calls[0]
+    lonely = plan_of("$state.t = echo(value=$state.never)").calls[0]
+
+    async def go():
+        feed = GrowingPlan(plan_of("goal = \"g\""))
+        sched = Scheduler(feed, ToolRegistry([echo]), options=RunOptions())
+        task = asyncio.ensure_future(sched.run())
+        await asyncio.sleep(0)
+        feed.add(reader, "r")
+        feed.add(lonely, "l")
+        await asyncio.sleep(0.01)
+        assert [r.status for r in sched.records] == ["pending", "pending"]  # a writer may come
+        feed.add(writer, "w")
+        await asyncio.sleep(0.01)
+        assert sched.records[0].status == "succeeded"
+        feed.close()
+        return await task
+
+    result = asyncio.run(go())
+    assert result.state["state"] == {"p": 7, "s": 7}
+    assert result.call("l").error.error == "Ref.Unresolved"
+    assert result.goal == "g"
+
+
+def test_fixed_plan_feed_is_closed():
+    plan = plan_of("$state.a = echo(value=1)")
+    feed = FixedPlan(plan)
+    assert not feed.is_open and feed.ids == ["c1"] and len(feed.flow) == 1
+
+
+def test_input_read_from_a_call_is_validated_at_run_time():
+    @tool
+    async def text() -> Any:
+        return "not a number"
+
+    result = asyncio.run(arun(plan_of("$state.t = text()\n$state.n = count(n=$state.t)"), [text, count]))
+    err = result.call("c2").error
+    assert err.error == "Tool.InputInvalid" and "parameter 'n'" in err.cause
+
+
+def test_literal_arguments_are_not_validated_again_at_run_time(monkeypatch):
+    from sophon_dsl.runtime import runner
+
+    calls = []
+    real = runner.CallRunner._check_input
+    monkeypatch.setattr(runner.CallRunner, "_check_input",
+                        lambda self, *a: calls.append(a) or real(self, *a))
+    result = asyncio.run(arun(plan_of("$state.n = count(n=3)"), [count]))
+    assert result.status == "succeeded" and calls == []
+
+
+@pytest.mark.parametrize("edit", [True])
+def test_edited_call_arguments_are_validated(edit):
+    from sophon_dsl.runtime import ApprovalDecision
+
+    plan = plan_of("@risk(high) $state.n = count(n=3)")
+
+    async def approver(req):
+        if req.kind == "call":
+            edited = plan_of('@risk(high) $state.n = count(n="three")').calls[0]
+            return ApprovalDecision.edit(edited)
+        return ApprovalDecision.approve()
+
+    result = asyncio.run(arun(plan, [count], approve=approver, approve_calls=True))
+    assert result.call("c1").error.error == "Tool.InputInvalid"
