@@ -53,6 +53,8 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
+from .errors import SophonError
+
 __all__ = [
     "NotLiteral",
     "ValueVisitor",
@@ -67,7 +69,7 @@ __all__ = [
 ]
 
 
-class NotLiteral(TypeError):
+class NotLiteral(SophonError, TypeError):
     """A reference, expression or template where only literals were expected."""
 
 
