@@ -14,7 +14,6 @@ from typing import Any, Sequence
 
 from ..diagnostics import Diagnostic, render_json, render_text
 from ..errors import SophonError
-from ..errors import SophonError
 from ..loader import LoadResult, format_for_path, parse, parse_file
 
 __all__ = [
