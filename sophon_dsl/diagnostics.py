@@ -123,6 +123,9 @@ class Diagnostic:
     path: str | None = None
     severity: Severity | None = None
     related: tuple[str, ...] = field(default=())
+    # What the diagnostic is about, as data for programs (e.g. E306: {"kind": "draft"});
+    # not rendered, not compared.
+    data: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.severity is None:
@@ -144,7 +147,8 @@ class Diagnostic:
     def with_file(self, file: str | None) -> "Diagnostic":
         if file is None or self.file is not None:
             return self
-        return Diagnostic(self.code, self.message, self.span, file, self.path, self.severity, self.related)
+        return Diagnostic(self.code, self.message, self.span, file, self.path, self.severity, self.related,
+                          self.data)
 
     def to_dict(self) -> dict:
         span = self.span

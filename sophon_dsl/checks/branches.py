@@ -1,0 +1,66 @@
+"""W302, W401: branching output paths (``†a || †b``) are read and kept."""
+
+from __future__ import annotations
+
+from ..model import Call, Mode
+from ..values import references
+from .rule import Rule, Scope
+from .schema import descend
+
+__all__ = ["CollapsedBranches", "UnreadBranches"]
+
+
+class UnreadBranches(Rule):
+    """W302: a ``||`` output alternative that nothing reads and the state schema lacks."""
+
+    codes = ("W302",)
+    scope = Scope.PLAN
+
+    def check_plan(self) -> None:
+        ctx = self.ctx
+        if not ctx.flow.writers.branching:
+            return
+        read_keys, read_below = ctx.flow.all_read_keys(references(ctx.output))
+        schema = ctx.plan.state_schema
+        for i, call in enumerate(ctx.calls):
+            out = call.output
+            if out is None or not out.is_branching:
+                continue
+            for ref in out.paths:
+                key = ref.key
+                if key in read_below or any(key[:k] in read_keys for k in range(1, len(key) + 1)):
+                    continue
+                if (ref.kind == "state" and isinstance(schema, dict) and ref.path
+                        and descend(schema, schema, ref.path) is not None):
+                    continue
+                ctx.diag("W302", f"branch alternative {ref.text()} of call {ctx.ids[i]} is never read; when "
+                                 f"that branch is taken nothing reacts (add a call reading it, or declare it "
+                                 f"in the state schema)", ref.span or out.span or ctx.call_span(i), call=i)
+
+
+class CollapsedBranches(Rule):
+    """W401: a latent call with a ``||`` output path in eager mode (one branch is taken)."""
+
+    codes = ("W401",)
+
+    def check_calls(self) -> None:
+        ctx = self.ctx
+        if ctx.flow.writers.branching and ctx.plan.mode is Mode.EAGER:
+            super().check_calls()
+
+    def check_call(self, i: int, call: Call) -> None:
+        ctx = self.ctx
+        out = call.output
+        if out is None or not out.is_branching or ctx.plan.mode is not Mode.EAGER or call.activity is not None:
+            return
+        tab = ctx.sigs[i].tab
+        if tab.spec is None or not tab.latent:
+            return
+        alts = " || ".join(r.text() for r in out.paths)
+        if call.inline_output is not None:
+            why = "its inline _output was produced on one branch only"
+        else:
+            why = "the model resolves the call while planning and picks one alternative"
+        ctx.diag("W401", f"latent call {ctx.ids[i]} has a branching output path ({alts}) in eager mode; the "
+                         f"branch collapses ({why}): write the single path taken, or use lazy mode to keep "
+                         f"the branch", out.span or ctx.call_span(i), call=i)
