@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conformance_support import collect_cases  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
-CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "valid",
+CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "require_implementations", "valid",
              "diagnostics", "xfail"}
 
 
@@ -78,6 +78,8 @@ def test_conformance(file_name, file_tools, case):
             kwargs["max_calls"] = case["max_calls"]
         if case.get("require_executor"):  # no LLM executor available: latent calls are E206
             kwargs["require_executor"] = True
+        if case.get("require_implementations"):  # about to run: explicit tools need code (E207)
+            kwargs["require_implementations"] = True
         diags.extend(compiler.check(loaded.plan, **kwargs))
     got = [d for d in diags if d.severity is not Severity.NOTE]
     shown = render_text(got, case["plan"])
