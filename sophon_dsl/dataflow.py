@@ -84,6 +84,20 @@ def call_reads(value: Value | None) -> Iterator[Reference]:
                     yield part
 
 
+def _has_fallback(value: Value) -> bool:
+    stack: list[Any] = [value]
+    while stack:
+        v = stack.pop()
+        tv = type(v)
+        if tv is Expression and v.op == "||":
+            return True
+        if tv is ListValue:
+            stack.extend(v.items)
+        elif tv is ObjectValue:
+            stack.extend(x for _, x in v.entries)
+    return False
+
+
 class Read:
     """One read of a call: the reference and the calls that may write it."""
 
@@ -259,6 +273,7 @@ class DataFlow:
         self.control: list[frozenset[int]] = []
         self.deps: list[tuple[int, ...]] = []
         self.inline_reads: dict[int, tuple[Read, ...]] = {}
+        self.fallbacks: set[int] = set()   # calls reading a `||` expression
         self.unknown_after: list[tuple[int, str]] = []
         self.readonly_writes: list[tuple[int, int]] = []
         self.backward = True          # every dependency points to an earlier call
@@ -316,13 +331,9 @@ class DataFlow:
                         refs.append(x)
                         wss.append(resolve(x.kind, x.path, i))
                     elif tx is not Literal:
-                        for r in call_reads(x):
-                            refs.append(r)
-                            wss.append(resolve(r.kind, r.path, i))
+                        self._wire_value(i, x)
             elif tv is not Literal:
-                for r in call_reads(v):
-                    refs.append(r)
-                    wss.append(resolve(r.kind, r.path, i))
+                self._wire_value(i, v)
         end = len(refs)
         self.read_offs.append(end)
         ctl = self._after(i, call) if call.after else _NO_CALLS
@@ -344,6 +355,35 @@ class DataFlow:
             inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in call_reads(call.inline_output))
             if inline:
                 self.inline_reads[i] = inline
+                if _has_fallback(call.inline_output):
+                    self.fallbacks.add(i)
+
+    def _wire_value(self, i: int, value: Value) -> None:
+        """The reads of a value that is not a plain reference (and whether it has a `||`)."""
+        resolve = self.writers.resolve
+        refs, wss = self.read_refs, self.read_writers
+        stack: list[Any] = [value]
+        while stack:
+            v = stack.pop()
+            tv = type(v)
+            if tv is Reference:
+                refs.append(v)
+                wss.append(resolve(v.kind, v.path, i))
+            elif tv is ListValue:
+                stack.extend(reversed(v.items))
+            elif tv is ObjectValue:
+                stack.extend([x for _, x in reversed(v.entries)])
+            elif tv is Expression:
+                if v.op == "||":
+                    self.fallbacks.add(i)
+                for r in v.operands:
+                    refs.append(r)
+                    wss.append(resolve(r.kind, r.path, i))
+            elif tv is Template:
+                for part in v.parts:
+                    if type(part) is Reference:
+                        refs.append(part)
+                        wss.append(resolve(part.kind, part.path, i))
 
     def _after(self, i: int, call: Call) -> frozenset[int]:
         found = set()

@@ -34,6 +34,7 @@ __all__ = ["CallRunner"]
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 # input-schema keywords about parameter names only (checked before the run) or annotations
+_UNSET: Any = object()
 _NAME_ONLY_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "title", "description",
                              "$schema", "$id", "$comment", "examples", "default"})
 _now = time.time
@@ -74,6 +75,8 @@ class CallRunner:
         self._validators: dict[str, Any] = {}
         self._in_validators: dict[str, Any] = {}
         self._plain: bool | None = None  # no concurrency limit and no default timeout
+        # (tool, names of the parameters that read values) -> the run-time input check
+        self._read_checks: dict[tuple, Any] = {}
 
     # -- one call ------------------------------------------------------------------
 
@@ -163,7 +166,7 @@ class CallRunner:
                 s.finish(i, "failed")
         finally:
             s.task_done(i)
-        s._settled(i)
+        s.settled(i)
 
     def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
         """The tool's coroutine function when the call can simply be awaited, else None."""
@@ -209,7 +212,7 @@ class CallRunner:
         if reason is not None:
             rec.reason = reason
         self.s.finish(i, "failed")
-        self.s._settled(i)
+        self.s.settled(i)
 
     def _timeout_for(self, call: Call) -> float | None:
         return call.timeout if call.timeout is not None else self.opts.timeout
@@ -243,17 +246,35 @@ class CallRunner:
             return None
         if not edited and self.s.inputs.reads_nothing(i):
             return None
+        if edited:
+            return partial(self._check_input, i, call)
+        key = (call.tool, *[p.name for p in call.params if type(p.value) is not Literal])
+        check = self._read_checks.get(key, _UNSET)
+        if check is _UNSET:
+            check = self._read_checks[key] = self._build_read_check(spec, call, key[1:])
+        return check
+
+    def _build_read_check(self, spec: Any, call: Call, names: tuple) -> Callable[[dict], ErrorInfo | None] | None:
         schema = spec.input_schema
         props = schema.get("properties") if isinstance(schema, dict) else None
-        if edited or not isinstance(props, dict) or set(schema) - _NAME_ONLY_KEYS:
-            return partial(self._check_input, i, call)
+        if not isinstance(props, dict) or set(schema) - _NAME_ONLY_KEYS:
+            whole = self._validator(schema, self._in_validators, spec.name)
+            if whole is None:
+                return None
+            tool = call.tool
+
+            def check_all(args: dict) -> ErrorInfo | None:
+                msg = whole.check(args)
+                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {msg}") if msg else None
+
+            return check_all
         checks = []
-        for p in call.params:
-            if type(p.value) is Literal or p.name not in props:
+        for name in names:
+            if name not in props:
                 continue
-            v = self._validator(props[p.name], self._in_validators, f"{spec.name}\0{p.name}")
+            v = self._validator(props[name], self._in_validators, f"{spec.name}\0{name}")
             if v is not None:
-                checks.append((p.name, v))
+                checks.append((name, v))
         if not checks:
             return None
         tool = call.tool

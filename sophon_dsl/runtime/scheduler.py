@@ -78,24 +78,6 @@ class RunOptions:
     rng: random.Random = field(default_factory=random.Random)
 
 
-def _has_fallback(call: Any) -> bool:
-    """Does the call read a ``||`` expression (decided before all its writers end)?"""
-    stack = [p.value for p in call.params]
-    if call.inline_output is not None:
-        stack.append(call.inline_output)
-    while stack:
-        v = stack.pop()
-        tv = type(v)
-        if tv is Expression:
-            if v.op == "||":
-                return True
-        elif tv is ListValue:
-            stack.extend(v.items)
-        elif tv is ObjectValue:
-            stack.extend(x for _, x in v.entries)
-    return False
-
-
 class Scheduler:
     """Runs one plan once. Use :func:`sophon_dsl.runtime.arun` rather than this class directly.
 
@@ -141,7 +123,9 @@ class Scheduler:
         # dependencies not ended yet (nothing has ended before the run)
         self._waiting: list[int] = ([len(d) for d in flow.deps] if not flow.inline_reads
                                     else [len(flow.run_deps(i)) for i in range(n)])
-        self._eager: list[bool] = [_has_fallback(c) for c in calls]  # examined at every end
+        # reads a `||` fallback: examined at every end of a dependency
+        fallbacks = flow.fallbacks
+        self._eager: list[bool] = [i in fallbacks for i in range(n)] if fallbacks else [False] * n
         # which ended calls each call waited for (dry-run's predictions)
         self.waited_on: list[set[int]] = [set() for _ in range(n)] if track_waits else []
         self.inputs = InputResolver(self.flow, self._ended, self.wrote, self.records, self.store.get)
@@ -182,7 +166,7 @@ class Scheduler:
         self._ended.append(False)
         ended = self._ended
         self._waiting.append(sum(1 for d in self.flow.run_deps(i) if not ended[d]))
-        self._eager.append(_has_fallback(call))
+        self._eager.append(i in self.flow.fallbacks)
         if self.track_waits:
             self.waited_on.append(set())
         self.n = i + 1
@@ -218,7 +202,7 @@ class Scheduler:
             self.call_refused(i, refused)
         elif self._running and not self._stopping:
             if self._consider(i):
-                self._settled(i)
+                self.settled(i)
 
     def call_refused(self, i: int, error: ErrorInfo) -> None:
         """Record call ``i`` as failed without running it (it failed a check)."""
@@ -229,7 +213,7 @@ class Scheduler:
         rec.reason = "not dispatched: " + error.cause
         self._finish(i, "failed")
         if self._running:
-            self._settled(i)
+            self.settled(i)
 
     def feed_closed(self) -> None:
         """The streamed plan is complete: every waiting read settles as in a fixed plan."""
@@ -237,7 +221,7 @@ class Scheduler:
         if not self._stopping and self._running:  # (not running yet: run() looks at every call)
             for i in range(self.n):
                 if not self._decided[i] and self._consider(i):
-                    self._settled(i)
+                    self.settled(i)
         self._remaining -= 1
         if self._remaining == 0:
             self._done.set()
@@ -284,19 +268,20 @@ class Scheduler:
 
     _finish = finish
 
-    def _settled(self, i: int) -> None:
+    def settled(self, i: int) -> None:
         """Call ``i`` ended: count it off its dependents and examine those it may decide
         (and, breadth first, the dependents of anything that ends there too)."""
         if self._stopping:
             return
         decided, waiting, eager, consider = self._decided, self._waiting, self._eager, self._consider
+        calls, records = self.calls, self.records
         deps = self.flow.dependents()
         work = None  # calls that ended here (skipped or failed): their dependents next
         while True:
             # a clean end (succeeded, wrote every output path) can only bring a reader
             # closer to ready; anything else may break a read at once
-            rec = self.records[i]
-            clean = rec.status == "succeeded" and len(self.wrote[i]) == self._out_count(i)
+            out = calls[i].output
+            clean = records[i].status == "succeeded" and (out is None or out.op != "||" or len(out.paths) == 1)
             for j in deps[i]:
                 if decided[j]:
                     continue
@@ -308,12 +293,6 @@ class Scheduler:
             if not work or self._stopping:
                 return
             i = work.popleft()
-
-    def _out_count(self, i: int) -> int:
-        out = self.calls[i].output
-        if out is None:
-            return 0
-        return len(out.paths) if out.op != "||" else -1  # a branching output is never clean
 
     def _consider(self, j: int) -> bool:
         """Dispatch, skip or fail ``j`` if its inputs are decided. True if it ended here."""
@@ -380,7 +359,8 @@ class Scheduler:
         self._burst = 0
 
     def task_done(self, i: int) -> None:
-        # keep only calls still in flight (shutdown cancels them, run() waits for them)
+        """Call ``i``'s task is over: only calls still in flight are kept (shutdown cancels
+        them, run() waits for them)."""
         self._tasks.pop(i, None)
 
     def _record_waits(self, j: int) -> None:
@@ -425,9 +405,9 @@ class Scheduler:
             for i in range(self.n):
                 if decided[i] or self._stopping:
                     continue
-                # a call with dependencies is examined when they end (see _settled)
+                # a call with dependencies is examined when they end (see settled)
                 if (waiting[i] <= 0 or eager[i]) and self._consider(i):
-                    self._settled(i)
+                    self.settled(i)
             if self._remaining and not self._stopping:
                 if self.opts.max_time is not None:
                     try:
