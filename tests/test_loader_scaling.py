@@ -6,11 +6,20 @@ No timings are asserted here; benchmarks/ compares costs side by side.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sophon_dsl.compiler import compile_plan
 from sophon_dsl.loader import parse
-from sophon_dsl.syntax import dsl_parser
+from sophon_dsl.syntax import dsl_parser, json_source
+from sophon_dsl.syntax.json_source import parse_json
+from sophon_dsl.syntax.located import LazySpanPaths
 from sophon_dsl.syntax.yaml_source import MAX_NODES, parse_yaml
+from sophon_dsl.tools import ToolSpec
 
 
 def _yaml_plan(n: int) -> str:
@@ -130,3 +139,104 @@ def test_parsing_leaves_the_gc_alone(monkeypatch):
     assert result.ok and len(result.plan.calls) == 3000
     assert gc.isenabled()
     assert all(seen)
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def _parser_tree(text: str):
+    parser = json_source._Parser(text, None)
+    return parser.parse_document(), parser.diags
+
+
+def _assert_same_tree(fast, slow) -> None:
+    stack = [(fast, slow)]
+    while stack:
+        a, b = stack.pop()
+        assert (a.kind, a.span, a.path, a.quoted) == (b.kind, b.span, b.path, b.quoted)
+        assert dict(a.key_spans) == dict(b.key_spans)
+        if a.is_object:
+            assert [k for k, _ in a.value] == [k for k, _ in b.value]
+            stack.extend(zip([v for _, v in a.value], [v for _, v in b.value]))
+        elif a.is_array:
+            assert len(a.value) == len(b.value)
+            stack.extend(zip(list(a.value), list(b.value)))
+        else:
+            assert type(a.value) is type(b.value) and a.value == b.value
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=60)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_JSON_VALUES, st.sampled_from([None, 0, 2, "\t"]), st.booleans())
+def test_plain_json_path_builds_the_parsers_tree(value, indent, ascii_only):
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    fast = json_source._read_plain(text)
+    slow, diags = _parser_tree(text)
+    assert diags == [] and slow is not None
+    if fast is not None:  # surrogate escapes (ensure_ascii) go to the parser
+        _assert_same_tree(fast, slow)
+
+
+def test_long_arrays_are_located_as_read():
+    text = json.dumps({"calls": [{"_tool": "f", "x": [i, str(i)]} for i in range(100)]}, indent=1)
+    fast = json_source._read_plain(text)
+    calls = fast.get("calls")
+    assert not isinstance(calls.value, list) and len(calls) == 100
+    assert calls.value[57].get("x").value[1].path == "$.calls[57].x[1]"
+    assert calls.value[-1].path == "$.calls[99]"
+    _assert_same_tree(fast, _parser_tree(text)[0])
+
+
+@pytest.mark.parametrize("text,codes", [
+    ('{"a": 1, // note\n "b": 2}', []),
+    ('{"a": 1, "a": 2}', ["E108"]),
+    ('[NaN]', ["E002"]),
+    ('[Infinity]', ["E002"]),
+    ('[1e999]', ["E002"]),
+    ('[' + "9" * 4001 + ']', ["E002"]),
+    ('[' * 201 + ']' * 201, ["E002"]),
+    ('\ufeff{"a": 1}', []),
+    ('["\\ud800"]', []),
+    ('{"a": 1,}', ["E002"]),
+    ('', ["E002"]),
+])
+def test_unusual_json_is_read_by_the_parser(text, codes):
+    assert json_source._read_plain(text) is None
+    node, diags = parse_json(text)
+    assert [d.code for d in diags] == codes
+    if not codes:
+        _assert_same_tree(node, _parser_tree(text)[0])
+
+
+def test_json_diagnostic_keeps_its_position_and_path():
+    calls = [{"_tool": "web.search", "query": f"q{i}", "_outputPath": f"†state.r{i}"} for i in range(60)]
+    calls[41]["_tool"] = "web.serch"
+    text = json.dumps({"goal": "g", "calls": calls}, indent=2, ensure_ascii=False)
+    result = parse(text, "json", file="plan.json")
+    assert result.ok
+    paths = result.plan.span_paths
+    assert isinstance(paths, LazySpanPaths) and not paths.computed
+    tools = [ToolSpec("web.search", input_schema={"type": "object", "properties": {"query": {}}})]
+    diags = [d for d in compile_plan(result.plan, tools=tools).diagnostics if d.code == "E201"]
+    assert len(diags) == 1 and paths.computed
+    line = text.split("\n").index('      "_tool": "web.serch",') + 1
+    span = diags[0].span
+    assert (span.line, span.column, span.end_line, span.end_column) == (line, 16, line, 27)
+    assert diags[0].path == "$.calls[41]._tool"
+    assert diags[0].file == "plan.json"
+    # the same map the parser's own tree gives
+    assert dict(paths) == _parser_tree(text)[0].span_paths()
+
+
+def test_lazy_span_paths_compute_once():
+    calls: list[int] = []
+    paths = LazySpanPaths(lambda: calls.append(1) or {"k": "$"})
+    assert paths and not paths.computed and calls == []
+    assert paths.get("k") == "$" and paths["k"] == "$" and len(paths) == 1 and "k" in paths
+    assert calls == [1]

@@ -496,14 +496,16 @@ class _Reader:
         return {}
 
     def array_document(self, node: LocatedNode) -> dict[str, Any]:
-        objs = [n for n in node.value if n.is_object]
-        if any("_tool" in o for o in objs):
+        # generators, not lists: a JSON reader's long arrays locate their items as
+        # they are read and keep none, so nothing here holds every item at once
+        items = node.value
+        if any(n.is_object and "_tool" in n for n in items):
             return {"calls": self.calls(node)}
-        if objs and len(objs) == len(node.value) and all(
-                (t := o.get("type")) is not None and t.is_string for o in objs):
+        if len(items) and all(n.is_object and (t := n.get("type")) is not None and t.is_string
+                              for n in items):
             return self.context(node)
-        if any("task" in o for o in objs) or any(
-                "description" in o and ({"dependsOn", "toolHints", "id"} & set(o.keys())) for o in objs):
+        if any(n.is_object and ("task" in n or "description" in n and
+                                {"dependsOn", "toolHints", "id"} & set(n.keys())) for n in items):
             return {"calls": self.steps(node)}
         return {"calls": self.calls(node)}
 

@@ -5,15 +5,23 @@ error gives one ``E002`` diagnostic at the offending character, saying what was
 expected there; duplicate object keys give ``E108`` (the first one is kept) and
 parsing goes on.
 
-The reader is a small hand-written recursive-descent parser (JSON is LL(1));
-it bounds nesting depth so hostile input cannot exhaust the Python stack.
+Most documents are plain JSON: :func:`json.loads` (C) reads them, and a light walk
+over the text, guided by the values already read, only measures where each node
+sits. Anything else (comments, errors, duplicate keys, deep nesting, NaN, lone
+surrogate escapes, huge numbers) goes to a small hand-written recursive-descent
+parser (JSON is LL(1)) that words every diagnostic; both build the same tree. The
+parser bounds nesting depth so hostile input cannot exhaust the Python stack.
 Apart from comments it is strict JSON: no trailing commas, no single quotes,
 no ``NaN``/``Infinity``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from bisect import bisect_right
+from typing import Iterator, Sequence
 
 from ..diagnostics import Diagnostic, Span
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
@@ -254,6 +262,169 @@ class _Parser:
             raise self.fail(f"unexpected {self.found()}: expected ',' or ']' after an array item")
 
 
+# -- the plain-JSON path ----------------------------------------------------------
+
+class _Unusual(Exception):
+    """The document needs the full parser (an error to word, or a value json.loads
+    reads differently from the parser)."""
+
+
+def _no_duplicates(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Unusual  # the parser reports E108 and keeps the first one
+    return out
+
+
+def _refuse_constant(name: str) -> None:
+    raise _Unusual  # NaN, Infinity, -Infinity
+
+
+# \uD800-\uDFFF: the parser pairs or replaces surrogates itself
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_BLANK = re.compile(r"[ \t\n\r]*")
+_KEY = re.compile(r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*")[ \t\n\r]*:[ \t\n\r]*')
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_AFTER_ITEM = re.compile(r"[ \t\n\r]*,?[ \t\n\r]*")
+
+
+class _Measurer:
+    """Builds the located tree of a document :func:`json.loads` has read: the values
+    come from json.loads, the walk only finds where each one starts and ends."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts = LineIndex(text).starts
+        # one int object per line number, shared by every span on that line
+        self.numbers = list(range(1, len(self.starts) + 1))
+
+    def span(self, start: int, end: int) -> Span:
+        starts = self.starts
+        line = bisect_right(starts, start) - 1
+        first = starts[line]
+        number = self.numbers[line]
+        if line + 1 == len(starts) or end < starts[line + 1]:
+            return Span(number, start - first + 1, number, end - first + 1)
+        end_line = bisect_right(starts, end) - 1
+        return Span(number, start - first + 1, self.numbers[end_line], end - starts[end_line] + 1)
+
+    def node(self, value, pos: int, path: str, depth: int) -> tuple[LocatedNode, int]:
+        """The node of ``value`` written at ``pos``, and the offset just after it."""
+        text = self.text
+        kind = type(value)
+        if kind is str:
+            end = _STRING.match(text, pos).end()
+            return LocatedNode(SCALAR, value, self.span(pos, end), path, quoted=True), end
+        if kind is dict or kind is list:
+            if depth >= MAX_DEPTH:
+                raise _Unusual
+            inner = _BLANK.match(text, pos + 1).end()
+            if kind is dict:
+                entries: list[tuple[str, LocatedNode]] = []
+                key_spans: dict[str, Span] = {}
+                for key, item in value.items():
+                    m = _KEY.match(text, inner)
+                    key_spans[key] = self.span(m.start(1), m.end(1))
+                    child, after = self.node(item, m.end(), child_path(path, key), depth + 1)
+                    entries.append((key, child))
+                    inner = _AFTER_ITEM.match(text, after).end()
+                end = inner + 1
+                return LocatedNode(OBJECT, entries, self.span(pos, end), path, key_spans), end
+            if len(value) >= _LAZY_ITEMS:
+                end = _container_end(text, pos)
+                lazy = _Items(self, value, inner, path, depth + 1)
+                return LocatedNode(ARRAY, lazy, self.span(pos, end), path), end
+            items: list[LocatedNode] = []
+            for i, item in enumerate(value):
+                child, after = self.node(item, inner, f"{path}[{i}]", depth + 1)
+                items.append(child)
+                inner = _AFTER_ITEM.match(text, after).end()
+            end = inner + 1
+            return LocatedNode(ARRAY, items, self.span(pos, end), path), end
+        if value is None or value is True:
+            end = pos + 4
+        elif value is False:
+            end = pos + 5
+        else:
+            end = _NUMBER.match(text, pos).end()
+            if kind is int and end - pos > 4000 or kind is float and math.isinf(value):
+                raise _Unusual  # the parser refuses these with its own message
+        return LocatedNode(SCALAR, value, self.span(pos, end), path), end
+
+
+# Arrays this long (a plan's calls) are measured item by item as they are read, and
+# their items are not kept: the located tree of a whole plan never exists at once.
+_LAZY_ITEMS = 32
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _container_end(text: str, pos: int) -> int:
+    """The offset just after the array or object that opens at ``pos``."""
+    depth = 0
+    for m in _STRING_OR_BRACKET.finditer(text, pos):
+        ch = text[m.start()]
+        if ch == "[" or ch == "{":
+            depth += 1
+        elif ch == "]" or ch == "}":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    raise _Unusual  # pragma: no cover - json.loads checked the brackets
+
+
+class _Items(Sequence):
+    """The items of a long array: each located when read, none kept."""
+
+    __slots__ = ("_measurer", "_values", "_start", "_path", "_depth")
+
+    def __init__(self, measurer: _Measurer, values: list, start: int, path: str, depth: int):
+        self._measurer = measurer
+        self._values = values
+        self._start = start
+        self._path = path
+        self._depth = depth
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[LocatedNode]:
+        node, text, path, depth = self._measurer.node, self._measurer.text, self._path, self._depth
+        pos = self._start
+        for i, item in enumerate(self._values):
+            child, after = node(item, pos, f"{path}[{i}]", depth)
+            yield child
+            pos = _AFTER_ITEM.match(text, after).end()
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += len(self._values)
+        if not 0 <= index < len(self._values):
+            raise IndexError(index)
+        for i, child in enumerate(self):
+            if i == index:
+                return child
+        raise IndexError(index)  # pragma: no cover
+
+
+def _read_plain(text: str) -> LocatedNode | None:
+    """The located tree of a plain JSON document, or ``None`` when it is not one."""
+    if _SURROGATE_ESCAPE.search(text):
+        return None
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        measurer = _Measurer(text)
+        node, end = measurer.node(value, _BLANK.match(text).end(), "$", 0)
+    except (_Unusual, ValueError, RecursionError):
+        return None
+    except (AttributeError, IndexError):  # pragma: no cover - the walk lost its place
+        return None
+    if _BLANK.match(text, end).end() != len(text):  # pragma: no cover - json.loads checked it
+        return None
+    return node
+
+
 def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, list[Diagnostic]]:
     """Parse JSON (comments allowed) into a :class:`LocatedNode` tree.
 
@@ -264,6 +435,9 @@ def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             text = bytes(text).decode("utf-8")
         except Exception:
             return None, [Diagnostic("E002", "input is not UTF-8 text", None, file)]
+    node = _read_plain(text)
+    if node is not None:
+        return node, []
     p = _Parser(text, file)
     node = p.parse_document()
     return node, p.diags
