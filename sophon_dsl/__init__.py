@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from .diagnostics import Diagnostic, DiagnosticError, Severity, Span
+from .errors import SophonError
 from .loader import dumps, load, loads
 from .model import Call, Mode, Plan, Risk
 from .tools import ToolRegistry, ToolSpec, tool
@@ -29,6 +30,7 @@ __all__ = [
     "Plan",
     "Risk",
     "Severity",
+    "SophonError",
     "Span",
     "ToolRegistry",
     "ToolSpec",

@@ -81,3 +81,8 @@ def test_the_errors_module_imports_nothing():
     tree = ast.parse(Path(sophon_dsl.__file__).with_name("errors.py").read_text(encoding="utf-8"))
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert all(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in imports)
+
+
+def test_the_root_is_exported_from_the_package():
+    assert sophon_dsl.SophonError is SophonError
+    assert "SophonError" in sophon_dsl.__all__

@@ -107,8 +107,6 @@ class DelegateExecutor:
         return load_request(name, self.parent.delegate_dir)
 
     async def execute(self, request: LatentRequest, context: dict | None = None) -> Any:
-        from .agent import Agent
-
         call = request.call
         name = str(call.delegate)
         if self.depth >= self.parent.max_delegate_depth:
@@ -178,7 +176,9 @@ class DelegateExecutor:
             from ..tools import ToolRegistry
 
             registry = ToolRegistry([])
-        sub = Agent(self.parent.provider, tools=registry,
+        # a nested agent of the parent's own class (this module does not import agent.py,
+        # which imports it)
+        sub = type(self.parent)(self.parent.provider, tools=registry,
                     mode=config.get("mode", self.parent.mode.value),
                     max_turns=int(config.get("max_turns", min(self.parent.max_turns, 4))),
                     approve=self.parent.approve, max_calls=self.parent.max_calls,

@@ -10,31 +10,40 @@ Public surface::
     Branch(target, value)             (an activity picks a branch of `†a || †b`)
 """
 
-from .api import Prepared, RunHandle, arun, prepare, run, start
-from .approval import ApprovalDecision, ApprovalRequest, prompt_approver
-from .errors import ErrorInfo, PlanInvalid, RunError
-from .events import Event, EventBus
-from .feed import FixedPlan, GrowingPlan, PlanFeed
-from .invoker import Invocation, Invoker, LocalInvoker
-from .protocols import Branch, LatentExecutor, LatentRequest
-from .result import CallRecord, RunResult
-from .scheduler import RunOptions, Scheduler
-from .store import MemoryStore, StateStore
+from __future__ import annotations
 
-__all__ = [
-    "ApprovalDecision", "ApprovalRequest", "Branch", "CallRecord", "DryRunReport", "ErrorInfo", "Event",
-    "EventBus", "FixedPlan", "GrowingPlan", "Invocation", "Invoker", "LatentExecutor", "LatentRequest",
-    "LocalInvoker", "MemoryStore", "PlanFeed", "PlanInvalid", "Prepared", "RunError", "RunHandle",
-    "RunOptions", "RunResult", "Scheduler", "StateStore", "arun", "dry_run", "load_mocks", "prepare",
-    "prompt_approver", "reference_run", "run", "start",
-]
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it. Loaded on first access, so importing one small
+# module of the package (``sophon_dsl.runtime.errors``, as the standard tools do) does not
+# import the scheduler, the checker and everything else.
+_WHERE = {
+    "Prepared": "api", "RunHandle": "api", "arun": "api", "prepare": "api", "run": "api", "start": "api",
+    "ApprovalDecision": "approval", "ApprovalRequest": "approval", "prompt_approver": "approval",
+    "ErrorInfo": "errors", "PlanInvalid": "errors", "RunError": "errors",
+    "Event": "events", "EventBus": "events",
+    "FixedPlan": "feed", "GrowingPlan": "feed", "PlanFeed": "feed",
+    "Invocation": "invoker", "Invoker": "invoker", "LocalInvoker": "invoker",
+    "Branch": "protocols", "LatentExecutor": "protocols", "LatentRequest": "protocols",
+    "CallRecord": "result", "RunResult": "result",
+    "RunOptions": "scheduler", "Scheduler": "scheduler",
+    "MemoryStore": "store", "StateStore": "store",
+    "DryRunReport": "dryrun", "dry_run": "dryrun", "load_mocks": "dryrun",
+    "reference_run": "reference",
+}
+
+__all__ = sorted(_WHERE)
 
 
-def __getattr__(name):  # lazy: dry-run and the reference interpreter are rarely needed
-    if name in ("dry_run", "DryRunReport", "load_mocks"):
-        from . import dryrun
-        return getattr(dryrun, name)
-    if name == "reference_run":
-        from .reference import reference_run
-        return reference_run
-    raise AttributeError(name)
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'sophon_dsl.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
