@@ -228,6 +228,11 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         self._materialize()
         return len(self._tools)
 
+    def given(self, name: str) -> ToolSpec | None:
+        """The tool called ``name`` among those given, without looking in (or building) the
+        fallback source; None when it is not one of them."""
+        return self._tools.get(name)
+
     def with_tools(self, tools: Iterable[ToolSpec]) -> "ToolRegistry":
         reg = ToolRegistry([*self._tools.values(), *tools], fallback=self._fallback)
         reg.replaced = [*self.replaced, *reg.replaced]
