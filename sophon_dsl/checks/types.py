@@ -14,6 +14,18 @@ from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_t
 __all__ = ["ParamTypes"]
 
 _STRING = frozenset({"string"})
+_READERS = (Reference, Expression, Template)
+
+
+def _reads(v: ListValue | ObjectValue) -> bool:
+    """Whether a container reads anything (most list parameters are lists of references)."""
+    for x in (v.items if type(v) is ListValue else [x for _, x in v.entries]):  # type: ignore[union-attr]
+        tx = type(x)
+        if tx is Literal:
+            continue
+        if tx in _READERS or has_references(x):
+            return True
+    return False
 
 
 class ParamTypes(Rule):
@@ -54,7 +66,7 @@ class ParamTypes(Rule):
                     continue
                 self.check_literal(i, call, p, entry, tab.schema)
             elif tv is ListValue or tv is ObjectValue:
-                if not has_references(v) and not self.literal_ok(entry, v):
+                if not _reads(v) and not self.literal_ok(entry, v):
                     self.check_literal(i, call, p, entry, tab.schema)
             elif tab.typed:  # whole-value references, expressions and templates are typed
                 expected = entry.types
