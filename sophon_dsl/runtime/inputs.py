@@ -24,6 +24,7 @@ from typing import Any
 
 from ..dataflow import DataFlow
 from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
+from ..values import ValueVisitor
 from .errors import REF_UNRESOLVED, ErrorInfo
 from .state import MISSING, json_copy
 
@@ -166,52 +167,11 @@ class InputResolver:
     # -- values ----------------------------------------------------------------
 
     def eval(self, i: int, v: Any, acc: _Acc) -> Any:
-        tv = type(v)
-        if tv is Literal:
+        """The value of ``v`` as call ``i`` reads it; what is pending, broken or missing
+        is noted in ``acc`` (the general route: the shared value visitor)."""
+        if type(v) is Literal:
             return v.value
-        if tv is ListValue:
-            return [x.value if type(x) is Literal else self.eval(i, x, acc) for x in v.items]
-        if tv is Reference:
-            st, val = self.ref_state(i, v)
-            if st is _HAS:
-                return json_copy(val)
-            self._note(st, val, acc)
-            return None
-        if tv is ObjectValue:
-            return {k: self.eval(i, x, acc) for k, x in v.entries}
-        if tv is Template:
-            out = []
-            for part in v.parts:
-                if type(part) is str:
-                    out.append(part)
-                    continue
-                st, val = self.ref_state(i, part)
-                if st is _HAS:
-                    out.append(render_text_value(val))
-                else:
-                    self._note(st, val, acc)
-            return "".join(out)
-        if tv is Expression:
-            if v.op == "||":
-                broken, missing = [], []
-                for r in v.operands:
-                    st, val = self.ref_state(i, r)
-                    if st is _HAS:
-                        return json_copy(val)
-                    if st is _PENDING:
-                        acc.pending = True
-                        return None
-                    (broken if st is _BROKEN else missing).append(val)
-                if broken:
-                    acc.broken.append(f"no alternative of {v.text()} has a value: " + "; ".join(broken))
-                else:
-                    acc.missing.append(v.text())
-                return None
-            last = None
-            for r in v.operands:
-                last = self.eval(i, r, acc)
-            return last
-        raise TypeError(f"not a plan value: {v!r}")
+        return _CallValue(self, i, acc).visit(v)
 
     @staticmethod
     def _note(st: RefState, val: Any, acc: _Acc) -> None:
@@ -224,7 +184,7 @@ class InputResolver:
 
     def simple_args(self, i: int, params: tuple) -> dict | None:
         """The arguments of call ``i`` when every parameter is a literal, a reference or a
-        list of those, and every reference has a value; else None (then :meth:`evaluate`
+        list or object of those, and every reference has a value; else None (then :meth:`evaluate`
         takes the general route, which also says why a call waits, is skipped or fails)."""
         args = {}
         ref_state = self.ref_state
@@ -252,6 +212,20 @@ class InputResolver:
                     else:
                         return None
                 args[p.name] = items
+            elif tv is ObjectValue:
+                obj = {}
+                for k, x in v.entries:
+                    tx = type(x)
+                    if tx is Literal:
+                        obj[k] = x.value
+                    elif tx is Reference:
+                        st, val = ref_state(i, x)
+                        if st is not _HAS:
+                            return None
+                        obj[k] = json_copy(val)
+                    else:
+                        return None
+                args[p.name] = obj
             else:
                 return None
         return args
@@ -320,23 +294,83 @@ class InputResolver:
                 acc.broken.append(f"@after({rec.id}): {rec.id} {rec.status}")
 
 
+class _CallValue(ValueVisitor):
+    """One call's value tree evaluated against the run (see :meth:`InputResolver.eval`)."""
+
+    __slots__ = ("res", "i", "acc")
+
+    def __init__(self, res: InputResolver, i: int, acc: _Acc) -> None:
+        self.res = res
+        self.i = i
+        self.acc = acc
+
+    def reference(self, node: Reference) -> Any:
+        st, val = self.res.ref_state(self.i, node)
+        if st is _HAS:
+            return json_copy(val)
+        self.res._note(st, val, self.acc)
+        return None
+
+    def template(self, node: Template) -> str:
+        out = []
+        res, i, acc = self.res, self.i, self.acc
+        for part in node.parts:
+            if type(part) is str:
+                out.append(part)
+                continue
+            st, val = res.ref_state(i, part)
+            if st is _HAS:
+                out.append(render_text_value(val))
+            else:
+                res._note(st, val, acc)
+        return "".join(out)
+
+    def expression(self, node: Expression) -> Any:
+        res, i, acc = self.res, self.i, self.acc
+        if node.op == "||":
+            broken, missing = [], []
+            for r in node.operands:
+                st, val = res.ref_state(i, r)
+                if st is _HAS:
+                    return json_copy(val)
+                if st is _PENDING:
+                    acc.pending = True
+                    return None
+                (broken if st is _BROKEN else missing).append(val)
+            if broken:
+                acc.broken.append(f"no alternative of {node.text()} has a value: " + "; ".join(broken))
+            else:
+                acc.missing.append(node.text())
+            return None
+        last = None
+        for r in node.operands:
+            last = self.reference(r)
+        return last
+
+
+class _FinalValue(ValueVisitor):
+    """A value against the final state; unresolved references become None."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, get: Any) -> None:
+        self.get = get
+
+    def reference(self, node: Reference) -> Any:
+        val = self.get(node.kind, node.path)
+        return None if val is MISSING else json_copy(val)
+
+    def template(self, node: Template) -> str:
+        return "".join(p if type(p) is str else render_text_value(self.reference(p)) for p in node.parts)
+
+    def expression(self, node: Expression) -> Any:
+        vals = [self.get(r.kind, r.path) for r in node.operands]
+        if node.op == "||":
+            return next((json_copy(x) for x in vals if x is not MISSING), None)
+        return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
+
+
 def evaluate_loose(v: Any, get: Any) -> Any:
     """Evaluate a value against the final state (``get(kind, path)``); unresolved
     references become None."""
-    if isinstance(v, Literal):
-        return v.value
-    if isinstance(v, Reference):
-        val = get(v.kind, v.path)
-        return None if val is MISSING else json_copy(val)
-    if isinstance(v, ObjectValue):
-        return {k: evaluate_loose(x, get) for k, x in v.entries}
-    if isinstance(v, ListValue):
-        return [evaluate_loose(x, get) for x in v.items]
-    if isinstance(v, Template):
-        return "".join(p if isinstance(p, str) else render_text_value(evaluate_loose(p, get)) for p in v.parts)
-    if isinstance(v, Expression):
-        vals = [get(r.kind, r.path) for r in v.operands]
-        if v.op == "||":
-            return next((json_copy(x) for x in vals if x is not MISSING), None)
-        return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
-    return None
+    return _FinalValue(get).visit(v)
