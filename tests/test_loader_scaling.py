@@ -10,12 +10,13 @@ import json
 import logging
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sophon_dsl.compiler import compile_plan
 from sophon_dsl.loader import parse
-from sophon_dsl.syntax import dsl_parser, json_source
+from sophon_dsl.syntax import dsl_parser, json_source, yaml_source
 from sophon_dsl.syntax.json_source import parse_json
 from sophon_dsl.syntax.located import LazySpanPaths
 from sophon_dsl.syntax.yaml_source import MAX_NODES, parse_yaml
@@ -33,12 +34,21 @@ def _yaml_plan(n: int) -> str:
 
 
 def test_yaml_plan_of_30k_calls_loads():
+    # 30k calls (~300k nodes) keeps the test quick; benchmarks load 100k
     result = parse(_yaml_plan(30_000), "yaml")
     assert result.ok, result.diagnostics[:3]
     assert len(result.plan.calls) == 30_000
     last = result.plan.calls[-1]
     assert last.output.paths[0].path == ("r29999",)
     assert last.span.line == 2 + 3 * 29_999 + 1
+
+
+def test_composing_path_has_no_cap_on_written_nodes():
+    # more written nodes than the alias budget, with an anchor so the composing path
+    # (the one with the budget) reads it
+    text = "a: &x [1]\nb: [" + ", ".join(["7"] * (MAX_NODES + 20_000)) + "]\n"
+    node, diags = parse_yaml(text)
+    assert diags == [] and len(node.get("b")) == MAX_NODES + 20_000
 
 
 def _laughs(levels: int, width: int) -> str:
@@ -240,3 +250,38 @@ def test_lazy_span_paths_compute_once():
     assert paths and not paths.computed and calls == []
     assert paths.get("k") == "$" and paths["k"] == "$" and len(paths) == 1 and "k" in paths
     assert calls == [1]
+
+
+def _composed(text: str):
+    original = yaml_source._read_plain
+    yaml_source._read_plain = lambda _text: None
+    try:
+        return parse_yaml(text)
+    finally:
+        yaml_source._read_plain = original
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_JSON_VALUES, st.sampled_from(["block", "flow", "json"]))
+def test_plain_yaml_events_build_the_composed_tree(value, style):
+    if style == "json":
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    else:
+        text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=style == "flow")
+    composed, diags = _composed(text)
+    fast = yaml_source._read_plain(text)
+    if fast is not None:
+        assert diags == []
+        _assert_same_tree(fast, composed)
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1\na: 2\n", "- &x 1\n- *x\n", "!!str 3", "? [a]\n: 1\n", "a: 1\n---\nb: 2\n", "",
+    "[" * 70 + "]" * 70, "x: !!binary aGk=", "{1: a}", "a: 'x",
+])
+def test_unusual_yaml_takes_the_composing_path(text):
+    assert yaml_source._read_plain(text) is None
+    (node, diags), (composed, composed_diags) = parse_yaml(text), _composed(text)
+    assert diags == composed_diags
+    if composed is not None:
+        _assert_same_tree(node, composed)

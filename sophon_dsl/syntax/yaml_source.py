@@ -233,6 +233,134 @@ def _check_expansion(root) -> None:
     size(root, "$", 0)
 
 
+class _Unusual(Exception):
+    """The document needs the composing path (anything to refuse or report, or a
+    feature plain plan data does not use: anchors, aliases, explicit tags, non-string
+    keys, duplicate keys, deep nesting, several documents)."""
+
+
+# Plain data nests far less than this; deeper documents take the composing path,
+# which words the depth diagnostics.
+_PLAIN_DEPTH = 64
+_STR, _INT, _FLOAT, _BOOL = (_CORE + t for t in ("str", "int", "float", "bool"))
+_TEXT_TAGS = (_STR, _CORE + "timestamp")
+
+
+class _Open:
+    """A sequence or mapping whose end event has not come yet."""
+
+    __slots__ = ("node", "start", "key", "key_span")
+
+    def __init__(self, node: LocatedNode, start: int):
+        self.node = node
+        self.start = start
+        self.key: str | None = None   # a mapping's key waiting for its value
+        self.key_span = None
+
+
+def _read_plain(text: str) -> LocatedNode | None:
+    """The located tree built straight from parser events (no YAML node graph), or
+    ``None`` when the document is not plain data (see :class:`_Unusual`)."""
+    if _FastLoader is None or yaml.reader.Reader.NON_PRINTABLE.search(text):
+        return None
+    loader = _FastLoader(text)
+    try:
+        return _Events(loader, LineIndex(text)).document()
+    except Exception:  # anything at all: the composing path decides what it is
+        return None
+    finally:
+        loader.dispose()
+
+
+class _Events:
+    def __init__(self, loader, lines: LineIndex):
+        self.loader = loader
+        self.span = lines.span
+
+    def scalar(self, ev) -> object:
+        tag = ev.tag
+        if tag is not None and tag != "!":
+            raise _Unusual
+        tag = self.loader.resolve(ScalarNode, ev.value, ev.implicit)
+        if tag in _TEXT_TAGS:
+            return ev.value
+        if tag == _CORE + "null":
+            return None
+        node = ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style)
+        if tag == _INT:
+            return self.loader.construct_yaml_int(node)
+        if tag == _FLOAT:
+            return self.loader.construct_yaml_float(node)
+        if tag == _BOOL:
+            return self.loader.construct_yaml_bool(node)
+        raise _Unusual
+
+    def document(self) -> LocatedNode:
+        get = self.loader.get_event
+        if type(get()) is not yaml.StreamStartEvent or type(get()) is not yaml.DocumentStartEvent:
+            raise _Unusual
+        stack: list[_Open] = []
+        root: LocatedNode | None = None
+        while True:
+            ev = get()
+            kind = type(ev)
+            if kind is yaml.DocumentEndEvent:
+                break
+            if kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                top = stack.pop()
+                if top.key is not None:  # pragma: no cover - the parser pairs keys
+                    raise _Unusual
+                top.node.span = self.span(top.start, ev.end_mark.index)
+                done = top.node
+            else:
+                if ev.anchor is not None or kind is yaml.AliasEvent:
+                    raise _Unusual
+                parent = stack[-1] if stack else None
+                if parent is None:
+                    path = "$"
+                elif parent.node.kind == ARRAY:
+                    path = f"{parent.node.path}[{len(parent.node.value)}]"
+                elif parent.key is None:  # a mapping key: plain strings only
+                    if kind is not yaml.ScalarEvent:
+                        raise _Unusual
+                    key = self.scalar(ev)
+                    if type(key) is not str or key in parent.node.key_spans:
+                        raise _Unusual
+                    parent.key = key
+                    parent.key_span = self.span(ev.start_mark.index, ev.end_mark.index)
+                    continue
+                else:
+                    path = child_path(parent.node.path, parent.key)
+                if kind is yaml.ScalarEvent:
+                    done = LocatedNode(SCALAR, self.scalar(ev),
+                                       self.span(ev.start_mark.index, ev.end_mark.index), path,
+                                       quoted=ev.style in ("'", '"'))
+                else:
+                    if ev.tag is not None and ev.tag != "!" or len(stack) >= _PLAIN_DEPTH:
+                        raise _Unusual
+                    if kind is yaml.SequenceStartEvent:
+                        node = LocatedNode(ARRAY, [], None, path)  # type: ignore[arg-type]
+                    elif kind is yaml.MappingStartEvent:
+                        node = LocatedNode(OBJECT, [], None, path, {})  # type: ignore[arg-type]
+                    else:
+                        raise _Unusual
+                    stack.append(_Open(node, ev.start_mark.index))
+                    continue
+            if not stack:
+                root = done
+            else:
+                parent = stack[-1]
+                if parent.node.kind == ARRAY:
+                    parent.node.value.append(done)
+                else:
+                    parent.node.value.append((parent.key, done))
+                    parent.node.key_spans[parent.key] = parent.key_span
+                    parent.key = parent.key_span = None
+        if root is None or type(get()) is not yaml.StreamEndEvent:
+            raise _Unusual
+        return root
+
+
 def _mark_span(lines: LineIndex, mark) -> object:
     if mark is None:
         return lines.point(0)
@@ -246,6 +374,9 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             text = bytes(text).decode("utf-8")
         except Exception:
             return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
+    node = _read_plain(text)
+    if node is not None:
+        return node, []
     lines = LineIndex(text)
     try:
         loader, root = _compose(text)
