@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sophon_dsl import checks
 from sophon_dsl.checks import Checker
 from sophon_dsl.compiler import compile_plan, effective_registry
-from sophon_dsl.model import Call, ListValue, Literal, OutputTarget, Param, Plan, Reference
+from sophon_dsl.model import Call, ListValue, Literal, OutputTarget, Param, Plan, Reference, ToolDecl
 from sophon_dsl.refs import json_to_value
 from sophon_dsl.tools import ToolSpec
 
@@ -187,3 +187,12 @@ def test_require_implementations_reports_e207_per_call():
                               "implementation is registered: pass its Python function in tools")
     assert_same(plan, [decl], require_implementations=True)
 
+
+
+def test_a_streamed_header_change_applies_to_later_calls():
+    header = P()
+    checker = Checker(header, effective_registry(header, TOOLS))
+    assert [d.code for d in checker.add_call(C("notify", 1, {"m": 1}), "c1")] == ["E201"]
+    declared = replace(header, tools=(ToolDecl("notify", input_schema={"type": "object"}),))
+    checker.set_header(declared, effective_registry(declared, TOOLS))
+    assert checker.add_call(C("notify", 2, {"m": 1}), "c2") == []

@@ -15,12 +15,6 @@ class ToolParams(Rule):
     """E201 unknown tool, E202 missing required parameter, E203 name a closed schema lacks."""
 
     codes = ("E201", "E202", "E203")
-    __slots__ = ("_names", "_hints")
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self._names: list[str] | None = None      # every tool name (for E201 hints)
-        self._hints: dict[str, str | None] = {}   # unknown tool -> its "did you mean"
 
     def check_calls(self) -> None:
         calls = self.ctx.calls
@@ -48,11 +42,12 @@ class ToolParams(Rule):
                     self.unknown_param(i, call, p, tab)
 
     def unknown_tool(self, i: int, call: Call) -> None:
-        hints = self._hints
+        cache = self.ctx.cache  # dropped with the tools when a streamed header changes
+        hints = cache.setdefault("E201 hints", {})  # unknown tool -> its "did you mean"
         if call.tool not in hints:  # one search per unknown name, not per call
-            if self._names is None:
-                self._names = list(self.ctx.tools)
-            names = self._names
+            names = cache.get("E201 names")
+            if names is None:
+                names = cache["E201 names"] = list(self.ctx.tools)
             hint = difflib.get_close_matches(call.tool, names, n=1, cutoff=0.6)
             if not hint:
                 lowered = {n.lower(): n for n in names}

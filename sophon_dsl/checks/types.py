@@ -32,11 +32,6 @@ class ParamTypes(Rule):
     """E204 a literal its parameter's schema rejects; E205 a read value of no accepted type."""
 
     codes = ("E204", "E205")
-    __slots__ = ("_validators",)
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self._validators: dict[tuple[str, str], Any] = {}
 
     def check_calls(self) -> None:
         check = self.check_call_sig
@@ -94,9 +89,10 @@ class ParamTypes(Rule):
             return False
 
     def validator(self, tool: str, name: str, pschema: Any, root: dict) -> Any:
-        key = (tool, name)
-        if key in self._validators:
-            return self._validators[key]
+        key = ("E204 validator", tool, name)  # in the context: dropped when the tools change
+        cache = self.ctx.cache
+        if key in cache:
+            return cache[key]
         import jsonschema
 
         v = None
@@ -112,7 +108,7 @@ class ParamTypes(Rule):
                 v = cls(s)
             except Exception:  # pragma: no cover - malformed schema: skip the check
                 v = None
-        self._validators[key] = v
+        cache[key] = v
         return v
 
     def check_literal(self, i: int, call: Call, p: Param, entry: ParamEntry, root: Any) -> None:
