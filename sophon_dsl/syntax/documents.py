@@ -67,6 +67,7 @@ META_PROPERTIES = (
     "_delegate", "_scopes", "_reasoningForCall", "_risk", "_retry", "_timeout", "_after",
     "_modelHint", "_successCriterion",
 )
+_META_SET = frozenset(META_PROPERTIES)
 HEADER_KEYS = ("type", "goal", "mode", "id", "inputSchema", "stateSchema", "outputSchema",
                "tools", "calls", "plan", "steps", "output")
 _DOC_MARKERS = set(HEADER_KEYS) - {"type", "id"}
@@ -102,6 +103,7 @@ class _Reader:
     def __init__(self, file: str | None):
         self.file = file
         self.diags: list[Diagnostic] = []
+        self.names: dict[str, str] = {}
 
     def err(self, code: str, message: str, where: LocatedNode | Span | None,
             path: str | None = None) -> None:
@@ -210,21 +212,26 @@ class _Reader:
                      tool_node)
             ok = False
         else:
-            tool = tool_node.value
+            # one string per tool name, not one per call (JSON/YAML give each call its own)
+            tool = self.names.setdefault(tool_node.value, tool_node.value)
         kw: dict[str, Any] = {}
         params: list[Param] = []
         attr_spans: list[tuple[str, Span]] = []
         path_node = method_node = method = None
         parsed_path: Any = None
+        key_spans = node.key_spans
         for key, vnode in node.value:
-            if not key.startswith("_"):
+            if key[:1] != "_":
                 val = self.value(vnode)
                 if val is None:
                     ok = False
                 else:
-                    params.append(Param(key, val, node.entry_span(key)))
+                    # node.entry_span(key) without finding the entry again
+                    ks, vs = key_spans.get(key), vnode.span
+                    span = vs if ks is None else Span(ks.line, ks.column, vs.end_line, vs.end_column)
+                    params.append(Param(key, val, span))
                 continue
-            if key not in META_PROPERTIES:
+            if key not in _META_SET:
                 self.err("E104", f"unknown meta-property {key!r}{_suggest(key, META_PROPERTIES)}",
                          node.key_span(key), vnode.path)
                 ok = False
