@@ -37,7 +37,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from ..compiler import compile_plan
+from ..checks import Checker, deferred_codes
+from ..compiler import effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
 from ..model import Call, Mode, Plan, Reference, Value
@@ -56,8 +57,8 @@ __all__ = [
 
 PLAN_INVALID = "Plan.Invalid"
 
-# Checks that need the whole plan: they run when the stream closes.
-DEFERRED_CODES = frozenset({"E301", "E302", "W301", "W302", "W303", "W304"})
+# Checks that need the whole plan (the whole-plan rules' codes): they run when the stream closes.
+DEFERRED_CODES = deferred_codes()
 
 _ATTR_NAME = re.compile(r"@[A-Za-z_][\w.]*")
 
@@ -101,7 +102,6 @@ def _attributes_only(text: str) -> bool:
                 i += 1
             else:
                 return False
-_UNKNOWN_KIND = re.compile(r"unknown reference kind '([^']+)'")
 
 
 # ---------------------------------------------------------------------------
@@ -407,6 +407,7 @@ class StreamTurn:
         self._task: asyncio.Task | None = None
         self._arrival: float | None = None
         self._closed: Plan | None = None
+        self._checker: Checker | None = None
         if self.dispatch:
             self._start_scheduler()
 
@@ -458,8 +459,9 @@ class StreamTurn:
     def _statement(self, st: Statement) -> None:
         from ..syntax.dsl_parser import parse_dsl
 
-        padded = "\n" * (st.line - 1) + " " * (st.column - 1) + st.text
-        plan, diags = parse_dsl(padded)
+        # the statement alone, placed at its line (padding it with the lines above would
+        # make every statement cost as much as the reply so far)
+        plan, diags = parse_dsl(" " * (st.column - 1) + st.text, first_line=st.line)
         errs = [d for d in diags if d.is_error]
         if errs:
             self.diagnostics.extend(diags)
@@ -482,23 +484,26 @@ class StreamTurn:
             changes["tools"] = self.header.tools + plan.tools
         if changes:
             self.header = replace(self.header, **changes)
+            if self._checker is not None:
+                head = self._plan_now(calls=())
+                self._checker.set_header(head, effective_registry(head, self.registry))
             if "tools" in changes and self._sched is not None:
                 self._sched.set_registry(self.registry.with_plan_decls(self.header.tools))
 
-    # -- checking one call on arrival ------------------------------------------
+    def _check(self) -> Checker:
+        """The checker the calls go through as they arrive (built on the first call)."""
+        if self._checker is None:
+            head = self._plan_now(calls=())
+            self._checker = Checker(head, effective_registry(head, self.registry),
+                                    require_executor=self.options.executor is None)
+        return self._checker
 
-    def _call_diags(self, compiled_diags: Iterable[Diagnostic], call: Call) -> list[Diagnostic]:
-        span = call.span or call.tool_span
-        if span is None:
-            return []
-        return [d for d in compiled_diags if d.span is not None and _inside(d.span, span)]
+    # -- checking one call on arrival ------------------------------------------
 
     def _keep(self, d: Diagnostic) -> bool:
         """Drop what earlier turns' data already answers (like the runtime's initial kinds)."""
-        if d.code == "E306":
-            m = _UNKNOWN_KIND.search(d.message)
-            if m and m.group(1) in self._known_kinds:
-                return False
+        if d.code == "E306" and (d.data or {}).get("kind") in self._known_kinds:
+            return False
         if d.code in ("E301", "W303") and self.initial:
             return False
         return True
@@ -508,14 +513,12 @@ class StreamTurn:
         self.calls.append(call)
         cid = call.id if call.id is not None else f"c{i + 1}"
         self.ids.append(cid)
+        checker = self._check()
+        # the per-call rules on this call alone, against the calls so far (no recompile)
+        diags = [d for d in checker.add_call(call, cid) if d.code not in DEFERRED_CODES and self._keep(d)]
         if self.max_calls is not None and i >= self.max_calls:
             diags = [Diagnostic("E305", f"call {cid} is beyond the limit of {self.max_calls} calls per plan",
                                 call.span or call.tool_span)]
-        else:
-            compiled = compile_plan(self._plan_now(), tools=self.registry,
-                                    require_executor=self.options.executor is None)
-            diags = [d for d in self._call_diags(compiled.diagnostics, call)
-                     if d.code not in DEFERRED_CODES and self._keep(d)]
         self.diagnostics.extend(diags)
         errs = [d for d in diags if d.is_error]
         if self.on_call is not None:
@@ -570,16 +573,20 @@ class StreamTurn:
         else:
             self._parse_json()
         plan = self._plan_now(output=self.output)
-        compiled = compile_plan(plan, tools=self.registry, require_executor=self.options.executor is None)
-        whole = [d for d in compiled.diagnostics if d.code in DEFERRED_CODES and self._keep(d)]
-        self.diagnostics.extend(whole)
+        checker = self._check()
+        found = [(i, d) for i, d in checker.finish(self.output) if self._keep(d)]
+        self.diagnostics.extend(d for _, d in found)
         condemned: dict[int, list[Diagnostic]] = {}
-        for d in whole:
+        members: list[int] | None = None
+        for idx, d in found:
             if not d.is_error:
                 continue
-            idx = self._call_at(d)
-            targets = sorted(_cycle_members(compiled.deps)) if d.code == "E302" else \
-                ([idx] if idx is not None else [])
+            if d.code == "E302":  # every call on a cycle is refused, not only the one named
+                if members is None:
+                    members = sorted({j for comp in checker.flow.cycles() for j in comp})
+                targets = members
+            else:
+                targets = [idx] if idx is not None else []
             for j in targets:
                 condemned.setdefault(j, []).append(d)
             self.errors.append({"call": _call_text(self.calls[idx]) if idx is not None else None,
@@ -594,15 +601,6 @@ class StreamTurn:
                 self._sched.refuse(j, err)
         self._closed = plan
         return plan
-
-    def _call_at(self, d: Diagnostic) -> int | None:
-        if d.span is None:
-            return None
-        for i, c in enumerate(self.calls):
-            s = c.span or c.tool_span
-            if s is not None and _inside(d.span, s):
-                return i
-        return None
 
     async def finish(self) -> TurnOutcome:
         """Close the stream (if not yet) and wait for the dispatched calls (eager mode)."""
@@ -650,12 +648,6 @@ class StreamTurn:
                            status, [self.ids[i] for i in sorted(self.refused)], lat)
 
 
-def _inside(inner: Any, outer: Any) -> bool:
-    """Does the diagnostic position ``inner`` start within the call's span ``outer``?"""
-    at = (inner.line, inner.column)
-    return (outer.line, outer.column) <= at <= (outer.end_line, outer.end_column)
-
-
 def _call_text(call: Call) -> str:
     from ..syntax.dsl_printer import format_call
 
@@ -663,55 +655,3 @@ def _call_text(call: Call) -> str:
         return format_call(call)
     except Exception:  # noqa: BLE001 - a message must never fail
         return call.tool
-
-
-def _cycle_members(deps: tuple[frozenset[int], ...]) -> set[int]:
-    """Calls on a dependency cycle (Tarjan's strongly connected components)."""
-    n = len(deps)
-    index = [0] * n
-    low = [0] * n
-    seen = [False] * n
-    on = [False] * n
-    stack: list[int] = []
-    counter = [1]
-    out: set[int] = set()
-
-    def strong(v: int) -> None:
-        work = [(v, iter(sorted(deps[v])))]
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        seen[v] = on[v] = True
-        stack.append(v)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if not seen[nxt]:
-                    index[nxt] = low[nxt] = counter[0]
-                    counter[0] += 1
-                    seen[nxt] = on[nxt] = True
-                    stack.append(nxt)
-                    work.append((nxt, iter(sorted(deps[nxt]))))
-                elif on[nxt]:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on[w] = False
-                    comp.append(w)
-                    if w == node:
-                        break
-                if len(comp) > 1 or node in deps[node]:
-                    out.update(comp)
-
-    for v in range(n):
-        if not seen[v]:
-            strong(v)
-    return out
-

@@ -10,10 +10,12 @@ reported in one pass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
+from dataclasses import replace
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
@@ -143,10 +145,19 @@ class _PostLex:
 
     always_accept = ("_SEMI",)
 
+    def __init__(self) -> None:
+        # lines above the text being parsed (parse_dsl's first_line): every token is moved
+        # down by this much, so a statement parsed alone gets its place in a longer reply
+        self.line_offset = 0
+
     def process(self, stream):
         depth = 0
         prev_sep = True
+        off = self.line_offset
         for tok in stream:
+            if off:
+                tok.line += off
+                tok.end_line += off
             t = tok.type
             if t == "_NL" or t == "_SEMI":
                 if depth:
@@ -969,8 +980,37 @@ def _clamp_diag(d: Diagnostic, lines: list[str]) -> Diagnostic:
 # Public API
 
 
-def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic]]:
-    """Parse DSL text into a :class:`Plan` and diagnostics. Never raises."""
+def parse_dsl(text: str, file: str | None = None, *, first_line: int = 1) -> tuple[Plan, list[Diagnostic]]:
+    """Parse DSL text into a :class:`Plan` and diagnostics. Never raises.
+
+    ``first_line`` is the line of the text's first character in a larger document (a
+    statement of a streamed reply): spans are given in that document's lines, at the cost
+    of the text alone rather than of everything above it."""
+    if first_line > 1 and isinstance(text, str):
+        plan, diags, comments = _parse_moved(text, file, first_line - 1)
+        if not diags and not comments:
+            return plan, diags
+        # diagnostics and comment trivia are placed by the text's own lines: parse it where
+        # it stands (rare: only statements with errors or comments)
+        plan, diags = parse_dsl("\n" * (first_line - 1) + text, file)
+        return replace(plan, source=text), diags
+    return _parse(text, file)
+
+
+def _parse_moved(text: str, file: str | None, offset: int) -> tuple[Plan, list[Diagnostic], bool]:
+    with _LOCK:
+        parser, _ = _get_parser()
+        postlex = parser.options.postlex
+        postlex.line_offset = offset
+        try:
+            plan, diags = _parse(text, file, locked=True)
+        finally:
+            postlex.line_offset = 0
+    return plan, diags, bool(plan.comments or plan.trailing_comments or any(c.comments or c.trailing_comment
+                                                                          for c in plan.calls))
+
+
+def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple[Plan, list[Diagnostic]]:
     if not isinstance(text, str):
         try:
             text = text.decode("utf-8")  # type: ignore[union-attr]
@@ -978,7 +1018,7 @@ def parse_dsl(text: str, file: str | None = None) -> tuple[Plan, list[Diagnostic
             text = str(text)
     if text.startswith("\ufeff"):
         text = " " + text[1:]
-    with _LOCK:
+    with _LOCK if not locked else contextlib.nullcontext():
         parser, builder = _get_parser()
         ctx = builder.ctx = _Ctx()
         try:
