@@ -28,6 +28,7 @@ __all__ = [
     "DiagnosticError",
     "Severity",
     "Span",
+    "excerpt",
     "has_errors",
     "render_json",
     "render_text",
@@ -198,7 +199,7 @@ def render_one(d: Diagnostic, source: str | list[str] | None) -> str:
         head += f" (at {d.path})"
     lines = [head]
     if source is not None and d.span is not None:
-        lines.extend(_excerpt(source, d.span))
+        lines.extend(excerpt(source, d.span))
     lines.extend(f"  note: {r}" for r in d.related)
     return "\n".join(lines)
 
@@ -206,7 +207,7 @@ def render_one(d: Diagnostic, source: str | list[str] | None) -> str:
 _EXCERPT_WIDTH = 160  # longest source excerpt shown; longer lines are cut around the span
 
 
-def _excerpt(source: str | list[str], span: Span) -> list[str]:
+def excerpt(source: str | list[str], span: Span) -> list[str]:
     """The span's source line and a ``^~~`` underline. ``source`` is the text, or its lines
     split at ``"\n"`` (the line ends every reader counts; a ``"\r"`` before one is not shown)."""
     src_lines = source.split("\n") if isinstance(source, str) else source

@@ -84,10 +84,10 @@ def print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_j
 def excerpt_lines(text: str, span: Any) -> list[str]:
     """The span's source line and its ``^~~`` underline, as the diagnostics print them.
 
-    The one place the CLI borrows the renderer's excerpt (``diagnostics._excerpt``)."""
-    from ..diagnostics import _excerpt
+    The renderer's own excerpt (``diagnostics.excerpt``)."""
+    from ..diagnostics import excerpt
 
-    return _excerpt(text, span)
+    return excerpt(text, span)
 
 
 def excerpt(text: str, line: int, column: int) -> str:

@@ -143,6 +143,21 @@ CallRecord.written = property(_get_written, _set_written,  # type: ignore[assign
                               doc="The output paths this call wrote (a list).")
 
 
+def _add_written(self: CallRecord, paths: tuple) -> None:
+    """Record output paths (References or texts) the call wrote: kept as the given tuple
+    until someone reads ``written`` (usually the call's own ``output.paths``: no new object)."""
+    w = self._written
+    if type(w) is list:
+        w.extend(p if type(p) is str else p.text() for p in paths)
+    elif w is None:
+        self._written = paths
+    else:
+        self._written = w + paths
+
+
+CallRecord.add_written = _add_written  # type: ignore[attr-defined]
+
+
 _new = object.__new__
 
 

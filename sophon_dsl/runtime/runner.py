@@ -45,18 +45,6 @@ _NEEDS_TYPE = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("a
                OutputMethod.CONCAT: ("a list", list)}
 
 
-def _add_written(rec: Any, paths: tuple) -> None:
-    """Append output paths to ``rec.written``: kept as a tuple until someone reads it
-    (usually the call's own ``output.paths``, no new object)."""
-    w = rec._written
-    if type(w) is list:
-        w.extend(p if type(p) is str else p.text() for p in paths)
-    elif w is None:
-        rec._written = paths
-    else:
-        rec._written = w + paths
-
-
 def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
     """A tool's own ``BaseException`` (not cancellation, not a user's Ctrl-C) as a failure:
     left alone it would end the call's task without a verdict and the run would never end."""
@@ -97,10 +85,10 @@ class CallRunner:
                     call = edited
             s.new_pass()
             rec.status = "running"
-            rec._started_at = now = _now()  # formatted when read (CallRecord.started_at)
+            rec.started_at = now = _now()  # a timestamp, formatted when read
             rec.started = _perf()
             s.store.record_started(rec)
-            s.bus.emit_raw(("plan_step_start", s.plan_id, s._goal, i, s.n, "running", rec.id,
+            s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
                             rec.tool, None, None, None, None, now, None))
             policy = s.policy(i) if call.retry is not None or opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
@@ -376,7 +364,7 @@ class CallRunner:
                 write(p.kind, p.path, value, method, cid)
             done = s.wrote[i]
             s.wrote[i] = done + targets if done else targets
-            _add_written(rec, targets)
+            rec.add_written(targets)
         rec.error = None
         return None
 
@@ -390,7 +378,7 @@ class CallRunner:
             catch = out.paths[-1]
             s.store.write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
             s.wrote[i] += (catch,)
-            _add_written(rec, (catch,))
+            rec.add_written((catch,))
             rec.caught = True
             rec.branch = catch.text()
             rec.reason = f"error delivered to {catch.text()}"

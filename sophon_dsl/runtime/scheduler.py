@@ -101,7 +101,7 @@ class Scheduler:
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_workers)
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
-        self._goal = header.goal
+        self.goal = header.goal
         for kind, data in (("input", input), ("state", state), *(context or {}).items()):
             if data is not None:
                 self.store.write(kind, (), to_json_value(data))
@@ -232,11 +232,11 @@ class Scheduler:
              preview: str | None = None, error: dict | None = None, reason: str | None = None,
              data: Any = None) -> None:
         if i is None:
-            self.bus.emit_raw((type_, self.plan_id, self._goal, None, self.n, status, None, None, attempt,
+            self.bus.emit_raw((type_, self.plan_id, self.goal, None, self.n, status, None, None, attempt,
                                preview, error, reason, _now(), data))
         else:
             rec = self.records[i]
-            self.bus.emit_raw((type_, self.plan_id, self._goal, i, self.n, status, rec.id, rec.tool,
+            self.bus.emit_raw((type_, self.plan_id, self.goal, i, self.n, status, rec.id, rec.tool,
                                attempt, preview, error, reason, _now(), data))
 
     # ------------------------------------------------------------------ lifecycle
@@ -245,14 +245,14 @@ class Scheduler:
         """Record call ``i``'s final status (and tell the store and the subscribers)."""
         rec = self.records[i]
         rec.status = status
-        rec._ended_at = now = _now()  # formatted when read (CallRecord.ended_at)
+        rec.ended_at = now = _now()  # a timestamp, formatted when read
         rec.ended = _perf()
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1
         self.store.record_ended(rec)
         if status == "succeeded":  # (the common case: emit's tuple, built inline)
-            self.bus.emit_raw(("plan_step_complete", self.plan_id, self._goal, i, self.n, status, rec.id,
+            self.bus.emit_raw(("plan_step_complete", self.plan_id, self.goal, i, self.n, status, rec.id,
                                rec.tool, rec.attempts, preview(rec.output, self.opts.preview_chars), None,
                                None, now, None))
         elif status == "failed":
