@@ -14,7 +14,9 @@ each size: best time, microseconds per call, the log-log slope to the previous s
 (target <= 1.1), and the tracemalloc peak of one load + check, in all and per call
 (target for JSON: <= 1.5 KB per call).  A form that refuses a plan (YAML's node cap
 says 'alias bomb?' on large plans today) is reported with its diagnostic.  Sizes
-predicted to exceed ``--budget`` seconds are skipped, with a message.
+predicted to exceed ``--budget`` seconds are skipped, with a message.  With YAML among
+the forms, a last line says whether a YAML plan of the largest size loads at all (one
+``sophon_dsl.load`` in a child process, stopped after twice the budget).
 
 Ratios matter more than absolute figures: machines are noisy.  Figures are recorded in
 docs/performance.md.
@@ -25,7 +27,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
+import subprocess
+import sys
+import tempfile
 import time
 
 from _shapes import ALL_SHAPES, Refused, build, noop, parse_shapes, parse_sizes, say, scaling_table, traced_peak
@@ -131,6 +137,48 @@ def load_and_check(text: str, form: str) -> None:
         raise Refused(f"check found {len(errors)} error(s), first {errors[0].code} {errors[0].message}")
 
 
+YAML_PROBE = """
+import json, sys, time
+import sophon_dsl
+t0 = time.perf_counter()
+try:
+    plan = sophon_dsl.load(sys.argv[1])
+    out = {"calls": len(plan.calls)}
+except sophon_dsl.DiagnosticError as exc:
+    d = exc.diagnostics[0]
+    out = {"code": d.code, "message": d.message, "line": d.span.line if d.span else None,
+           "count": len(exc.diagnostics)}
+out["seconds"] = time.perf_counter() - t0
+print(json.dumps(out))
+"""
+
+
+def yaml_loads_at_all(n: int, seed: int, limit: float) -> None:
+    """Does a YAML plan of ``n`` calls load?  One ``sophon_dsl.load`` in a child process,
+    stopped after ``limit`` seconds (today's loader needs about a minute to refuse it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "big.yaml")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(dumps(build("wide", n, seed).plan, "yaml"))
+        try:
+            # cwd: ``python -c`` puts the working directory first on sys.path, and the
+            # repository root would shadow the sophon_dsl this process imported
+            proc = subprocess.run([sys.executable, "-c", YAML_PROBE, path], capture_output=True, text=True,
+                                  timeout=limit, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            say(f"  YAML of {n:,} calls (wide): did not finish within {limit:g} s (2x --budget); stopped")
+            return
+    if proc.returncode != 0:
+        say(f"  YAML of {n:,} calls (wide): the loader crashed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        return
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "calls" in r:
+        say(f"  YAML of {n:,} calls (wide): loads ({r['calls']:,} calls in {r['seconds']:.1f} s)")
+    else:
+        say(f"  YAML of {n:,} calls (wide): REFUSED after {r['seconds']:.1f} s with {r['count']} diagnostic(s), "
+            f"first: {r['code']} {r['message']} (line {r['line']})")
+
+
 def scaling(shapes: list[str], forms: list[str], sizes: list[int], seed: int, repeat: int,
             budget: float, memory: bool) -> None:
     say(f"--scaling: sophon_dsl.loads + sophon_dsl.check of text printed by sophon_dsl.dumps; "
@@ -154,6 +202,8 @@ def scaling(shapes: list[str], forms: list[str], sizes: list[int], seed: int, re
 
             scaling_table(f"{shape} / {form}", sizes, budget, repeat, memory, once, peak,
                           JSON_BYTES_PER_CALL if form == "json" else None)
+    if "yaml" in forms:
+        yaml_loads_at_all(max(sizes), seed, 2 * budget)
 
 
 def main() -> None:
