@@ -285,3 +285,13 @@ def test_unusual_yaml_takes_the_composing_path(text):
     assert diags == composed_diags
     if composed is not None:
         _assert_same_tree(node, composed)
+
+
+def test_lazy_span_paths_pickle_and_copy_as_a_plain_map():
+    import copy
+    import pickle
+
+    plan = parse('{"calls": [{"_tool": "f", "x": 1}]}', "json").plan
+    for clone in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
+        assert dict(clone.span_paths) == dict(plan.span_paths)
+        assert "$.calls[0].x" in clone.span_paths.values()

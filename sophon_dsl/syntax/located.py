@@ -120,6 +120,10 @@ class LazySpanPaths(Mapping):
     def __bool__(self) -> bool:
         return True
 
+    def __reduce__(self):
+        # pickled and deep-copied as the plain map (the lock and the closure cannot be)
+        return (dict, (dict(self._paths()),))
+
     def __getitem__(self, span: Span) -> str:
         return self._paths()[span]
 
