@@ -155,14 +155,9 @@ class CompiledPlan:
 def effective_registry(plan: Plan, tools: Any = None) -> ToolRegistry:
     """User tools + the builtin ``agent.step`` (unless overridden) + the plan's declarations."""
     reg = as_registry(tools)
-    # Ask the tools given first: ``in`` on the registry itself would build the whole lazy
-    # standard library (tens of ms per compile) only to learn it has no agent.step.
-    given = getattr(reg, "_tools", None)
-    if isinstance(given, dict) and "agent.step" in given:
-        pass
-    elif isinstance(given, dict) and getattr(reg, "_fallback", None) is not None:
-        reg = reg.with_tools([AGENT_STEP])  # the standard library has no agent.step
-    elif "agent.step" not in reg:
+    # Ask the tools given first: ``in`` on the registry itself may build a lazy standard
+    # library only to learn it has no agent.step.
+    if reg.given(AGENT_STEP.name) is None:
         reg = reg.with_tools([AGENT_STEP])
     if plan.tools:
         reg = reg.with_plan_decls(plan.tools)

@@ -36,8 +36,11 @@ class RuleRunner:
 
     def __init__(self, plan: Plan, tools: ToolRegistry, *, max_calls: int | None = None,
                  require_executor: bool = False, require_implementations: bool = False,
-                 rules: Iterable[type[Rule]] | None = None) -> None:
-        flow = DataFlow.build(plan.calls, plan.call_ids())
+                 rules: Iterable[type[Rule]] | None = None, flow: DataFlow | None = None) -> None:
+        # ``flow``: the plan's data flow when the caller has it already (a compiled plan
+        # checked again for more codes); it must be the flow of these very calls
+        if flow is None:
+            flow = DataFlow.build(plan.calls, plan.call_ids())
         ctx = self.ctx = CheckContext(plan, tools, flow, max_calls=max_calls, require_executor=require_executor,
                                       require_implementations=require_implementations)
         made = [rule(ctx) for rule in (self.rules if rules is None else tuple(rules))]

@@ -95,6 +95,19 @@ def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
     return given
 
 
+def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
+    """E206 / E207 for a reused CompiledPlan: the checker's own rules for them, on the
+    compiled plan's data flow (no second analysis)."""
+    from ..checks.checker import RuleRunner
+    from ..checks.modes import InlineOutputs, MissingImplementations
+
+    runner = RuleRunner(compiled.plan, compiled.tools, require_executor=executor is None,
+                        require_implementations=True, rules=(InlineOutputs, MissingImplementations),
+                        flow=compiled.flow)
+    have = set(compiled.diagnostics)
+    return [d for d in runner.diagnostics if d.code in ("E206", "E207") and d not in have]
+
+
 def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
             initial_kinds: Any = (), context: dict | None = None) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
@@ -113,23 +126,12 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
         from ..compiler import compile_plan
 
         compiled = _reusable(given, plan, tools)
-        reused = compiled is not None
         if compiled is None:
-            compiled = compile_plan(plan, tools=registry, require_executor=executor is None)
-        diags = list(compiled.diagnostics)
-        if reused and executor is None and not any(d.code == "E206" for d in diags):
-            # compiled without require_executor: add what it would have said (E206)
-            latent: dict[str, bool] = {}
-            for i, call in enumerate(plan.calls):
-                lat = latent.get(call.tool)
-                if lat is None:
-                    spec = compiled.tools.get(call.tool)
-                    lat = latent[call.tool] = spec is not None and spec.latent
-                if lat and call.activity is None and call.inline_output is None:
-                    diags.append(Diagnostic(
-                        "E206", f"call {compiled.ids[i]} uses latent tool '{call.tool}' (no "
-                                "implementation) and no LLM executor is available",
-                        call.tool_span or call.span))
+            compiled = compile_plan(plan, tools=registry, require_executor=executor is None,
+                                    require_implementations=True)
+            diags = list(compiled.diagnostics)
+        else:  # checked without knowing it would run here: what the checker adds for a run
+            diags = [*compiled.diagnostics, *_run_only_diagnostics(compiled, executor)]
         registry = compiled.tools
         ids = list(compiled.ids)
     if compiled is None:
@@ -140,17 +142,6 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
               and not (d.code == "E301" and initial_kinds)]
     prepared = Prepared(plan, registry, ids, diags, compiled)
-    no_code: dict[str, bool] = {}  # tool -> declared as an activity but without implementation
-    for i, call in enumerate(plan.calls):
-        bad = no_code.get(call.tool)
-        if bad is None:
-            spec = registry.get(call.tool)
-            bad = no_code[call.tool] = spec is not None and spec.explicit and spec.func is None
-        if bad and call.inline_output is None:
-            errors.append(Diagnostic(
-                "E207", f"call {ids[i]} uses {call.tool!r}, declared as an activity (latent: false), "
-                        "but no implementation is registered: pass its Python function in tools",
-                call.tool_span or call.span))
     if errors:
         raise PlanInvalid(errors, plan.source)
     return prepared

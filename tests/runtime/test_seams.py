@@ -233,3 +233,23 @@ def test_edited_call_arguments_are_validated(edit):
 
     result = asyncio.run(arun(plan, [count], approve=approver, approve_calls=True))
     assert result.call("c1").error.error == "Tool.InputInvalid"
+
+
+def test_a_reused_compiled_plan_gets_the_checkers_run_codes():
+    from sophon_dsl.compiler import compile_plan
+    from sophon_dsl.runtime import PlanInvalid
+    from sophon_dsl.tools import ToolSpec
+
+    declared = ToolSpec(name="ship", description="", input_schema={"type": "object"}, output_schema=None,
+                        explicit=True)
+    latent = ToolSpec(name="think", description="", input_schema={"type": "object"}, output_schema=None)
+    plan = plan_of("$state.a = ship()\n$state.b = think()")
+    compiled = compile_plan(plan, ToolRegistry([declared, latent]))
+    assert compiled.ok  # checking alone needs only the schemas
+    with pytest.raises(PlanInvalid) as exc:
+        asyncio.run(arun(compiled))
+    assert sorted(d.code for d in exc.value.diagnostics) == ["E206", "E207"]
+    # the same codes, by the same rules, as checking it for a run from the start
+    fresh = compile_plan(plan, ToolRegistry([declared, latent]), require_executor=True,
+                         require_implementations=True)
+    assert sorted(d.message for d in exc.value.diagnostics) == sorted(d.message for d in fresh.diagnostics)
