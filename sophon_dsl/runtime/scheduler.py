@@ -211,7 +211,7 @@ class Scheduler:
         rec = self.records[i]
         rec.error = error
         rec.reason = "not dispatched: " + error.cause
-        self._finish(i, "failed")
+        self.finish(i, "failed")
         if self._running:
             self.settled(i)
 
@@ -266,7 +266,6 @@ class Scheduler:
         if self._remaining == 0:
             self._done.set()
 
-    _finish = finish
 
     def settled(self, i: int) -> None:
         """Call ``i`` ended: count it off its dependents and examine those it may decide
@@ -378,7 +377,6 @@ class Scheduler:
         """The retry policy of call ``i`` (its own ``@retry`` or the run's option)."""
         return policy_for(self.calls[i], self.opts.retry)
 
-    _policy = policy
 
     # ------------------------------------------------------------------ run
 
