@@ -277,7 +277,7 @@ class DataFlow:
         self.unknown_after: list[tuple[int, str]] = []
         self.readonly_writes: list[tuple[int, int]] = []
         self.backward = True          # every dependency points to an earlier call
-        self._dependents: list[list[int]] | None = None
+        self._dependents: list[Any] | None = None
         self._readers: dict[tuple, list[int]] | None = None   # streaming: key -> read slots
         self._readers_below: dict[tuple, list[int]] | None = None
         self._pending_after: dict[str, list[int]] = {}       # streaming: id named before it came
@@ -447,10 +447,17 @@ class DataFlow:
         if dependents is not None:  # kept up to date rather than rebuilt per arrival
             dependents.append([])
             for d in self.run_deps(i):
-                dependents[d].append(i)
+                self._add_dependent(d, i)
             for reader, _ in new:
-                dependents[i].append(reader)
+                self._add_dependent(i, reader)
         return new
+
+    def _add_dependent(self, d: int, i: int) -> None:
+        assert self._dependents is not None
+        cur = self._dependents[d]
+        if type(cur) is not list:
+            cur = self._dependents[d] = list(cur)
+        cur.append(i)
 
     def _index_reads(self, start: int, end: int) -> None:
         if self._readers is None:
@@ -504,15 +511,19 @@ class DataFlow:
             acc.update(r.writers)
         return tuple(sorted(acc))
 
-    def dependents(self) -> list[list[int]]:
-        """For each call, the calls that wait for it (the reverse of :meth:`run_deps`)."""
+    def dependents(self) -> list[tuple[int, ...]]:
+        """For each call, the calls that wait for it (the reverse of :meth:`run_deps`).
+
+        Entries are tuples (ints in a tuple are not tracked by the cyclic GC, a list per
+        call would be, for as long as the run lives); a streamed plan's entries become
+        lists when they grow."""
         if self._dependents is None:
-            out: list[list[int]] = [[] for _ in self.calls]
+            out: list[Any] = [[] for _ in self.calls]
             deps = self.deps
             for i in range(len(self.calls)):
                 for d in (deps[i] if i not in self.inline_reads else self.run_deps(i)):
                     out[d].append(i)
-            self._dependents = out
+            self._dependents = [tuple(x) if x else _EMPTY for x in out]
         return self._dependents
 
     def topo_order(self) -> tuple[tuple[int, ...], bool]:

@@ -27,7 +27,7 @@ from .protocols import Branch
 from .retry import retry_delay
 from .risk import effective_risk
 from .state import json_copy, to_json_value
-from .validation import schema_validator
+from .validation import schema_validator, statically_valid
 
 __all__ = ["CallRunner"]
 
@@ -224,19 +224,27 @@ class CallRunner:
         return None
 
     def _read_params_check(self, i: int, call: Call, edited: bool) -> Callable[[dict], ErrorInfo | None] | None:
-        """What of call ``i``'s arguments to validate at run time: nothing for a call whose
-        parameters are all literals (the checker validated them, E204); for the others the
-        parameters that read values, each against its own property schema when the tool's
-        input schema says no more than ``properties``/``required``/``additionalProperties``
-        (names were checked statically, E202/E203); else the whole arguments."""
+        """What of call ``i``'s arguments to validate at run time: only the parameters the
+        checker could not prove valid (literals were checked before the run, E204; a
+        reference where the schema accepts anything, or a list or object of such, needs
+        nothing), each against its own property schema when the tool's input schema says
+        no more than ``properties``/``required``/``additionalProperties`` (names were
+        checked statically, E202/E203); else the whole arguments.  A call edited at
+        approval is checked in full."""
         spec = self.s.specs[i]
         if spec is None or spec.func is None:
             return None
-        if not edited and self.s.inputs.reads_nothing(i):
-            return None
         if edited:
             return partial(self._check_input, i, call)
-        key = (call.tool, *[p.name for p in call.params if type(p.value) is not Literal])
+        schema = spec.input_schema
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(props, dict):
+            props = {}
+        names = [p.name for p in call.params
+                 if type(p.value) is not Literal and not statically_valid(p.value, props.get(p.name, False))]
+        if not names:
+            return None
+        key = (call.tool, *names)
         check = self._read_checks.get(key, _UNSET)
         if check is _UNSET:
             check = self._read_checks[key] = self._build_read_check(spec, call, key[1:])

@@ -1,6 +1,6 @@
 """Tool input and output validation: one compiled validator per distinct schema.
 
-A fast structural pre-check (:func:`sophon_dsl.compiler.fast_schema_check`) answers
+A fast structural pre-check (:func:`sophon_dsl.checks.schema.fast_schema_check`) answers
 "certainly valid" for the plain schemas ``@tool`` derives from type hints; jsonschema
 decides everything else.  Validators are cached per schema text and shared by runs.
 """
@@ -10,9 +10,88 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ..compiler import fast_schema_check
+from ..checks.schema import always_valid, fast_schema_check
+from ..model import ListValue, Literal, ObjectValue
 
-__all__ = ["SchemaValidator", "schema_validator"]
+__all__ = ["SchemaValidator", "schema_validator", "statically_valid"]
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
+
+
+def statically_valid(value: Any, schema: Any, depth: int = 0) -> bool:
+    """Whether every value ``value`` (a parameter's value tree) can produce is certainly
+    valid under ``schema``, so the run need not check it.
+
+    Literals are checked here; a reference is provable only where the schema accepts
+    anything (its writer's result was checked against the writer's output schema, not
+    against this one); a list or object of those is provable when the schema accepts that
+    container with no constraint but its items' or properties' schemas (a type, or an
+    ``anyOf`` with one such branch)."""
+    if depth > 16:
+        return False
+    fast = _fast_check(schema)
+    if fast is always_valid:
+        return True
+    tv = type(value)
+    if tv is Literal:
+        return fast is not None and fast(value.value)
+    if tv is ListValue:
+        items = _part(schema, "array", "items")
+        return items is not None and all(statically_valid(x, items, depth + 1) for x in value.items)
+    if tv is ObjectValue:
+        props = _part(schema, "object", "additionalProperties")
+        return props is not None and all(statically_valid(x, props, depth + 1) for _, x in value.entries)
+    return False
+
+
+_FAST: dict[int, tuple[Any, Any]] = {}
+
+
+def _fast_check(schema: Any) -> Any:
+    """``fast_schema_check(schema)``, computed once per schema object (tool schemas live
+    as long as their tools; the entry keeps the schema alive so its id stays its own)."""
+    hit = _FAST.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_FAST) >= 4096:
+        _FAST.clear()
+    fast = fast_schema_check(schema)
+    _FAST[id(schema)] = (schema, fast)
+    return fast
+
+
+_PARTS: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def _part(schema: Any, type_name: str, part: str) -> Any:
+    """:func:`_container_part`, computed once per schema object and container type."""
+    key = (id(schema), type_name)
+    hit = _PARTS.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_PARTS) >= 4096:
+        _PARTS.clear()
+    found = _container_part(schema, type_name, part)
+    _PARTS[key] = (schema, found)
+    return found
+
+
+def _container_part(schema: Any, type_name: str, part: str) -> Any:
+    """The schema of the parts (``items`` / ``additionalProperties``) of a container type
+    ``schema`` accepts with nothing else to say, or None."""
+    if isinstance(schema, dict) and isinstance(schema.get("anyOf"), list) and \
+            set(schema) - _ANNOTATIONS == {"anyOf"}:
+        for branch in schema["anyOf"]:
+            found = _container_part(branch, type_name, part)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(schema, dict) or schema.get("type") != type_name:
+        return None
+    if set(schema) - _ANNOTATIONS - {"type", part}:
+        return None
+    sub = schema.get(part, True)
+    return True if sub == {} else sub
 
 
 class SchemaValidator:

@@ -253,3 +253,36 @@ def test_a_reused_compiled_plan_gets_the_checkers_run_codes():
     fresh = compile_plan(plan, ToolRegistry([declared, latent]), require_executor=True,
                          require_implementations=True)
     assert sorted(d.message for d in exc.value.diagnostics) == sorted(d.message for d in fresh.diagnostics)
+
+
+def test_statically_valid_proves_only_what_needs_no_run_time_check():
+    from sophon_dsl.model import ListValue, Literal, ObjectValue, Reference
+    from sophon_dsl.runtime.validation import statically_valid
+
+    ref = Reference("state", ("a",))
+    any_list = {"anyOf": [{"type": "array", "items": {}}, {"type": "null"}], "default": None}
+    int_list = {"type": "array", "items": {"type": "integer"}}
+    assert statically_valid(ListValue((ref, Literal(1))), any_list)
+    assert not statically_valid(ref, any_list)                       # the writer may return anything
+    assert not statically_valid(ListValue((ref,)), int_list)        # items must be integers
+    assert statically_valid(ListValue((Literal(2),)), int_list)
+    assert not statically_valid(ListValue((Literal("x"),)), int_list)
+    assert statically_valid(ref, {}) and statically_valid(ref, True)
+    assert statically_valid(ObjectValue((("k", ref),)), {"type": "object"})
+    assert not statically_valid(ObjectValue((("k", ref),)), {"type": "object", "required": ["z"]})
+    assert not statically_valid(ListValue((ref,)), {"type": "array", "items": {}, "maxItems": 0})
+
+
+def test_a_list_of_read_values_reaches_a_constrained_tool_checked():
+    @tool
+    async def nums() -> Any:
+        return "seven"
+
+    @tool
+    async def total(values: list[int]) -> int:
+        return sum(values)
+
+    result = asyncio.run(arun(plan_of("$state.n = nums()\n$state.t = total(values=[$state.n, 1])"),
+                              [nums, total]))
+    err = result.call("c2").error
+    assert err.error == "Tool.InputInvalid" and "parameter 'values'" in err.cause
