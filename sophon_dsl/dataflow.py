@@ -293,11 +293,67 @@ class DataFlow:
         for i, cid in enumerate(flow.ids):
             index.setdefault(cid, i)
         flow.index = index
+        index_writes = flow._index_writes
         for i, call in enumerate(calls):
-            flow._index_writes(i, call)
-        for i, call in enumerate(calls):
-            flow._wire(i, call)
+            if call.output is not None:
+                index_writes(i, call)
+        flow._wire_all(calls)
         return flow
+
+    def _wire_all(self, calls: Sequence[Call]) -> None:
+        """:meth:`_wire` for every call of a whole plan, in one loop (the checker's and so
+        every run's setup cost: locals hoisted out of the per-call path)."""
+        resolve = self.writers.resolve
+        refs, wss = self.read_refs, self.read_writers
+        ref_add, ws_add = refs.append, wss.append
+        offs_add, control_add, deps_add = self.read_offs.append, self.control.append, self.deps.append
+        wire_value = self._wire_value
+        backward = True
+        for i, call in enumerate(calls):
+            start = len(refs)
+            for p in call.params:
+                v = p.value
+                tv = type(v)
+                if tv is Reference:
+                    ref_add(v)
+                    ws_add(resolve(v.kind, v.path, i))
+                elif tv is ListValue:
+                    for x in v.items:
+                        tx = type(x)
+                        if tx is Reference:
+                            ref_add(x)
+                            ws_add(resolve(x.kind, x.path, i))
+                        elif tx is not Literal:
+                            wire_value(i, x)
+                elif tv is not Literal:
+                    wire_value(i, v)
+            end = len(refs)
+            offs_add(end)
+            if call.after:
+                ctl = self._after(i, call)
+                control_add(ctl)
+                acc = set(ctl)
+                for k in range(start, end):
+                    acc.update(wss[k])
+                d = tuple(sorted(acc))
+            else:
+                control_add(_NO_CALLS)
+                if end - start == 1:
+                    d = wss[start]
+                elif end > start:
+                    acc = set()
+                    for k in range(start, end):
+                        acc.update(wss[k])
+                    d = tuple(sorted(acc))
+                else:
+                    d = _EMPTY
+            if d and d[-1] >= i:  # (only @after can name the call itself)
+                backward = False
+            deps_add(d)
+            if call.inline_output is not None:
+                self._wire_inline(i, call)
+        if not backward:
+            self.backward = False
 
     def _index_writes(self, i: int, call: Call) -> None:
         out = call.output
@@ -308,10 +364,11 @@ class DataFlow:
             self.writers.branching = True
         add = self.writers.add
         for p, ref in enumerate(paths):
-            if base_kind(ref.kind) in READ_ONLY_KINDS:
+            kind = ref.kind
+            if kind in READ_ONLY_KINDS or "@" in kind and base_kind(kind) in READ_ONLY_KINDS:
                 self.readonly_writes.append((i, p))
             else:
-                add(i, p, ref.kind, ref.path)
+                add(i, p, kind, ref.path)
 
     def _wire(self, i: int, call: Call) -> None:
         """Resolve call ``i``'s reads and ``@after`` names; append its dependencies."""
@@ -352,11 +409,15 @@ class DataFlow:
             self.backward = False
         self.deps.append(d)
         if call.inline_output is not None:
-            inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in call_reads(call.inline_output))
-            if inline:
-                self.inline_reads[i] = inline
-                if _has_fallback(call.inline_output):
-                    self.fallbacks.add(i)
+            self._wire_inline(i, call)
+
+    def _wire_inline(self, i: int, call: Call) -> None:
+        resolve = self.writers.resolve
+        inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in call_reads(call.inline_output))
+        if inline:
+            self.inline_reads[i] = inline
+            if _has_fallback(call.inline_output):
+                self.fallbacks.add(i)
 
     def _wire_value(self, i: int, value: Value) -> None:
         """The reads of a value that is not a plain reference (and whether it has a `||`)."""

@@ -37,10 +37,16 @@ def statically_valid(value: Any, schema: Any, depth: int = 0) -> bool:
         return fast is not None and fast(value.value)
     if tv is ListValue:
         items = _part(schema, "array", "items")
-        return items is not None and all(statically_valid(x, items, depth + 1) for x in value.items)
+        if items is None:
+            return False
+        return _fast_check(items) is always_valid or all(statically_valid(x, items, depth + 1)
+                                                         for x in value.items)
     if tv is ObjectValue:
         props = _part(schema, "object", "additionalProperties")
-        return props is not None and all(statically_valid(x, props, depth + 1) for _, x in value.entries)
+        if props is None:
+            return False
+        return _fast_check(props) is always_valid or all(statically_valid(x, props, depth + 1)
+                                                         for _, x in value.entries)
     return False
 
 
