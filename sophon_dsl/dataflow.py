@@ -98,6 +98,20 @@ def _has_fallback(value: Value) -> bool:
     return False
 
 
+def _overlapping(exact: dict, below: dict, key: tuple) -> list:
+    """What an index (``exact``: key -> entries, ``below``: proper prefix -> entries of
+    longer keys) holds for ``key``, a prefix of it or an extension of it."""
+    out: list = []
+    for k in range(1, len(key) + 1):
+        hit = exact.get(key[:k])
+        if hit:
+            out.extend(hit)
+    ext = below.get(key)
+    if ext:
+        out.extend(ext)
+    return out
+
+
 class Read:
     """One read of a call: the reference and the calls that may write it."""
 
@@ -177,16 +191,7 @@ class WriterIndex:
 
     def slots(self, key: tuple) -> list[tuple[int, int]]:
         """Every ``(call, path)`` that may write ``key``: same key, a prefix or an extension."""
-        out: list[tuple[int, int]] = []
-        w = self.exact
-        for k in range(1, len(key) + 1):
-            hit = w.get(key[:k])
-            if hit:
-                out.extend(hit)
-        ext = self.below.get(key)
-        if ext:
-            out.extend(ext)
-        return out
+        return _overlapping(self.exact, self.below, key)
 
     def resolve(self, kind: str, path: tuple, reader: int | None) -> tuple[int, ...]:
         """The calls other than ``reader`` that may write ``(kind, *path)``, sorted."""
@@ -534,15 +539,7 @@ class DataFlow:
     def _readers_of(self, key: tuple) -> list[int]:
         """Read slots whose key is ``key``, a prefix of it or an extension of it."""
         assert self._readers is not None and self._readers_below is not None
-        out: list[int] = []
-        for k in range(1, len(key) + 1):
-            hit = self._readers.get(key[:k])
-            if hit:
-                out.extend(hit)
-        ext = self._readers_below.get(key)
-        if ext:
-            out.extend(ext)
-        return out
+        return _overlapping(self._readers, self._readers_below, key)
 
     def _reader_of(self, slot: int) -> int:
         return bisect_left(self.read_offs, slot + 1) - 1

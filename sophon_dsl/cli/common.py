@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from ..diagnostics import Diagnostic, render_json, render_text
 from ..errors import SophonError
 from ..loader import LoadResult, format_for_path, parse, parse_file
+from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
@@ -64,14 +65,23 @@ def read_plan(name: str, from_format: str | None) -> LoadResult:
             try:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                from ..model import Plan
-
                 return LoadResult(Plan(file="<stdin>"), [Diagnostic(
                     "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
         return parse(raw, from_format, file="<stdin>")
     if from_format is None and format_for_path(name) is None:
         raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
     return parse_file(name, from_format)
+
+
+def read_valid_plan(args: Any) -> Plan | None:
+    """``args.plan`` read (``args.from_format``); None after printing its diagnostics when
+    it does not load (the command then exits with EXIT_FAIL)."""
+    result = read_plan(args.plan, args.from_format)
+    if not result.ok:
+        plan = result.plan
+        print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
+        return None
+    return result.plan
 
 
 def print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:

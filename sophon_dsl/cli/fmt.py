@@ -7,14 +7,12 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
-from .common import EXIT_FAIL, EXIT_OK, UsageError, print_diagnostics, read_plan
+from .common import EXIT_FAIL, EXIT_OK, UsageError, read_valid_plan
 
 
 def run(args: argparse.Namespace) -> int:
-    result = read_plan(args.plan, args.from_format)
-    plan = result.plan
-    if not result.ok:
-        print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
+    plan = read_valid_plan(args)
+    if plan is None:
         return EXIT_FAIL
     source_form = args.from_format or (format_for_path(args.plan) if args.plan != "-" else None)
     target = args.to or source_form or "dsl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_plan
+from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_valid_plan
 from .registry import registry_for
 
 
@@ -13,10 +13,8 @@ def run(args: argparse.Namespace) -> int:
     from .. import graph
     from ..compiler import compile_plan
 
-    result = read_plan(args.plan, args.from_format)
-    plan = result.plan
-    if not result.ok:
-        print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
+    plan = read_valid_plan(args)
+    if plan is None:
         return EXIT_FAIL
     registry, _ = registry_for(args)
     compiled = compile_plan(plan, tools=registry)
