@@ -1,7 +1,8 @@
 """Run events (seed 001): what the CLI progress view and any UI subscribe to.
 
 Types: ``plan_start``, ``plan_complete``, ``plan_failed`` (status failed,
-cancelled or rejected), ``plan_step_start``, ``plan_step_complete``,
+cancelled or rejected), ``plan_step_queued`` (ready, waiting for a slot under
+``max_concurrency``), ``plan_step_start`` (it runs), ``plan_step_complete``,
 ``plan_step_failed``, ``plan_step_skipped``, ``plan_step_cancelled``,
 ``plan_step_retry``, ``approval_requested``, ``approval_granted``,
 ``approval_rejected``, ``approval_edited``.
@@ -24,7 +25,7 @@ __all__ = ["Event", "EventBus", "EVENT_TYPES", "TERMINAL_EVENTS", "make_event", 
 
 EVENT_TYPES = (
     "plan_start", "plan_complete", "plan_failed",
-    "plan_step_start", "plan_step_complete", "plan_step_failed", "plan_step_skipped",
+    "plan_step_queued", "plan_step_start", "plan_step_complete", "plan_step_failed", "plan_step_skipped",
     "plan_step_cancelled", "plan_step_retry",
     "approval_requested", "approval_granted", "approval_rejected", "approval_edited",
 )

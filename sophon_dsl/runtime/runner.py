@@ -84,12 +84,11 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
-            rec.status = "running"
-            rec.started_at = now = _now()  # a timestamp, formatted when read
-            rec.started = _perf()
-            s.store.record_started(rec)
-            s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
-                            rec.tool, None, None, None, None, now, None))
+            if self._sem is None:
+                self._started(i)
+            else:  # started when a slot under max_concurrency is free (see _attempt)
+                rec.status = "queued"
+                s.emit("plan_step_queued", "queued", i)
             policy = s.policy(i) if call.retry is not None or opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
             func = self._direct(i, call)
@@ -155,6 +154,17 @@ class CallRunner:
         finally:
             s.task_done(i)
         s.settled(i)
+
+    def _started(self, i: int) -> None:
+        """Call ``i`` starts running: its record, the store and the subscribers are told."""
+        s = self.s
+        rec = s.records[i]
+        rec.status = "running"
+        rec.started_at = now = _now()  # a timestamp, formatted when read
+        rec.started = _perf()
+        s.store.record_started(rec)
+        s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
+                        rec.tool, None, None, None, None, now, None))
 
     def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
         """The tool's coroutine function when the call can simply be awaited, else None."""
@@ -292,6 +302,8 @@ class CallRunner:
         try:
             if self._sem is not None:
                 async with self._sem:
+                    if s.records[i].started is None:
+                        self._started(i)
                     result = await self._timed(s.invoker.invoke(inv), timeout)
             else:
                 result = await self._timed(s.invoker.invoke(inv), timeout)

@@ -286,3 +286,21 @@ def test_a_list_of_read_values_reaches_a_constrained_tool_checked():
                               [nums, total]))
     err = result.call("c2").error
     assert err.error == "Tool.InputInvalid" and "parameter 'values'" in err.cause
+
+
+def test_calls_waiting_for_a_concurrency_slot_are_queued_not_started():
+    @tool
+    async def slow(value: int) -> int:
+        await asyncio.sleep(0.02)
+        return value
+
+    plan = plan_of("$state.a = slow(value=1)\n$state.b = slow(value=2)\n$state.c = slow(value=3)")
+    events: list = []
+    result = asyncio.run(arun(plan, [slow], max_concurrency=1, on_event=events.append))
+    assert result.status == "succeeded"
+    kinds = [(e.type, e.call_id) for e in events if e.type in ("plan_step_queued", "plan_step_start")]
+    assert kinds.count(("plan_step_queued", "c2")) == 1 and kinds.count(("plan_step_start", "c2")) == 1
+    # each call started when the one before had ended, not when it was queued
+    recs = result.calls
+    assert recs[0].ended <= recs[1].started and recs[1].ended <= recs[2].started
+    assert recs[1].started_at >= recs[0].ended_at
