@@ -147,10 +147,13 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
 
 def _provider(spec: str, model: str | None) -> Any:
+    from ..llm.provider import check_ready
     from ..llm.providers import get_provider
 
     try:
-        return get_provider(spec, model=model)
+        provider = get_provider(spec, model=model)
+        check_ready(provider)  # a missing API key is a usage error, found before turn 1
+        return provider
     except Exception as exc:
         usage = provider_usage_error(spec, exc)
         if usage is None:

@@ -43,7 +43,7 @@ from ..tools import ToolRegistry, ToolSpec, as_registry
 from .delegate import DelegateExecutor
 from .latent import LLMLatentExecutor
 from .prompt import build_messages
-from .provider import Message, Provider, ProviderError
+from .provider import Message, Provider, ProviderError, check_ready
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
 __all__ = ["Agent", "AgentResult", "TurnRecord", "warm_up"]
@@ -84,9 +84,13 @@ class TurnRecord:
     dry_run: dict | None = None
     messages: list[Message] = field(default_factory=list, repr=False)
     state_after: dict | None = field(default=None, repr=False)   # every kind after the turn (None: nothing ran)
+    provider_error: dict | None = None   # ProviderError.to_json() when the provider failed this turn
 
     def to_json(self) -> dict:
-        return {"calls": self.calls, "errors": self.errors}
+        out: dict[str, Any] = {"calls": self.calls, "errors": self.errors}
+        if self.provider_error is not None:
+            out["provider_error"] = self.provider_error
+        return out
 
 
 @dataclass
@@ -98,14 +102,20 @@ class AgentResult:
     state: dict
     turns: list[TurnRecord]
     error: str | None = None
+    provider_error: dict | None = None   # the ProviderError that ended the run, as ProviderError.to_json()
 
     @property
     def ok(self) -> bool:
         return self.status == "succeeded"
 
     def to_json(self) -> dict:
-        return {"status": self.status, "output": self.output, "state": self.state,
-                "turns": [t.to_json() for t in self.turns]}
+        out = {"status": self.status, "output": self.output, "state": self.state,
+               "turns": [t.to_json() for t in self.turns]}
+        if self.error is not None and self.status != "succeeded":
+            out["error"] = self.error
+        if self.provider_error is not None:
+            out["provider_error"] = self.provider_error
+        return out
 
     def dumps(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, indent=indent, default=str)
@@ -217,7 +227,14 @@ class Agent:
 
         ``instances`` (Act 013): ``{id: {"input": {...}, "state": {...}}}``; a call with
         ``@instance(id)`` reads and writes that instance's data.
+
+        Raises :class:`~sophon_dsl.llm.provider.ProviderError` before the first request when a
+        provider cannot send one (no API key); a provider failure during a turn ends the run
+        with status ``failed`` and the error in ``provider_error``.
         """
+        check_ready(self.provider)
+        if self.latent_provider is not None:
+            check_ready(self.latent_provider)
         warm_up()
         kinds: dict[str, Any] = {}
         if state is not None:
@@ -233,6 +250,7 @@ class Agent:
         prev_calls: list[dict] = []
         prev_errors: list[dict] = []
         status, output, error = "failed", None, None
+        provider_error: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
         try:
             for n in range(1, self.max_turns + 1):
@@ -250,6 +268,7 @@ class Agent:
                 if stop is not None:
                     status, error = stop
                     output = record.output
+                    provider_error = record.provider_error
                     break
                 if record.output is not None and not record.errors:
                     status, output = "succeeded", record.output
@@ -263,7 +282,7 @@ class Agent:
             result = AgentResult(status, output, kinds, turns, error)
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
             raise
-        result = AgentResult(status, output, kinds, turns, error)
+        result = AgentResult(status, output, kinds, turns, error, provider_error)
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
         return result
 
@@ -290,6 +309,7 @@ class Agent:
                 turn.feed(delta)
         except ProviderError as exc:
             stop = ("failed", f"provider error: {exc}")
+            turn.provider_error = exc.to_json()
         except BaseException:
             await asyncio.shield(turn.abort())
             raise
@@ -312,7 +332,7 @@ class Agent:
                 errors.append({"call": "return", "error": {"code": "Output.Invalid", "message": msg}})
         record = TurnRecord(n, outcome.reply, outcome.form, outcome.plan, outcome.calls, errors, outcome.status,
                             out, outcome.diagnostics, outcome.dispatch_latency, dry, msgs,
-                            outcome.state if outcome.result is not None else None)
+                            outcome.state if outcome.result is not None else None, turn.provider_error)
         return record, stop
 
     async def _lazy_gate(self, n: int, turn: StreamTurn, plan: Plan, input: Any,

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_chec
 
 from ..errors import SophonError
 
-__all__ = ["Message", "Provider", "ProviderError", "close_stream", "collect"]
+__all__ = ["Message", "Provider", "ProviderError", "check_ready", "close_stream", "collect"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,16 @@ class ProviderError(SophonError):
         self.status = status
         self.retryable = retryable
 
+    def to_json(self) -> dict:
+        """What went wrong, for a JSON result: this error's class, the provider, the HTTP status
+        (None for a transport failure), the message, whether a retry may help, and the class of
+        the SDK or transport exception behind it (``cause``) when there is one."""
+        out = {"class": type(self).__name__, "provider": self.provider, "status": self.status,
+               "message": str(self), "retryable": self.retryable}
+        if self.__cause__ is not None:
+            out["cause"] = type(self.__cause__).__name__
+        return out
+
 
 @runtime_checkable
 class Provider(Protocol):
@@ -43,6 +53,15 @@ class Provider(Protocol):
                max_tokens: int | None = None) -> AsyncIterator[str]:
         """Yield the reply's text as it arrives. ``json_schema`` asks for structured output."""
         ...
+
+
+def check_ready(provider: Any) -> None:
+    """Raise :class:`ProviderError` when ``provider`` cannot send a request at all (no API key):
+    called before the first request, so a missing credential is not found mid-run. Providers
+    say so with an optional ``check_ready()`` method; one without it is taken as ready."""
+    check = getattr(provider, "check_ready", None)
+    if callable(check):
+        check()
 
 
 async def collect(provider: Provider, messages: Sequence[Message], **kw: Any) -> str:

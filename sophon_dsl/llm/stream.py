@@ -396,6 +396,7 @@ class StreamTurn:
         self.ids: list[str] = []
         self.output: Value | None = None
         self.errors: list[dict] = []
+        self.provider_error: dict | None = None
         self.diagnostics: list[Diagnostic] = []
         self.refused: dict[int, ErrorInfo] = {}
         self._text: list[str] = []
@@ -562,9 +563,13 @@ class StreamTurn:
         """No more text: flush, parse JSON replies, run the whole-plan checks (once)."""
         if self._closed is not None:
             return self._closed
+        if self.provider_error is not None:
+            # the cause, not its symptom: a reply the provider cut short (or never sent) is not
+            # the model's fault, so it is reported instead of Reply.Empty
+            self.errors.append({"call": None, "error": {"code": "Provider.Error", **self.provider_error}})
         if self._form is None:
             self._form = _detect_form(self.text) or "dsl"
-            if not strip_fences(self.text).strip():
+            if self.provider_error is None and not strip_fences(self.text).strip():
                 self.errors.append({"call": None, "error": {
                     "code": "Reply.Empty", "message": "the reply was empty: write calls, or return the final output"}})
         if self._form == "dsl":

@@ -7,6 +7,7 @@ read by the SDK.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 from ..provider import Message, ProviderError
@@ -16,6 +17,7 @@ __all__ = ["AnthropicProvider", "DEFAULT_ANTHROPIC_MAX_TOKENS", "DEFAULT_ANTHROP
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
+_ANTHROPIC_DEFAULT_BASE = "https://api.anthropic.com"
 
 
 def _merge_roles(messages: Iterable[Message]) -> list[dict[str, str]]:
@@ -63,6 +65,13 @@ class AnthropicProvider(SDKProvider):
         options = super().client_options()
         if self.api_key is not None:
             options["api_key"] = self.api_key
+        elif not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+            base = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+            if base in (None, _ANTHROPIC_DEFAULT_BASE):
+                raise ProviderError(
+                    "anthropic: no API key; set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a "
+                    "local Anthropic-compatible server)", provider=self.name, retryable=False)
+            options["api_key"] = "sk-no-key-required"  # local compatible servers usually need none
         return options
 
     def new_client(self, options: dict[str, Any]) -> Any:

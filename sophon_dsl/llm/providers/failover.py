@@ -12,7 +12,7 @@ import asyncio
 import random as _random
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from ..provider import Message, Provider, ProviderError, close_stream
+from ..provider import Message, Provider, ProviderError, check_ready, close_stream
 from .errors import StreamInterruptedError
 
 __all__ = ["FailoverProvider", "backoff_delay"]
@@ -62,6 +62,11 @@ class FailoverProvider:
 
     def __repr__(self) -> str:
         return f"FailoverProvider({self.providers!r})"
+
+    def check_ready(self) -> None:
+        """Every provider named must be usable: a backup without its key would only fail later."""
+        for provider in self.providers:
+            check_ready(provider)
 
     def delay(self, attempt: int) -> float:
         return backoff_delay(attempt, base_delay=self.base_delay, max_delay=self.max_delay,

@@ -75,6 +75,11 @@ class SDKProvider:
 
     # -- shared
 
+    def check_ready(self) -> None:
+        """Raise :class:`ProviderError` when no request could be sent (no API key), before any is."""
+        if self._client is None:
+            self.client_options()
+
     async def stream(self, messages: Sequence[Message], *, model: str | None = None,
                      json_schema: dict | None = None, temperature: float | None = None,
                      max_tokens: int | None = None) -> AsyncIterator[str]:
