@@ -35,7 +35,8 @@ class AnthropicProvider(SDKProvider):
     """The Messages API over the official ``anthropic`` SDK, streamed.
 
     ``api_key`` / ``base_url`` default to what the SDK reads (``ANTHROPIC_API_KEY``,
-    ``ANTHROPIC_BASE_URL``). System messages become the ``system`` parameter; consecutive
+    ``ANTHROPIC_BASE_URL``); with neither a key nor a non-default base URL, :meth:`check_ready`
+    and the first request raise a :class:`ProviderError` naming ``ANTHROPIC_API_KEY``. System messages become the ``system`` parameter; consecutive
     messages of one role are joined. ``max_tokens`` is required by the API and defaults to
     ``default_max_tokens``. ``json_schema`` is sent as
     ``output_config={"format": {"type": "json_schema", "schema": ...}}`` (structured outputs).
