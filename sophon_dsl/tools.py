@@ -14,7 +14,11 @@ latent tool has no function: an LLM executes it.
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import inspect
+import types
+import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
@@ -107,12 +111,14 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     except Exception:  # unresolved forward references: fall back to untyped
         hints = {}
     fields: dict[str, Any] = {}
-    for pname, param in sig.parameters.items():
+    for i, (pname, param) in enumerate(sig.parameters.items()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         ann = hints.get(pname, Any)
         default = ... if param.default is param.empty else param.default
-        fields[pname] = (ann, default)
+        # Fields get neutral names and the parameter's name as alias: pydantic takes a field
+        # named `_from` for a private attribute and drops it, and `schema` shadows BaseModel.
+        fields[f"p{i}"] = (typing.Annotated[ann, pydantic.Field(alias=pname)], default)
     model = pydantic.create_model(f"{func.__name__}_input", **fields)  # type: ignore[call-overload]
     input_schema = model.model_json_schema()
     input_schema.pop("title", None)
@@ -127,6 +133,105 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     return input_schema, output_schema
 
 
+# Annotations whose values arrive from JSON as they are: no conversion needed
+_JSON_NATIVE = frozenset({Any, object, str, int, float, bool, type(None), None, list, dict,
+                          collections.abc.Sequence, collections.abc.MutableSequence,
+                          collections.abc.Mapping, collections.abc.MutableMapping})
+_TRANSPARENT = frozenset({typing.Union, types.UnionType, typing.Annotated, list, dict,
+                          collections.abc.Sequence, collections.abc.MutableSequence,
+                          collections.abc.Mapping, collections.abc.MutableMapping})
+
+
+def _json_native(ann: Any) -> bool:
+    """Whether a value of JSON data already is of type ``ann`` (str, list[int], dict | None...)."""
+    if ann in _JSON_NATIVE:
+        return True
+    origin = typing.get_origin(ann)
+    if origin is typing.Literal:
+        return True
+    if origin is typing.Annotated:
+        return _json_native(typing.get_args(ann)[0])
+    return origin in _TRANSPARENT and all(_json_native(a) for a in typing.get_args(ann))
+
+
+class _ArgumentConverter:
+    """Turns a tool's JSON arguments into the Python types its parameters declare.
+
+    Only parameters whose type JSON data is not already (a pydantic model, a dataclass,
+    an enum, a datetime, a tuple, a list of models...) get a pydantic ``TypeAdapter``,
+    built once per tool on the first call; the others pass as they are.
+    """
+
+    def __init__(self, fn: Callable[..., Any], tool_name: str):
+        self.fn = fn
+        self.tool_name = tool_name
+        self._adapters: dict[str, Any] | None = None
+        self._positional: tuple[str, ...] = ()
+
+    def _build(self) -> dict[str, Any]:
+        try:
+            hints = get_type_hints(self.fn, include_extras=True)
+        except Exception:  # unresolved forward references: nothing can be converted
+            hints = {}
+        sig = inspect.signature(self.fn)
+        self._positional = tuple(n for n, p in sig.parameters.items()
+                                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        wanted = {n: hints[n] for n, p in sig.parameters.items()
+                  if n in hints and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                  and not _json_native(hints[n])}
+        adapters: dict[str, Any] = {}
+        if wanted:
+            import pydantic
+
+            for pname, ann in wanted.items():
+                try:
+                    adapters[pname] = pydantic.TypeAdapter(ann)
+                except Exception:  # a type pydantic cannot validate: passed as it is
+                    continue
+        return adapters
+
+    def convert(self, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        adapters = self._adapters
+        if adapters is None:
+            adapters = self._adapters = self._build()
+        if not adapters:
+            return args, kwargs
+        if args:
+            args = tuple(self._one(self._positional[i], v) if i < len(self._positional) else v
+                         for i, v in enumerate(args))
+        return args, {k: self._one(k, v) for k, v in kwargs.items()}
+
+    def _one(self, pname: str, value: Any) -> Any:
+        adapter = self._adapters.get(pname) if self._adapters else None
+        if adapter is None:
+            return value
+        import pydantic
+
+        try:
+            return adapter.validate_python(value)
+        except pydantic.ValidationError as exc:
+            from .runtime.errors import TOOL_INPUT_INVALID, RunError
+
+            problems = "; ".join(
+                ".".join(str(x) for x in (pname, *e["loc"])) + ": " + e["msg"] for e in exc.errors())
+            raise RunError(TOOL_INPUT_INVALID, f"{self.tool_name}: {problems}") from None
+
+    def wrap(self) -> Callable[..., Any]:
+        fn, convert = self.fn, self.convert
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                args, kwargs = convert(args, kwargs)
+                return await fn(*args, **kwargs)
+            return call_async
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = convert(args, kwargs)
+            return fn(*args, **kwargs)
+        return call
+
+
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
          risk: str | Risk = Risk.NONE, description: str | None = None,
          input_schema: dict | None = None, output_schema: dict | None = None) -> Any:
@@ -136,6 +241,11 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     Explicit ``input_schema`` / ``output_schema`` override the ones derived from
     the type hints.  The derivation runs on the first read of a schema, not here: a
     hint pydantic cannot describe raises TypeError then.
+
+    The tool's ``func`` converts the JSON arguments to the declared parameter types
+    before calling ``func`` (a parameter typed as a pydantic model or a dataclass, or a
+    list / dict / Optional of them, receives instances); a value that does not convert
+    raises ``RunError("Tool.InputInvalid", ...)``.  ``func.__wrapped__`` is the function.
     """
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
 
@@ -158,7 +268,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             tool_name, schemas,
             description=description if description is not None else doc,
             risk=level,
-            func=fn,
+            func=_ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
         )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import linecache
 import os
 import sys
@@ -151,7 +152,8 @@ def _schema_problem(spec: ToolSpec, source: str) -> Diagnostic | None:
     try:
         spec.input_schema  # noqa: B018 - the read derives both schemas
     except TypeError as exc:
-        code = getattr(spec.func, "__code__", None)
+        # the user's function, not the argument-converting wrapper @tool puts around it
+        code = getattr(inspect.unwrap(spec.func), "__code__", None) if spec.func is not None else None
         where = code.co_filename if code is not None else source
         if code is not None and _same_file(where, source):
             return Diagnostic("E110", f"cannot load tools from {source!r}: TypeError: {exc}",
