@@ -72,6 +72,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E003": (Severity.ERROR, "invalid YAML"),
     "E004": (Severity.ERROR, "YAML feature refused (unsafe tag, alias bomb or nesting too deep)"),
     "E005": (Severity.ERROR, "unreadable file or unknown format"),
+    "E006": (Severity.ERROR, "lone surrogate in a string"),
     # E1xx: document shape
     "E101": (Severity.ERROR, "document shape not recognised"),
     "E102": (Severity.ERROR, "call is not an object or lacks _tool"),

@@ -38,11 +38,22 @@ def _handler(module: str) -> Callable[[argparse.Namespace], int]:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     name: _handler(module) for name, module in COMMAND_MODULES.items()}
 
+def _escape_unencodable_output() -> None:
+    """Print what the output encoding cannot hold (a tool's result with a lone surrogate) as
+    a backslash escape instead of failing with UnicodeEncodeError after the run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # not a text stream of io: left as it is
+            pass
+
+
 # the names earlier versions exposed here (tests build parsers of their own with them)
 _add_source_args, _add_tools_arg, _registry = add_source_args, add_tools_arg, registry_for
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from typing import Any, Sequence
 
 from ..diagnostics import Diagnostic, render_json, render_text
@@ -19,8 +21,8 @@ from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
-    "json_depth", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
-    "provider_problem", "provider_usage_error", "read_flag_file", "read_plan",
+    "json_depth", "lone_surrogate_path", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
+    "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "write_file",
 ]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -118,6 +120,57 @@ def read_flag_file(flag: str, path: str) -> str:
         raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
+def write_file(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` (UTF-8) atomically: a reader (or a crash) sees the old
+    content or the new, never a truncated file.  False, writing nothing, when the file
+    already holds exactly ``text``.  OSError when it cannot be written."""
+    data = text.encode("utf-8")  # before anything is touched: text that cannot be written fails here
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(data) + 1) == data:
+                return False
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes it 0600: keep the file's own permissions
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _sync_directory(os.path.dirname(os.path.abspath(path)))
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _sync_directory(directory: str) -> None:
+    """Make the rename itself durable (best effort: not every system opens directories)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) -> Any:
     """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position.
 
@@ -145,6 +198,10 @@ def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) ->
         raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
     if json_depth(value) > MAX_DEPTH:
         raise UsageError(f"{source}: nesting deeper than {MAX_DEPTH} levels (the limit for plans too)")
+    lone = lone_surrogate_path(value)
+    if lone is not None:
+        raise UsageError(f"{source}: error[E006] at {lone}: a string holds a lone surrogate (such as \\ud800): "
+                         "it is not Unicode text and cannot be written as UTF-8")
     if object_only and not isinstance(value, dict):
         kind = "null" if value is None else "a list" if isinstance(value, list) else type(value).__name__
         raise UsageError(f"{source}: expected a JSON object such as {{\"topic\": \"x\"}} (its keys are "
@@ -161,6 +218,27 @@ def json_depth(value: Any) -> int:
             deepest = max(deepest, d)
             stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
     return deepest
+
+
+def lone_surrogate_path(value: Any) -> str | None:
+    """The JSON path of the first key or string of ``value`` holding a lone surrogate, or None."""
+    from ..syntax.json_source import LONE_SURROGATE
+    from ..syntax.located import child_path
+
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            if LONE_SURROGATE.search(v):
+                return path
+        elif isinstance(v, dict):
+            for key, child in v.items():
+                if LONE_SURROGATE.search(key):
+                    return f"{path}[{json.dumps(key)}]"  # escaped: the key cannot be printed
+                stack.append((child, child_path(path, key)))
+        elif isinstance(v, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(v))
+    return None
 
 
 def provider_problem(exc: BaseException) -> str:

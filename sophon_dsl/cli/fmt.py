@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
-from .common import EXIT_FAIL, EXIT_OK, UsageError, read_valid_plan
+from .common import EXIT_FAIL, EXIT_OK, UsageError, read_valid_plan, write_file
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +36,11 @@ def run(args: argparse.Namespace) -> int:
             suffix = {"dsl": ".plan", "json": ".json", "yaml": ".yaml"}[target]
             out_path = out_path.with_suffix(suffix)
         try:
-            out_path.write_text(text, encoding="utf-8")
+            wrote = write_file(str(out_path), text)
         except OSError as exc:
             raise UsageError(f"-w: cannot write {str(out_path)!r}: {exc.strerror or exc}") from None
-        print(f"wrote {out_path}", file=sys.stderr)
+        print(f"wrote {out_path}" if wrote else f"{out_path}: already formatted (left untouched)",
+              file=sys.stderr)
         return EXIT_OK
     sys.stdout.write(text)
     return EXIT_OK

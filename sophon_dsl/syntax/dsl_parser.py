@@ -44,6 +44,7 @@ from ..model import (
 from .. import refs as _refs
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
+from .json_source import LONE_SURROGATE, lone_surrogate_message
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
 
@@ -187,14 +188,30 @@ def _join(start: Span, end: Span) -> Span:
     return Span(start.line, start.column, end.end_line, end.end_column)
 
 
+class _LoneSurrogate(ValueError):
+    """A string literal whose escapes leave a lone surrogate: E006 rather than E001."""
+
+    code = "E006"
+
+
 def _decode_string(tok: str) -> str:
     if tok[0] == '"':
         if "\\" not in tok and not _CTRL.search(tok):
-            return tok[1:-1]
-        return json.loads(tok)
-    body = tok[1:-1]
-    body = _SQ_ESC.sub(_sq_repl, body)
-    return json.loads('"' + body + '"')
+            return tok[1:-1]  # a raw surrogate in the text was refused before parsing
+        text = json.loads(tok)
+    else:
+        body = tok[1:-1]
+        body = _SQ_ESC.sub(_sq_repl, body)
+        text = json.loads('"' + body + '"')
+    if LONE_SURROGATE.search(text):
+        raise _LoneSurrogate(lone_surrogate_message(text))
+    return text
+
+
+def _literal_error(e: ValueError) -> tuple[str, str]:
+    """The code and message of a string literal that does not decode."""
+    code = getattr(e, "code", "E001")
+    return code, str(e) if code != "E001" else f"invalid string literal: {e}"
 
 
 _SQ_ESC = re.compile(r"\\.|\"")
@@ -302,7 +319,7 @@ class _Builder(Transformer):
             text = _decode_string(tok)
         except ValueError as e:
             v = Literal(str(tok)[1:-1], span)
-            self.ctx.bad[id(v)] = (v, Diagnostic("E001", f"invalid string literal: {e}", span))
+            self.ctx.bad[id(v)] = (v, Diagnostic(*_literal_error(e), span))
             return v
         if "†" not in text:
             return Literal(text, span)
@@ -388,7 +405,7 @@ class _Builder(Transformer):
             try:
                 key = _decode_string(k)
             except ValueError as e:
-                self._err("E001", f"invalid string literal: {e}", _tspan(k))
+                self._err(*_literal_error(e), _tspan(k))
                 key = str(k)[1:-1]
         else:
             key = str(k)
@@ -590,7 +607,7 @@ class _Builder(Transformer):
         try:
             name = _decode_string(tok)
         except ValueError as e:
-            self._err("E001", f"invalid string literal: {e}", _tspan(tok))
+            self._err(*_literal_error(e), _tspan(tok))
             name = str(tok)[1:-1]
         return Param(name, value, _join(_tspan(tok), value.span))
 
@@ -1028,6 +1045,11 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
         finally:
             builder.ctx = _Ctx()
     diags = ctx.diags
+    raw = LONE_SURROGATE.search(text)
+    if raw is not None:  # text from a program, not a file: a file that is UTF-8 cannot hold one
+        at = raw.start()
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        diags.append(Diagnostic("E006", lone_surrogate_message(raw.group()), Span(line, column, line, column + 1)))
     lines = text.split("\n")
     diags = [_clamp_diag(d, lines) for d in diags]
     if file is not None:

@@ -3,7 +3,8 @@
 :func:`parse_json` never raises: it returns ``(node, diagnostics)``.  A syntax
 error gives one ``E002`` diagnostic at the offending character, saying what was
 expected there; duplicate object keys give ``E108`` (the first one is kept) and
-parsing goes on.
+parsing goes on.  A key or string holding a lone surrogate (``"\\ud800"``: not
+Unicode text, it cannot be written as UTF-8) gives ``E006`` with its JSON path.
 
 Most documents are plain JSON: :func:`json.loads` (C) reads them, and a light walk
 over the text, guided by the values already read, only measures where each node
@@ -26,7 +27,8 @@ from typing import Iterator, Sequence
 from ..diagnostics import Diagnostic, Span
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
-__all__ = ["parse_json", "MAX_DEPTH"]
+__all__ = ["parse_json", "MAX_DEPTH", "LONE_SURROGATE", "lone_surrogate_message", "lone_surrogates",
+           "may_hold_surrogates"]
 
 MAX_DEPTH = 200
 
@@ -37,6 +39,51 @@ _WS_RUN = re.compile("[ \t\n\r\ufeff]*")
 _PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _LITERALS = (("true", True), ("false", False), ("null", None))
+
+
+# A str holds a code point U+D800..U+DFFF only when it came alone (a paired escape decodes
+# to one astral character): such a string is not Unicode text and cannot be written as UTF-8.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# what a source must contain to hold one: an escape of JSON/DSL (\uD8xx) or YAML
+# (\U0000D8xx), or the code point itself (text handed over by a program)
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|\\U0000[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def may_hold_surrogates(source: str) -> bool:
+    """Whether ``source`` can hold a surrogate at all (most text cannot: then nothing is walked)."""
+    return _SURROGATE_HINT.search(source) is not None
+
+
+def lone_surrogate_message(text: str) -> str:
+    """The E006 message for a string ``text`` holding a lone surrogate."""
+    code = ord(LONE_SURROGATE.search(text).group())  # type: ignore[union-attr]
+    return (f"string holds a lone surrogate \\u{code:04x}: it is not Unicode text and cannot be "
+            "written as UTF-8; write the character itself or a complete surrogate pair")
+
+
+def lone_surrogates(source: str, node: LocatedNode | None, file: str | None) -> list[Diagnostic]:
+    """E006 for each key or string value of the located tree ``node`` holding a lone
+    surrogate (the tree of ``source``, which is only walked when it can hold one)."""
+    if node is None or not may_hold_surrogates(source):
+        return []
+    diags: list[Diagnostic] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.kind == OBJECT:
+            for key, child in n.value:
+                if LONE_SURROGATE.search(key):
+                    span = (n.key_spans or {}).get(key) or n.span
+                    # the key escaped in the path: it cannot be printed as it is
+                    diags.append(Diagnostic("E006", lone_surrogate_message(key), span, file,
+                                            f"{n.path}[{json.dumps(key)}]"))
+                stack.append(child)
+        elif n.kind == ARRAY:
+            stack.extend(n.value)
+        elif isinstance(n.value, str) and LONE_SURROGATE.search(n.value):
+            diags.append(Diagnostic("E006", lone_surrogate_message(n.value), n.span, file, n.path))
+    diags.sort(key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
+    return diags
 
 
 class _Stop(Exception):
@@ -191,9 +238,7 @@ class _Parser:
                             if 0xDC00 <= lc < 0xE000:
                                 code = 0x10000 + ((code - 0xD800) << 10) + (lc - 0xDC00)
                                 self.pos += 6
-                    if 0xD800 <= code < 0xE000:
-                        code = 0xFFFD  # lone surrogate: replace, keep the text encodable
-                    out.append(chr(code))
+                    out.append(chr(code))  # a lone surrogate stays: parse_json reports it (E006)
                 else:
                     raise self.fail(f"invalid escape '\\{esc}' in string: expected one of "
                                     "\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", j)
@@ -437,7 +482,7 @@ def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             return None, [Diagnostic("E002", "input is not UTF-8 text", None, file)]
     node = _read_plain(text)
     if node is not None:
-        return node, []
+        return node, lone_surrogates(text, node, file)
     p = _Parser(text, file)
     node = p.parse_document()
-    return node, p.diags
+    return node, p.diags + lone_surrogates(text, node, file)

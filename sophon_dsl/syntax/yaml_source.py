@@ -15,7 +15,8 @@ It never raises.  Refused with ``E004``:
 Timestamps stay strings (their source text) so every document is JSON data.
 Non-string scalar keys become their JSON spelling (``1``, ``true``, ``null``).
 Syntax errors give ``E003`` with the position and PyYAML's description of what
-was expected; duplicate keys give ``E108`` (the first is kept).
+was expected; duplicate keys give ``E108`` (the first is kept).  Surrogate escapes
+pair as in JSON (``"\\ud83d\\ude00"`` is one character); a lone one gives ``E006``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from yaml.composer import Composer
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..diagnostics import Diagnostic
+import re
+
+from .json_source import LONE_SURROGATE, lone_surrogate_message, lone_surrogates, may_hold_surrogates
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
 __all__ = ["parse_yaml", "MAX_NODES", "MAX_DEPTH"]
@@ -37,6 +41,16 @@ MAX_NODES = 100_000
 MAX_DEPTH = 200
 
 _CORE = "tag:yaml.org,2002:"
+# a high then a low surrogate: PyYAML decodes each \u escape alone, JSON pairs them
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _paired(text: str) -> str:
+    """``text`` with each surrogate pair made the one character it encodes (as JSON reads
+    ``"\\ud83d\\ude00"``); lone surrogates stay, for :func:`lone_surrogates` to report."""
+    return _PAIR.sub(lambda m: m.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text)
+
+
 _SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 
 
@@ -111,6 +125,7 @@ class _Converter:
         self.file = file
         self.loader = loader
         self.diags: list[Diagnostic] = []
+        self.pair = may_hold_surrogates(text)
 
     def span(self, node):
         return self.lines.span(node.start_mark.index, node.end_mark.index)
@@ -121,7 +136,7 @@ class _Converter:
             raise _Refused(f"YAML tag {tag!r} is not allowed: only plain JSON data "
                            "(strings, numbers, booleans, null, lists, mappings)", node, path)
         if tag == _CORE + "str" or tag == _CORE + "timestamp":
-            return node.value
+            return _paired(node.value) if self.pair else node.value
         try:
             if tag == _CORE + "int":
                 return self.loader.construct_yaml_int(node)
@@ -265,7 +280,7 @@ def _read_plain(text: str) -> LocatedNode | None:
         return None
     loader = _FastLoader(text)
     try:
-        return _Events(loader, LineIndex(text)).document()
+        return _Events(loader, LineIndex(text), may_hold_surrogates(text)).document()
     except Exception:  # anything at all: the composing path decides what it is
         return None
     finally:
@@ -273,9 +288,10 @@ def _read_plain(text: str) -> LocatedNode | None:
 
 
 class _Events:
-    def __init__(self, loader, lines: LineIndex):
+    def __init__(self, loader, lines: LineIndex, pair: bool):
         self.loader = loader
         self.span = lines.span
+        self.pair = pair
 
     def scalar(self, ev) -> object:
         tag = ev.tag
@@ -283,7 +299,7 @@ class _Events:
             raise _Unusual
         tag = self.loader.resolve(ScalarNode, ev.value, ev.implicit)
         if tag in _TEXT_TAGS:
-            return ev.value
+            return _paired(ev.value) if self.pair else ev.value
         if tag == _CORE + "null":
             return None
         node = ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style)
@@ -376,7 +392,7 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
     node = _read_plain(text)
     if node is not None:
-        return node, []
+        return node, lone_surrogates(text, node, file)
     lines = LineIndex(text)
     try:
         loader, root = _compose(text)
@@ -384,6 +400,9 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
         return None, [Diagnostic("E004", f"nesting deeper than {MAX_DEPTH} levels",
                                  _mark_span(lines, exc.mark), file)]
     except yaml.reader.ReaderError as exc:
+        if LONE_SURROGATE.match(text, exc.position):  # text from a program: a UTF-8 file cannot hold one
+            return None, [Diagnostic("E006", lone_surrogate_message(text[exc.position]),
+                                     lines.point(exc.position), file)]
         return None, [Diagnostic("E003", f"invalid character: {exc.reason}",
                                  lines.point(exc.position), file)]
     except yaml.MarkedYAMLError as exc:
@@ -403,4 +422,4 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
         node = conv.convert(root)
     except _Refused as exc:
         return None, conv.diags + [Diagnostic("E004", exc.message, conv.span(exc.node), file, exc.path)]
-    return node, conv.diags
+    return node, conv.diags + lone_surrogates(text, node, file)
