@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     except PlanInvalid as exc:
         print(render_text([d.with_file(plan.file) for d in exc.diagnostics], sources=sources), file=sys.stderr)
         return EXIT_FAIL
+    for warning in report.warnings:  # a mock that matches nothing is a typo more often than not
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str))
     else:

@@ -18,11 +18,20 @@ The report gives the order, which calls would run in parallel, which branches
 are taken and which skipped (with reasons), the approvals that would be asked
 for, the makespan predicted from the latencies (unbounded concurrency), and
 the arguments each mocked call was given, per attempt (``arguments``).
+
+A sample stands in for what the simulation cannot know, so it never fails the
+run: a schema no sample satisfies (a ``pattern``, contradictory keywords) and a
+read that finds nothing inside a sampled result (``†state.hits[0].url`` when the
+tool returns ``list[dict]``) are listed in ``unknown_samples`` and the read gets
+the placeholder text ``<unknown sample: REF>``.  Mock entries whose key is
+neither a call id nor a tool the plan calls are listed in ``warnings``, with the
+closest name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import math
 import os
@@ -30,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..model import Plan, Risk
+from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
 from .api import _risky_calls, _validate_input, prepare
 from .errors import ErrorInfo, RunError
@@ -38,9 +47,13 @@ from .events import EventBus
 from .protocols import Branch, LatentRequest
 from .result import RunResult
 from .retry import retry_delay
+from .samples import sample, sample_from_schema
 from .scheduler import RunOptions, Scheduler
+from .state import MISSING
+from .store import MemoryStore
 
-__all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "mock_problems", "sample_from_schema"]
+__all__ = ["DryRunReport", "dry_run", "adry_run", "load_mocks", "mock_problems", "mock_key_warnings",
+           "sample_from_schema"]
 
 
 def load_mocks(source: Any) -> dict:
@@ -137,46 +150,18 @@ def _entry_problems(path: str, entry: dict) -> list[tuple[str, str]]:
     return out
 
 
-def sample_from_schema(schema: Any, root: Any = None, depth: int = 0) -> Any:
-    """A small value valid for common JSON Schemas (const, enum, default, examples, types)."""
-    root = root if root is not None else schema
-    if not isinstance(schema, dict) or depth > 8:
-        return None
-    if "$ref" in schema and isinstance(schema["$ref"], str) and schema["$ref"].startswith("#/"):
-        node: Any = root
-        for part in schema["$ref"][2:].split("/"):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        return sample_from_schema(node, root, depth + 1)
-    for key in ("const", "default"):
-        if key in schema:
-            return schema[key]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if schema.get("examples"):
-        return schema["examples"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            return sample_from_schema(schema[key][0], root, depth + 1)
-    typ = schema.get("type")
-    if isinstance(typ, list):
-        typ = next((t for t in typ if t != "null"), typ[0] if typ else None)
-    if typ == "object" or (typ is None and "properties" in schema):
-        props = schema.get("properties", {})
-        return {k: sample_from_schema(v, root, depth + 1) for k, v in props.items()}
-    if typ == "array":
-        n = max(int(schema.get("minItems", 1)), 1)
-        return [sample_from_schema(schema.get("items", {}), root, depth + 1) for _ in range(n)]
-    if typ == "string":
-        fmt = schema.get("format")
-        sample = {"date-time": "2025-01-01T00:00:00Z", "date": "2025-01-01", "email": "user@example.com",
-                  "uri": "https://example.com/", "uuid": "00000000-0000-0000-0000-000000000000"}.get(fmt, "string")
-        return sample + "x" * max(int(schema.get("minLength", 0)) - len(sample), 0)
-    if typ in ("integer", "number"):
-        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-        return int(lo) + (1 if "exclusiveMinimum" in schema else 0) if typ == "integer" else lo
-    if typ == "boolean":
-        return False
-    return None
+def mock_key_warnings(mocks: dict, ids: Any, tools: Any) -> list[str]:
+    """A warning for each mock key that is neither a call id nor a tool the plan calls (such an
+    entry is never used), naming the closest id or tool name."""
+    known = list(dict.fromkeys([*ids, *tools]))
+    out = []
+    for key in mocks:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        out.append(f"mock {str(key)!r} matches no call id or tool name of the plan, so it is never used{hint}")
+    return out
 
 
 @dataclass
@@ -193,6 +178,9 @@ class DryRunReport:
     result: RunResult = field(repr=False, default=None)  # type: ignore[assignment]
     # the arguments each mocked call was given, one dict per attempt, by call id
     arguments: dict[str, list[dict]] = field(repr=False, default_factory=dict)
+    # what the samples could not stand for: {"id", "tool", "reason"} (+ "ref" for a read)
+    unknown_samples: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # mock keys that match nothing
 
     def to_json(self) -> dict:
         return {
@@ -202,6 +190,7 @@ class DryRunReport:
             "sequential_time": round(self.sequential_time, 6),
             "calls": [c.to_json() for c in self.result.calls] if self.result else [],
             "state": self.result.state if self.result else {},
+            "unknown_samples": self.unknown_samples, "warnings": self.warnings,
         }
 
     def to_text(self) -> str:
@@ -213,7 +202,12 @@ class DryRunReport:
         for k, group in enumerate(self.parallel_groups, 1):
             lines.append(f"  step {k}: " + ", ".join(group))
         for b in self.branches:
-            lines.append(f"  branch {b['id']}: took {b['taken']}; not taken: {', '.join(b['not_taken']) or '-'}")
+            if b["taken"] is None:  # the call failed, was skipped or never ran: no branch was taken
+                lines.append(f"  branch {b['id']}: none taken ({b.get('status', 'not run')})")
+            else:
+                lines.append(f"  branch {b['id']}: took {b['taken']}; not taken: {', '.join(b['not_taken']) or '-'}")
+        for u in self.unknown_samples:
+            lines.append(f"  unknown sample {u['id']} ({u['tool']}): {u['reason']}")
         for s in self.skipped:
             lines.append(f"  skipped {s['id']}: {s['reason']}")
         for rec in self.result.calls if self.result else ():
@@ -225,10 +219,93 @@ class DryRunReport:
 _ENTRY_KEYS = frozenset({"result", "error", "latency", "branch"})
 
 
-class _MockExecutor:
-    def __init__(self, mocks: dict, registry: ToolRegistry):
-        self.mocks = mocks
+class _Samples:
+    """Each tool's output sample (made once), and the calls a sample answered."""
+
+    def __init__(self, registry: ToolRegistry):
         self.registry = registry
+        self.by_tool: dict[str, tuple[Any, str | None]] = {}
+        self.answered: dict[str, str] = {}   # call id -> tool
+        self.unknown: list[dict] = []
+
+    def of(self, tool: str) -> tuple[Any, str | None]:
+        """``(sample, problem)``; no usable schema gives the text ``<TOOL result>``."""
+        if tool not in self.by_tool:
+            spec = self.registry.get(tool)
+            schema = spec.output_schema if spec is not None else None
+            self.by_tool[tool] = sample(schema) if schema else (f"<{tool} result>", None)
+        return self.by_tool[tool]
+
+    def answer(self, cid: str, tool: str) -> Any:
+        value, problem = self.of(tool)
+        self.answered[cid] = tool
+        if problem is not None:
+            self.unknown.append({"id": cid, "tool": tool,
+                                 "reason": f"no sample satisfies the output schema ({problem})"})
+        return value
+
+    def accepting(self, spec: Any) -> Any:
+        """``spec`` whose output schema also accepts its own sample when that sample is not valid,
+        so the run goes on past what the simulation cannot produce (a mock result is still
+        checked against the tool's schema)."""
+        schema = spec.output_schema
+        if not schema or not isinstance(schema, dict):
+            return spec
+        value, problem = self.of(spec.name)
+        if problem is None:
+            return spec
+        # keywords that address the whole document stay at the root, so "#/$defs/..." still resolves
+        root_keys = ("$schema", "$id", "$defs", "definitions")
+        inner = {k: v for k, v in schema.items() if k not in root_keys}
+        wrapped = {k: schema[k] for k in root_keys if k in schema}
+        wrapped["anyOf"] = [{"const": value}, inner]
+        return replace(spec, output_schema=wrapped)
+
+
+class _SampledStore(MemoryStore):
+    """The run's store, where a read that finds nothing inside a value a sample wrote gets a
+    placeholder (and is reported) instead of failing with Ref.Unresolved: the sample could not
+    know what the real tool would have put there."""
+
+    def __init__(self, samples: _Samples):
+        super().__init__()
+        self.samples = samples
+        self.sampled_writes: list[tuple[str, tuple, str]] = []
+        self._reported: set[str] = set()
+        write, get = self.write, self.get
+
+        def write_through(kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
+                          call: str | None = None) -> None:
+            write(kind, path, value, method, call)
+            if call in samples.answered:
+                self.sampled_writes.append((kind, tuple(path), call))
+
+        def read(kind: str, path: tuple = ()) -> Any:
+            value = get(kind, path)
+            if value is MISSING and self.sampled_writes:
+                return self._unknown(kind, tuple(path), value)
+            return value
+
+        self.write, self.get = write_through, read
+
+    def _unknown(self, kind: str, path: tuple, missing: Any) -> Any:
+        for wkind, wpath, cid in self.sampled_writes:
+            if wkind == kind and path[:len(wpath)] == wpath and len(path) > len(wpath):
+                ref = Reference(kind, path).text()
+                if ref not in self._reported:
+                    self._reported.add(ref)
+                    tool = self.samples.answered[cid]
+                    self.samples.unknown.append({
+                        "id": cid, "tool": tool, "ref": ref,
+                        "reason": f"the sample of {tool}'s output has no value at {ref}"})
+                return f"<unknown sample: {ref}>"
+        return missing
+
+
+class _MockExecutor:
+    def __init__(self, mocks: dict, samples: _Samples):
+        self.mocks = mocks
+        self.samples = samples
         self.seen: dict[str, int] = {}
         self.latency: dict[str, list[float]] = {}
         self.arguments: dict[str, list[dict]] = {}
@@ -252,9 +329,7 @@ class _MockExecutor:
         if "result" in entry:
             value = entry["result"]
         else:
-            spec = self.registry.get(request.call.tool)
-            schema = spec.output_schema if spec is not None else None
-            value = sample_from_schema(schema) if schema else f"<{request.call.tool} result>"
+            value = self.samples.answer(cid, request.call.tool)
         if entry.get("branch") is not None:
             return Branch(entry["branch"], value)
         return value
@@ -264,8 +339,12 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
                    retry: Any = None, approval_risk: Risk = Risk.MEDIUM) -> DryRunReport:
     mocks = load_mocks(mocks)
     prep = prepare(plan, tools, executor=object(), initial_kinds=["state"] if state is not None else ())
-    mock_reg = ToolRegistry([replace(s, func=None, is_async=False) for s in prep.registry.values()])
-    ex = _MockExecutor(mocks, prep.registry)
+    samples = _Samples(prep.registry)
+    called = _called(prep.plan)
+    mock_reg = ToolRegistry([samples.accepting(mock) if mock.name in called else mock
+                             for mock in (replace(s, func=None, is_async=False) for s in prep.registry.values())])
+    ex = _MockExecutor(mocks, samples)
+    store = _SampledStore(samples)
 
     async def no_sleep(_d: float) -> None:
         return None
@@ -277,7 +356,7 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         _validate_input(prep.plan, input)  # an input the caller gave is checked, as a run would
     opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
     sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
-                      bus=EventBus(), flow=prep.flow)
+                      bus=EventBus(), flow=prep.flow, store=store)
     result = await sched.run()
     order = list(prep.flow.topo_order()[0])
     start = [0.0] * len(order)
@@ -307,8 +386,10 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         if call.output is not None and call.output.is_branching:
             rec = result.calls[i]
             alts = [p.text() for p in call.output.paths]
-            branches.append({"id": rec.id, "taken": rec.branch,
-                             "not_taken": [a for a in alts if a != rec.branch]})
+            branch = {"id": rec.id, "taken": rec.branch, "not_taken": [a for a in alts if a != rec.branch]}
+            if rec.branch is None:
+                branch["status"] = rec.status
+            branches.append(branch)
     return DryRunReport(
         status=result.status,
         order=[prep.ids[i] for i in ran],
@@ -322,7 +403,14 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         sequential_time=sequential,
         result=result,
         arguments=ex.arguments,
+        unknown_samples=samples.unknown,
+        warnings=mock_key_warnings(mocks, prep.ids, called),
     )
+
+
+def _called(plan: Plan) -> dict[str, None]:
+    """The tools the plan calls, in order of first call."""
+    return dict.fromkeys(call.tool for call in plan.calls)
 
 
 def dry_run(plan: Any, tools: Any = None, **kw: Any) -> DryRunReport:
