@@ -92,6 +92,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E205": (Severity.ERROR, "reference type mismatch"),
     "E206": (Severity.ERROR, "latent call needs an LLM executor"),
     "E207": (Severity.ERROR, "activity without an implementation"),
+    "E208": (Severity.ERROR, "output value does not match the plan's output schema"),
     # E3xx: data flow
     "E301": (Severity.ERROR, "read of a path that nothing writes"),
     "E302": (Severity.ERROR, "dependency cycle"),
@@ -100,6 +101,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E305": (Severity.ERROR, "too many calls"),
     "E306": (Severity.ERROR, "unknown reference kind"),
     "E307": (Severity.ERROR, "output path targets a read-only kind"),
+    "E308": (Severity.ERROR, "output path the state schema does not allow"),
+    "E309": (Severity.ERROR, "writer's type conflicts with the state schema"),
     # E4xx: modes
     "E401": (Severity.ERROR, "inline _output not allowed in lazy mode"),
     "E402": (Severity.ERROR, "inline _output on an activity call"),

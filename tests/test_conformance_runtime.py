@@ -13,7 +13,8 @@ tool name; see :mod:`sophon_dsl.runtime.dryrun`) and ``expect``:
 * ``attempts`` — ``{id: attempts}``;
 * ``reasons`` — ``{id: text}``: the call's recorded reason contains the text;
 * ``args`` — ``{id: {param: value}}``: the arguments the call's first attempt was given;
-* ``output`` — the final output of a solution (``return ...``).
+* ``output`` — the final output of a solution (``return ...``);
+* ``error`` — the run's own error name (``RunResult.error``; ``null`` = none).
 
 Every tool is declared without code and answered by the mocks.  A case runs
 through :func:`sophon_dsl.runtime.dry_run` (the real scheduler); a case with
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "spec" / "conformance" / "runtime"
 LANGUAGE = ROOT / "spec" / "language.md"
 CASE_KEYS = {"name", "rule", "form", "plan", "tools", "input", "state", "context", "mocks", "expect", "xfail"}
-EXPECT_KEYS = {"status", "state", "calls", "errors", "attempts", "reasons", "args", "output"}
+EXPECT_KEYS = {"status", "state", "calls", "errors", "attempts", "reasons", "args", "output", "error"}
 TOPICS = {"output_methods", "expressions", "templates", "branches", "cascade", "retries", "fire_and_forget",
           "instances", "status"}
 
@@ -131,6 +132,8 @@ def test_conformance_runtime(file_name, file_tools, case):
         assert result.state == expect["state"], shown
     if "output" in expect:
         assert result.output == expect["output"], shown
+    if "error" in expect:
+        assert (result.error.error if result.error else None) == expect["error"], (result.error, shown)
     for cid, status in (expect.get("calls") or {}).items():
         assert cid in recs, (cid, shown)
         assert recs[cid].status == status, (cid, shown)

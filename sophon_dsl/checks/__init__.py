@@ -18,10 +18,12 @@ from .cycles import Cycles
 from .ids import DuplicateIds
 from .limits import CallLimit
 from .modes import InlineOutputs, MissingImplementations
+from .outputs import OutputSchema
 from .params import ToolParams
 from .readonly import ReadOnlyWrites
 from .rule import Rule, Scope, describe
 from .sources import ReadSources, UnknownKinds
+from .statewrites import StateWrites
 from .types import ParamTypes
 from .writers import ConcurrentWriters
 
@@ -35,6 +37,8 @@ RULES: tuple[type[Rule], ...] = (
     UnknownAfter,            # E304
     ToolParams,              # E201 E202 E203
     ParamTypes,              # E204 E205
+    OutputSchema,            # E208 (the plan's output)
+    StateWrites,             # E308 E309
     UnknownKinds,            # E306
     InlineOutputs,           # E401 E402 E206
     CollapsedBranches,       # W401

@@ -353,3 +353,58 @@ def pattern_allows(schema: dict, name: str) -> bool:
         except re.error:
             return True
     return False
+
+
+def write_schema(schema: Any, root: Any, path: Iterable[Any]) -> Any:
+    """What a schema says of a value written at ``path`` below it (JSON Schema semantics,
+    unlike :func:`schema_has_path`: an absent ``additionalProperties`` admits any name).
+
+    Returns the sub-schema, False when no valid value can have anything at ``path``
+    (``additionalProperties: false``, ``items: false``, or a level whose ``type`` is not
+    a container), or None when the schema does not say (an unconstrained level, or a
+    combinator such as ``anyOf`` on the way)."""
+    for seg in path:
+        schema = resolve(schema, root)
+        if schema is False:
+            return False
+        if not isinstance(schema, dict):
+            return None
+        if any(k in schema for k in ("anyOf", "oneOf", "allOf", "not", "if")):
+            return None
+        types = schema_types(schema, root)
+        if isinstance(seg, int):
+            if types is not None and "array" not in types:
+                return False
+            prefix = schema.get("prefixItems")
+            if isinstance(prefix, list) and seg < len(prefix):
+                schema = prefix[seg]
+                continue
+            items = schema.get("items")
+            if items is False:
+                return False
+            if isinstance(items, list):  # draft 4-7 tuple form
+                if seg < len(items):
+                    schema = items[seg]
+                    continue
+                items = schema.get("additionalItems", True)
+            if not isinstance(items, (dict, bool)):
+                return None
+            schema = items
+            continue
+        if types is not None and "object" not in types:
+            return False
+        props = schema.get("properties")
+        if isinstance(props, dict) and seg in props:
+            schema = props[seg]
+            continue
+        pats = schema.get("patternProperties")
+        if isinstance(pats, dict) and pats:
+            return None  # a pattern may or may not name it: left to the run-time check
+        add = schema.get("additionalProperties", True)
+        if not isinstance(add, (dict, bool)):
+            return None
+        schema = add
+    schema = resolve(schema, root)
+    if schema is True or schema == {}:
+        return None
+    return schema

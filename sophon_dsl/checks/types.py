@@ -176,11 +176,19 @@ class ParamTypes(Rule):
         s = descend(root, root, sub)
         return (s, root) if s is not None else None
 
-    def check_ref_type(self, i: int, p: Param, ref: Reference, expected: frozenset[str]) -> None:
+    def check_ref_type(self, i: int | None, p: Param | None, ref: Reference, expected: frozenset[str], *,
+                       code: str = "E205", subject: str | None = None, span: Any = None) -> None:
+        """``code`` when a writer of ``ref`` (or, with none, the input / state schema) gives
+        it a type ``expected`` excludes.  ``p`` is the parameter read into; without one
+        (the plan's output, ``i`` None) ``subject`` says what reads and ``span`` where."""
         ctx = self.ctx
         calls = ctx.calls
         key = ref.key
-        span = ref.span or p.value.span or p.span or ctx.call_span(i)
+        if p is not None:
+            span = ref.span or p.value.span or p.span or ctx.call_span(i)  # type: ignore[arg-type]
+            subject = f"parameter '{p.name}' of call {ctx.ids[i]} ({ctx.loc(i)})"  # type: ignore[index]
+        else:
+            span = ref.span or span
         found_writer = False
         writers = ctx.flow.writers
         for k in range(1, len(key) + 1):
@@ -199,8 +207,8 @@ class ParamTypes(Rule):
                 via = "" if k == len(key) else f" (inside {wpath})"
                 wspan = wref.span or calls[j].span
                 wloc = f"{ctx.plan.file or '<plan>'}:{wspan.line}:{wspan.column}" if wspan else ctx.loc(j)
-                head = f"parameter '{p.name}' of call {ctx.ids[i]} ({ctx.loc(i)}) expects {fmt_types(expected)}"
-                ctx.diag("E205", f"{head} but {ref.text()} is written by {ctx.ids[j]} ({ctx.loc(j)}) as "
+                head = f"{subject} expects {fmt_types(expected)}"
+                ctx.diag(code, f"{head} but {ref.text()} is written by {ctx.ids[j]} ({ctx.loc(j)}) as "
                                  f"{fmt_types(produced)}{via}", span,
                          [f"{ctx.ids[j]} writes {wpath} at {wloc} (output of tool '{calls[j].tool}': "
                           f"{fmt_types(produced)})"], call=i)
@@ -213,8 +221,8 @@ class ParamTypes(Rule):
         sub = descend(schema, schema, ref.path)
         produced = schema_types(sub, schema) if sub is not None else None
         if produced is not None and not types_compatible(produced, expected):
-            head = f"parameter '{p.name}' of call {ctx.ids[i]} ({ctx.loc(i)}) expects {fmt_types(expected)}"
-            ctx.diag("E205", f"{head} but {ref.text()} is declared as {fmt_types(produced)} by the plan's "
+            head = f"{subject} expects {fmt_types(expected)}"
+            ctx.diag(code, f"{head} but {ref.text()} is declared as {fmt_types(produced)} by the plan's "
                              f"{ref.kind} schema", span, call=i)
 
 

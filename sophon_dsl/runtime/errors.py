@@ -23,11 +23,13 @@ __all__ = [
     "ErrorInfo",
     "LATENT_NO_EXECUTOR",
     "NON_RETRYABLE",
+    "OUTPUT_INVALID",
     "PLAN_CANCELLED",
     "PLAN_TIMEOUT",
     "PlanInvalid",
     "REF_UNRESOLVED",
     "RunError",
+    "STATE_INVALID",
     "TOOL_FAILED",
     "TOOL_INPUT_INVALID",
     "TOOL_OUTPUT_INVALID",
@@ -46,6 +48,11 @@ APPROVAL_TIMEOUT = "Approval.Timeout"
 PLAN_CANCELLED = "Plan.Cancelled"
 PLAN_TIMEOUT = "Plan.Timeout"
 LATENT_NO_EXECUTOR = "Latent.NoExecutor"
+# The plan's final output does not validate against its output schema (the run fails).
+OUTPUT_INVALID = "Output.Invalid"
+# A result does not validate against the state schema at the path it would be written to
+# (the call fails and nothing is written).
+STATE_INVALID = "State.Invalid"
 
 # Errors a retry policy never retries (they are not about the tool's attempt).
 NON_RETRYABLE = frozenset({REF_UNRESOLVED, APPROVAL_REJECTED, APPROVAL_TIMEOUT, PLAN_CANCELLED,

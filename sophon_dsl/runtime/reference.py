@@ -18,7 +18,9 @@ from typing import Any
 
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
-from .errors import REF_UNRESOLVED, TOOL_OUTPUT_INVALID, ErrorInfo, error_from_exception, matches
+from ..checks.schema import write_schema
+from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo,
+                     error_from_exception, matches)
 from .protocols import Branch
 from .result import CallRecord, RunResult
 
@@ -243,6 +245,14 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 if need is not None and not isinstance(result, need[1]):
                     raise _Invalid(f"{call.tool} returned {type(result).__name__}, but '{method.value}' "
                                    f"writes need {need[0]}")
+                if call.output is not None and plan.state_schema is not None:
+                    paths = call.output.paths
+                    chosen = list(paths) if call.output.op == "&&" else [paths[target]]
+                    bad = _state_error(plan.state_schema, chosen, result, method)
+                    if bad is not None:
+                        raise _StateInvalid(bad)
+            except _StateInvalid as exc:
+                err = ErrorInfo(STATE_INVALID, str(exc))
             except _Invalid as exc:
                 err = ErrorInfo(TOOL_OUTPUT_INVALID, str(exc))
             except Exception as exc:  # noqa: BLE001
@@ -281,11 +291,98 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     final = {k: _read(messages, k, ()) for k in kinds}
     final = {k: v for k, v in final.items() if v is not _NOTHING}
     status = "failed" if any(r.status == "failed" and not r.caught for r in recs) else "succeeded"
+    output, plan_error = None, None
+    if plan.output is not None:
+        missing: list[str] = []
+        output = _final(plan.output, messages, missing)
+        if status == "succeeded" and missing:
+            plan_error = ErrorInfo(REF_UNRESOLVED, "the plan's output has no value at " + ", ".join(missing))
+        elif status == "succeeded" and validate_output and isinstance(plan.output_schema, dict):
+            import jsonschema
+            try:
+                jsonschema.validate(output, plan.output_schema)
+            except jsonschema.ValidationError as exc:
+                plan_error = ErrorInfo(OUTPUT_INVALID, f"the plan's output does not match its output schema: "
+                                                       f"{exc.message}")
+        if plan_error is not None:
+            status = "failed"
     log = [{"kind": k, "path": list(p), "value": v, "method": m.value, "call": c} for k, p, v, m, c in messages]
-    return RunResult(status, final, None, recs, log, plan.id or "plan", plan.goal)
+    return RunResult(status, final, output, recs, log, plan.id or "plan", plan.goal, plan_error)
+
+
+def _final(v: Any, messages: list, missing: list) -> Any:
+    """The plan's output against the final log; references with no value go to ``missing``."""
+    if isinstance(v, Literal):
+        return v.value
+    if isinstance(v, ListValue):
+        return [_final(x, messages, missing) for x in v.items]
+    if isinstance(v, ObjectValue):
+        return {k: _final(x, messages, missing) for k, x in v.entries}
+    if isinstance(v, Reference):
+        val = _read(messages, v.kind, v.path)
+        if val is _NOTHING:
+            missing.append(v.text())
+            return None
+        return val
+    if isinstance(v, Template):
+        return "".join(p if isinstance(p, str) else _text(_final(p, messages, missing)) for p in v.parts)
+    if isinstance(v, Expression):
+        if v.op == "&&":
+            return [_final(r, messages, missing) for r in v.operands][-1]
+        for r in v.operands:
+            val = _read(messages, r.kind, r.path)
+            if val is not _NOTHING:
+                return val
+        missing.append(v.text())
+        return None
+    raise TypeError(v)
+
+
+def _state_error(schema: Any, paths: list, value: Any, method: OutputMethod) -> str | None:
+    """Why writing ``value`` to ``paths`` with ``method`` breaks the state schema, or None:
+    each written value against the schema at its path (push/concat: each item against the
+    list's items; merge/assign: each key, merge recursing into objects)."""
+    import jsonschema
+
+    def at(path: tuple, x: Any) -> str | None:
+        sub = write_schema(schema, schema, path)
+        if sub is None:
+            return None
+        if sub is False:
+            return f"nothing may be written at {path}"
+        if isinstance(sub, dict):
+            sub = {**sub, **{k: schema[k] for k in ("$defs", "definitions") if k in schema and k not in sub}}
+        errs = list(jsonschema.validators.validator_for(sub)(sub).iter_errors(x))
+        return errs[0].message if errs else None
+
+    def written(path: tuple, x: Any) -> str | None:
+        if method == OutputMethod.SET:
+            return at(path, x)
+        if method in (OutputMethod.PUSH, OutputMethod.CONCAT):
+            items = x if method == OutputMethod.CONCAT and isinstance(x, list) else [x]
+            return next((m for m in (at((*path, 1 << 30), y) for y in items) if m), None)
+        if isinstance(x, dict):
+            for k, y in x.items():
+                m = written((*path, k), y) if method == OutputMethod.MERGE and isinstance(y, dict) \
+                    else at((*path, k), y)
+                if m:
+                    return m
+            return None
+        return at(path, x)
+
+    for p in paths:
+        if p.kind.partition("@")[0] == "state":
+            m = written(p.path, value)
+            if m:
+                return f"{p.text()}: {m}"
+    return None
 
 
 class _Invalid(Exception):
+    pass
+
+
+class _StateInvalid(Exception):
     pass
 
 

@@ -22,6 +22,7 @@ from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
 )
+from .contracts import state_writes
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import retry_delay
@@ -367,7 +368,6 @@ class CallRunner:
             if not isinstance(value, ok):
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} returned {type(value).__name__}, but "
                                  f"'{out.method.value}' writes need {kind}")
-        rec.output = value
         if out is not None:
             op = out.op
             if op == "&&":
@@ -376,6 +376,14 @@ class CallRunner:
                 targets = (out.paths[branch or 0],)
             else:
                 targets = out.paths if len(out.paths) == 1 else (out.paths[0],)
+            schema = s.plan.state_schema
+            sw = state_writes(schema) if schema is not None else None
+            if sw is not None:  # State.Invalid: checked before anything is written
+                err = sw.check(call.tool, targets, value, out.method)
+                if err is not None:
+                    return err
+        rec.output = value
+        if out is not None:
             if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()
             write = s.store.write

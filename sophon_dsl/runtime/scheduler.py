@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from ..dataflow import DataFlow
 from ..model import Expression, ListValue, ObjectValue, Plan, Risk
 from ..tools import ToolRegistry, ToolSpec
+from .contracts import final_output
 from .errors import PLAN_CANCELLED, PLAN_TIMEOUT, ErrorInfo
 from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
@@ -452,15 +453,23 @@ class Scheduler:
             return "failed"
         return "succeeded"
 
-    def _output(self) -> Any:
-        out = self.feed.plan.output
+    def _output(self, status: str) -> tuple[Any, ErrorInfo | None]:
+        """The plan's output and, for a run that otherwise succeeded, the error that fails
+        it (a reference with no value, or a value the output schema rejects).  After a
+        failure the output is evaluated loosely (unresolved references are None)."""
+        plan = self.feed.plan
+        out = plan.output
         if out is None:
-            return None
-        return evaluate_loose(out, self.store.get)
+            return None, None
+        if status != "succeeded":
+            return evaluate_loose(out, self.store.get), None
+        return final_output(out, self.store.get, plan.output_schema, self.opts.validate_output)
 
     def _result(self) -> RunResult:
         status = self.status()
-        output = self._output()
+        output, err = self._output(status)
+        if err is not None:
+            status, self.plan_error = "failed", err
         if status == "succeeded":
             self.emit("plan_complete", status, preview=preview(output, self.opts.preview_chars))
         else:
