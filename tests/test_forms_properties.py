@@ -16,13 +16,12 @@ from sophon_dsl.model import Literal  # noqa: E402
 
 
 def _representable_in_documents(plan) -> bool:
-    """JSON/YAML cannot spell three things the model can (see spec/language.md):
-    a parameter named like a meta-property, a final output of null, a one-path target with an op."""
+    """JSON/YAML cannot spell two things the model can (see spec/language.md):
+    a final output of null, a one-path target with an op.  (A parameter whose name starts
+    with `_` is spelled with one more underscore: `__from` is `_from`.)"""
     if isinstance(plan.output, Literal) and plan.output.value is None:
         return False
     for call in plan.calls:
-        if any(p.name.startswith("_") for p in call.params):
-            return False
         if call.output is not None and len(call.output.paths) == 1 and call.output.op is not None:
             return False
     return True

@@ -118,3 +118,47 @@ def test_underscore_parameter_missing_is_e202():
     plan = sophon_dsl.loads('transfer(to="b")')
     codes = [d.code for d in sophon_dsl.check(plan, tools=[transfer])]
     assert codes == ["E202"]
+
+
+_TRANSFER_TOOLS = '''
+from sophon_dsl import tool
+
+@tool
+def transfer(_from: str, to: str, _class: int = 1) -> str:
+    return f"{_from}->{to}:{_class}"
+'''
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_underscore_parameter_survives_dsl_to_document_to_dsl(tmp_path, capsys, form):
+    from sophon_dsl.cli import main
+
+    tools = tmp_path / "tools.py"
+    tools.write_text(_TRANSFER_TOOLS, encoding="utf-8")
+    dsl = '†state.r = transfer("_from"="a", to="b", "_class"=2)\n'
+    plan = tmp_path / "p.plan"
+    plan.write_text(dsl, encoding="utf-8")
+    assert main(["fmt", "--to", form, str(plan)]) == 0
+    document = capsys.readouterr().out
+    assert "__from" in document and "__class" in document
+    converted = tmp_path / f"p.{form}"
+    converted.write_text(document, encoding="utf-8")
+    assert main(["check", str(converted), "--tools", str(tools)]) == 0
+    capsys.readouterr()
+    assert main(["fmt", "--to", "dsl", str(converted)]) == 0
+    back = capsys.readouterr().out
+    assert sophon_dsl.loads(back) == sophon_dsl.loads(dsl)
+    assert main(["run", str(converted), "--tools", str(tools), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"]["state"] == {"r": "a->b:2"}
+
+
+def test_acts_style_schema_spells_underscore_parameters_with_two():
+    from sophon_dsl.syntax.json_source import parse_json
+    from sophon_dsl.syntax.documents import tool_decls_from_node
+
+    node, _ = parse_json(json.dumps({"type": "object", "properties": {
+        "_tool": {"const": "mail.search"}, "__from": {"type": "string"}, "_output": {"type": "array"}},
+        "required": ["__from"]}))
+    decls, diags = tool_decls_from_node(node)
+    assert diags == [] and decls[0].input_schema == {
+        "type": "object", "properties": {"_from": {"type": "string"}}, "required": ["_from"]}

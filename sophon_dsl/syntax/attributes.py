@@ -28,7 +28,7 @@ from typing import Any, Callable, NamedTuple
 from ..model import OutputMethod, RetryPolicy, Risk
 
 __all__ = ["ATTRIBUTES", "RETRY_KEYS", "OUTPUT_METHODS", "OUTPUT_METHOD_WITHOUT_PATH", "AttrError",
-           "convert_attribute", "describe"]
+           "convert_attribute", "describe", "param_key", "param_name"]
 
 # JSON spelling -> model field (``output_method`` is the method of the call's OutputTarget)
 ATTRIBUTES: dict[str, str] = {
@@ -46,6 +46,17 @@ ATTRIBUTES: dict[str, str] = {
     "_modelHint": "model_hint",
     "_outputMethod": "output_method",
 }
+
+def param_name(key: str) -> str:
+    """The parameter a JSON/YAML call key names: ``__from`` is the parameter ``_from`` (one
+    leading underscore dropped), because a key with a single leading ``_`` is an attribute."""
+    return key[1:] if key[:2] == "__" else key
+
+
+def param_key(name: str) -> str:
+    """The JSON/YAML call key that spells parameter ``name`` (the inverse of :func:`param_name`)."""
+    return "_" + name if name[:1] == "_" else name
+
 
 RETRY_KEYS = ("max_attempts", "interval", "backoff_rate", "max_delay", "jitter", "errors")
 OUTPUT_METHODS = tuple(m.value for m in OutputMethod)

@@ -7,16 +7,16 @@ Shape chosen by :func:`plan_to_document`:
 * otherwise a plan document ``{"goal", "mode", "id", "inputSchema", "stateSchema",
   "outputSchema", "tools", "calls", "output"}`` (absent / default fields left out).
 
-Each call lists ``_tool`` first, then the parameters in order, then
+Each call lists ``_tool`` first, then the parameters in order (a parameter whose
+name starts with ``_`` gets one more: ``_from`` is written ``__from``), then
 ``_outputPath``, ``_outputMethod`` (only when not ``set``), ``_output``, ``_id``,
 ``_activity``, ``_instance``, ``_delegate``, ``_scopes``, ``_reasoningForCall``,
 ``_risk``, ``_retry``, ``_timeout``, ``_after``, ``_modelHint``,
 ``_successCriterion``.
 
 Round trip: ``document_to_plan(parse(dump(plan))) == plan`` for plans whose
-parameter names do not start with ``_``, whose ``output`` is not
-``Literal(None)`` (``"output": null`` means "no output") and whose output targets
-with one path have ``op=None``.
+``output`` is not ``Literal(None)`` (``"output": null`` means "no output") and
+whose output targets with one path have ``op=None``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from ..model import Call, OutputMethod, Plan, value_to_json
+from .attributes import param_key
 
 __all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
 
@@ -34,7 +35,7 @@ __all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
 def call_to_document(call: Call) -> dict[str, Any]:
     out: dict[str, Any] = {"_tool": call.tool}
     for p in call.params:
-        out[p.name] = value_to_json(p.value)
+        out[param_key(p.name)] = value_to_json(p.value)
     if call.output is not None:
         sep = f" {call.output.op} " if call.output.op else " "
         out["_outputPath"] = sep.join(r.text() for r in call.output.paths)

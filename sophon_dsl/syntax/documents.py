@@ -53,7 +53,7 @@ from ..diagnostics import Diagnostic, Span
 from ..model import (Call, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
-from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
+from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute, param_key, param_name
 from .located import LazySpanPaths, LocatedNode
 
 __all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
@@ -221,7 +221,7 @@ class _Reader:
         parsed_path: Any = None
         key_spans = node.key_spans
         for key, vnode in node.value:
-            if key[:1] != "_":
+            if key[:1] != "_" or key[:2] == "__":
                 val = self.value(vnode)
                 if val is None:
                     ok = False
@@ -229,10 +229,12 @@ class _Reader:
                     # node.entry_span(key) without finding the entry again
                     ks, vs = key_spans.get(key), vnode.span
                     span = vs if ks is None else Span(ks.line, ks.column, vs.end_line, vs.end_column)
-                    params.append(Param(key, val, span))
+                    params.append(Param(param_name(key), val, span))
                 continue
             if key not in _META_SET:
-                self.err("E104", f"unknown meta-property {key!r}{_suggest(key, META_PROPERTIES)}",
+                hint = _suggest(key, META_PROPERTIES) or (
+                    f"; write {param_key(key)!r} for a parameter named {key!r}")
+                self.err("E104", f"unknown meta-property {key!r}{hint}",
                          node.key_span(key), vnode.path)
                 ok = False
                 continue
@@ -460,9 +462,11 @@ class _Reader:
         """``{"type": "object", "properties": {"_tool": {"const": name}, p: schema, "_output": schema}}``."""
         data = node.to_data()
         props = data.get("properties") or {}
-        in_props = {k: v for k, v in props.items() if not k.startswith("_")}
+        # as in a call, `__from` is the parameter `_from`; other `_` keys are meta-properties
+        in_props = {param_name(k): v for k, v in props.items() if k[:1] != "_" or k[:2] == "__"}
         input_schema: dict[str, Any] = {"type": "object", "properties": in_props}
-        req = [r for r in data.get("required") or [] if isinstance(r, str) and not r.startswith("_")]
+        req = [param_name(r) for r in data.get("required") or []
+               if isinstance(r, str) and (r[:1] != "_" or r[:2] == "__")]
         if req:
             input_schema["required"] = req
         if data.get("additionalProperties") is False:
