@@ -151,3 +151,71 @@ def test_output_fallbacks_behave_as_in_a_call():
     ref = reference_run(sophon_dsl.loads(plan), [anything])
     assert (ref.status, ref.error.error, ref.error.cause, ref.output) == \
         (r.status, r.error.error, r.error.cause, r.output)
+
+
+# -- item 7: a read nothing writes and the initial state lacks -------------------------
+
+_RAN: list = []
+
+
+@tool
+def fetch(n: int = 0) -> dict:
+    _RAN.append(n)
+    return {"x": 1}
+
+
+@tool
+def use(p: dict | None = None) -> str:
+    return "ok"
+
+
+_TYPO = '†state.userProfileData = fetch()\nuse(p=†state.userProfile)\n'
+
+
+def test_check_names_the_closest_written_path():
+    (w303,) = [d for d in sophon_dsl.check(sophon_dsl.loads(_TYPO), [fetch, use]) if d.code == "W303"]
+    assert w303.message.endswith("did you mean †state.userProfileData, written by c1?")
+    closed = 'state = {"type": "object", "properties": {"a": {"type": "string"}}}\n' + _TYPO
+    (e301,) = [d for d in sophon_dsl.check(sophon_dsl.loads(closed), [fetch, use]) if d.code == "E301"]
+    assert e301.message.endswith("did you mean †state.userProfileData, written by c1?")
+
+
+def test_a_read_that_can_never_resolve_stops_the_run_before_anything_runs():
+    _RAN.clear()
+    with pytest.raises(sophon_dsl.SophonError) as exc:
+        sophon_dsl.run(_TYPO, [fetch, use])
+    (d,) = exc.value.diagnostics
+    assert d.code == "E301" and d.is_error and "†state.userProfile" in d.message
+    assert _RAN == []  # c1's side effect did not happen
+    r = sophon_dsl.run(_TYPO, [fetch, use], state={"userProfile": {"a": 1}})
+    assert r.status == "succeeded" and _RAN == [0]
+    with pytest.raises(sophon_dsl.SophonError):
+        sophon_dsl.run(_TYPO, [fetch, use], state={"other": 1})
+
+
+def test_fallback_reads_are_refused_only_when_no_alternative_can_resolve():
+    plan = 'use(p=†state.a || †state.b)\n'
+    with pytest.raises(sophon_dsl.SophonError):
+        sophon_dsl.run(plan, [use], state={})
+    assert sophon_dsl.run(plan, [use], state={"b": {}}).status == "succeeded"
+    out = 'return {"v": †state.answer}\n'
+    with pytest.raises(sophon_dsl.SophonError):
+        sophon_dsl.run(out, [use])
+    assert sophon_dsl.run(out, [use], state={"answer": 1}).output == {"v": 1}
+
+
+def test_cli_run_refuses_the_plan_and_runs_nothing(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    tools = tmp_path / "tools.py"
+    tools.write_text("from pathlib import Path\nfrom sophon_dsl import tool\n\n@tool\ndef fetch() -> dict:\n"
+                     f"    Path({str(marker)!r}).write_text('x')\n    return {{}}\n\n"
+                     "@tool\ndef use(p: dict) -> str:\n    return 'ok'\n", encoding="utf-8")
+    plan = _plan(tmp_path, _TYPO)
+    assert main(["run", plan, "--tools", str(tools), "--json"]) == 1
+    err = "".join(capsys.readouterr())
+    assert "E301" in err and "did you mean †state.userProfileData, written by c1?" in err
+    assert not marker.exists()
+    state = tmp_path / "state.json"
+    state.write_text('{"userProfile": {}}', encoding="utf-8")
+    assert main(["run", plan, "--tools", str(tools), "--state", "@" + str(state), "--json"]) == 0
+    assert marker.exists()

@@ -156,9 +156,14 @@ class ReadSources(Rule):
                 # Without a state schema the state is an open world: earlier turns or the
                 # caller's initial state may hold the path, so this is only a warning.
                 open_state = base_kind(r.kind) == "state" and ctx.plan.state_schema is None
+                # ``path`` and, for ``||``, every unsourced alternative: what a run checks
+                # against its initial state before anything runs
+                data: dict[str, Any] = {"kind": r.kind, "path": list(r.path)}
+                if any_of:
+                    data["alternatives"] = [{"kind": m.kind, "path": list(m.path)} for m in missing]
                 ctx.diag("W303" if open_state else "E301",
                          self.message(where, r, any_of and len(present) > 1), r.span or span, call=i,
-                         data={"kind": r.kind})
+                         data=data)
 
     def message(self, where: str, ref: Reference, all_fallbacks: bool) -> str:
         kind = base_kind(ref.kind)
@@ -173,4 +178,33 @@ class ReadSources(Rule):
         else:
             why = "no call writes it"
         extra = " (no alternative of the '||' expression has a source)" if all_fallbacks else ""
-        return f"{where} reads {ref.text()} but {why}{extra}"
+        return f"{where} reads {ref.text()} but {why}{extra}{self.closest(ref)}"
+
+    def closest(self, ref: Reference) -> str:
+        """``; did you mean †state.userProfile, written by c1?``: the written path of the same
+        kind closest to ``ref`` (difflib), or an empty string."""
+        written = self.written_paths(ref.kind)
+        if not written:
+            return ""
+        # compared without the shared `†kind.` prefix, which would make any two paths look alike
+        by_path = {t.partition(".")[2]: t for t in written}
+        hint = difflib.get_close_matches(ref.text().partition(".")[2], list(by_path), n=1, cutoff=0.6)
+        if not hint:
+            return ""
+        text = by_path[hint[0]]
+        return f"; did you mean {text}, written by {written[text]}?"
+
+    def written_paths(self, kind: str) -> dict[str, str]:
+        """Each path written under ``kind`` (its text) -> the id of its first writer;
+        computed once per kind and check run (only when a read has no source)."""
+        ctx = self.ctx
+        key = ("E301 written", kind)
+        found = ctx.cache.get(key)
+        if found is None:
+            found = ctx.cache[key] = {}
+            for j, call in enumerate(ctx.calls):
+                if call.output is not None:
+                    for p in call.output.paths:
+                        if p.kind == kind:
+                            found.setdefault(p.text(), ctx.ids[j])
+        return found

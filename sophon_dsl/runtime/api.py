@@ -108,12 +108,19 @@ def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
     return [d for d in runner.diagnostics if d.code in ("E206", "E207") and d not in have]
 
 
+_NOT_RUNNING: Any = object()  # prepare(initial_state=...) not given: the plan is not about to run
+
+
 def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
-            initial_kinds: Any = (), context: dict | None = None) -> Prepared:
+            initial_kinds: Any = (), context: dict | None = None,
+            initial_state: Any = _NOT_RUNNING) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
 
     Uses :func:`sophon_dsl.compiler.compile_plan` when it is available (E206,
     latent call without executor, is ignored when an ``executor`` is given).
+    ``initial_state`` (the run's initial ``†state``, None for none) says the plan is
+    about to run: a read nothing writes (W303) that this state does not hold either can
+    never resolve, and is an error (E301) before anything runs.
     """
     given = plan
     # calls with `_instance` X read and write X's own data (state@X, input@X): Acts 013
@@ -141,10 +148,45 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     # E301 (nothing writes a path) is the run's business when initial data is supplied.
     errors = [d for d in diags if d.is_error and not (d.code == "E206" and executor is not None)
               and not (d.code == "E301" and initial_kinds)]
+    if initial_state is not _NOT_RUNNING:
+        errors += _never_resolved(diags, initial_state)
     prepared = Prepared(plan, registry, ids, diags, compiled)
     if errors:
         raise PlanInvalid(errors, plan.source)
     return prepared
+
+
+def _never_resolved(diags: list[Diagnostic], state: Any) -> list[Diagnostic]:
+    """E301 for each W303 read (or ``||`` whose every alternative is such a read) that the
+    initial ``state`` does not hold: nothing will ever write it."""
+    from dataclasses import replace
+
+    out = []
+    for d in diags:
+        data = d.data
+        if d.code != "W303" or not data or "path" not in data:
+            continue
+        reads = data.get("alternatives") or [data]
+        if any(r["kind"] != "state" or _holds(state, r["path"]) for r in reads):
+            continue  # another instance's state (seeded by the caller), or the state holds it
+        msg = f"a read that can never resolve (the run's initial state does not hold it): {d.message}"
+        out.append(replace(d, code="E301", message=msg, severity=Severity.ERROR))
+    return out
+
+
+def _holds(value: Any, path: list) -> bool:
+    """Whether JSON data ``value`` has something at ``path``."""
+    if value is None:
+        return False
+    for seg in path:
+        if isinstance(seg, int) and not isinstance(seg, bool) and isinstance(value, list) and \
+                -len(value) <= seg < len(value):
+            value = value[seg]
+        elif isinstance(seg, str) and isinstance(value, dict) and seg in value:
+            value = value[seg]
+        else:
+            return False
+    return True
 
 
 def _split_options(options: dict) -> tuple[RunOptions, dict]:
@@ -298,7 +340,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
             try:
                 prep = prepare(decision.plan, prep.registry, executor=opts.executor,
                                initial_kinds=[k for k in ("state",) if state is not None] + list(context or ()),
-                               context=context)
+                               context=context, initial_state=state)
             except PlanInvalid as exc:
                 bus.emit(Event("approval_rejected", plan_id, plan_obj.goal, None, len(plan_obj.calls), "rejected",
                                reason="the edited plan has errors"))
@@ -342,7 +384,7 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None,
         raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     _check_options(opts)
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
-    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context)
+    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context, initial_state=state)
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)

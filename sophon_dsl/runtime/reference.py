@@ -19,7 +19,8 @@ from typing import Any
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
 from ..checks.schema import write_schema
-from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo,
+from ..diagnostics import Diagnostic, Severity
+from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
                      error_from_exception, matches)
 from .protocols import Branch
 from .result import CallRecord, RunResult
@@ -121,6 +122,8 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             for r in _refs(v):
                 d.update(writers(i, r.key))
         deps.append(d)
+    if plan.state_schema is None:
+        _refuse_unresolvable(plan, calls, writers, messages)
     # topological order, smallest position first
     order, done = [], set()
     while len(order) < n:
@@ -308,6 +311,42 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             status = "failed"
     log = [{"kind": k, "path": list(p), "value": v, "method": m.value, "call": c} for k, p, v, m, c in messages]
     return RunResult(status, final, output, recs, log, plan.id or "plan", plan.goal, plan_error)
+
+
+def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:
+    """Raise PlanInvalid (E301) when a parameter or the output reads a ``state`` path that no
+    other call writes and the initial state does not hold (for ``||``: every alternative is
+    such a read; inline outputs are not checked)."""
+    def never(i: int | None, r: Reference) -> bool:
+        return r.kind == "state" and not writers(i, r.key) and _read(messages, "state", r.path) is _NOTHING
+
+    def groups(v: Any):
+        if isinstance(v, ListValue):
+            for x in v.items:
+                yield from groups(x)
+        elif isinstance(v, ObjectValue):
+            for _, x in v.entries:
+                yield from groups(x)
+        elif isinstance(v, Reference):
+            yield [v], False
+        elif isinstance(v, Template):
+            for part in v.parts:
+                if not isinstance(part, str):
+                    yield [part], False
+        elif isinstance(v, Expression):
+            if v.op == "||":
+                yield list(v.operands), True
+            else:
+                for r in v.operands:
+                    yield [r], False
+
+    values = [(i, p.value) for i, c in enumerate(calls) for p in c.params]
+    if plan.output is not None:
+        values.append((None, plan.output))
+    for i, v in values:
+        for refs, _any_of in groups(v):
+            if all(never(i, r) for r in refs):
+                raise PlanInvalid([Diagnostic("E301", f"{refs[0].text()} can never resolve", severity=Severity.ERROR)])
 
 
 def _final(v: Any, messages: list, missing: list) -> Any:
