@@ -219,3 +219,50 @@ def test_cli_run_refuses_the_plan_and_runs_nothing(tmp_path, capsys):
     state.write_text('{"userProfile": {}}', encoding="utf-8")
     assert main(["run", plan, "--tools", str(tools), "--state", "@" + str(state), "--json"]) == 0
     assert marker.exists()
+
+
+# -- the agent loop sees the new run errors and repairs on the next turn -----------------
+
+
+class _Replies:
+    """A provider answering each turn with the next reply, in one chunk."""
+
+    name = "replies"
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    async def stream(self, messages, *, model=None, json_schema=None, temperature=None, max_tokens=None):
+        self.requests.append(list(messages))
+        yield self.replies.pop(0)
+
+
+def _agent_run(replies, tools=()):
+    from sophon_dsl.llm.agent import Agent
+
+    provider = _Replies(replies)
+    return Agent(provider, tools=list(tools)).run("q"), provider
+
+
+def test_agent_feeds_back_an_output_reading_a_path_with_no_value():
+    result, provider = _agent_run(['return {"answer": $state.never_written}\n', 'return {"answer": 42}\n'])
+    assert result.ok and result.output == {"answer": 42} and len(result.turns) == 2
+    assert result.turns[0].errors == [{"call": "return", "error": {
+        "error": "Ref.Unresolved", "cause": "the plan's output has no value at †state.never_written"}}]
+    assert "Ref.Unresolved" in provider.requests[1][-1].content
+
+
+def test_agent_feeds_back_output_and_state_schema_failures():
+    result, _ = _agent_run([
+        'output = {"type": "object", "properties": {"n": {"type": "integer"}}}\n$state.s = anything()\n'
+        'return {"n": $state.s}\n',
+        'return {"n": 3}\n'], [anything])
+    assert result.ok and result.output == {"n": 3}
+    assert result.turns[0].errors[0]["error"]["error"] == "Output.Invalid"
+    result, _ = _agent_run([
+        'state = {"type": "object", "properties": {"flag": {"type": "boolean"}}}\n$state.flag = anything()\n'
+        'return $state.flag\n',
+        'return true\n'], [anything])
+    assert result.ok and result.output is True
+    assert result.turns[0].errors[0]["error"]["error"] == "State.Invalid"

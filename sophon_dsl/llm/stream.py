@@ -42,7 +42,7 @@ from ..compiler import effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
 from ..model import Call, Mode, Plan, Reference, Value
-from ..runtime.errors import ErrorInfo
+from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
 from ..runtime.events import EventBus
 from ..runtime.feed import GrowingPlan
 from ..runtime.invoker import Invocation, LocalInvoker
@@ -488,6 +488,8 @@ class StreamTurn:
             if self._checker is not None:
                 head = self._plan_now(calls=())
                 self._checker.set_header(head, effective_registry(head, self.registry))
+            if self._sched is not None:  # the run checks writes and the output against its schemas
+                self._sched.feed.set_header(self.header)
             if "tools" in changes and self._sched is not None:
                 self._sched.set_registry(self.registry.with_plan_decls(self.header.tools))
 
@@ -645,6 +647,8 @@ class StreamTurn:
             for i, rec in enumerate(result.calls):
                 if rec.status == "failed" and not rec.caught and i not in self.refused and rec.error is not None:
                     errors.append({"call": _call_text(self.calls[i]), "id": rec.id, "error": rec.error.to_json()})
+            if result.error is not None and result.error.error in (REF_UNRESOLVED, OUTPUT_INVALID):
+                errors.append({"call": "return", "error": result.error.to_json()})  # the final output failed
         lat: dict[str, float] = {}
         if self._sched is not None:
             for i, t in self._sched.dispatched_at.items():
