@@ -283,7 +283,7 @@ def test_tool_decl_files():
                                   "required": ["text"]}
         assert d.output_schema == {"type": "string"}
     decls, diags = tool_decls_from_node(parse_json('[{"description": "no name"}, {"name": "a"}, {"name": "a"}]')[0])
-    assert codes(diags) == ["E109", "E108"] and [d.name for d in decls] == ["a"]
+    assert codes(diags) == ["E109"] and [d.name for d in decls] == ["a"]  # the second "a" refines the first
     decls, diags = tool_decls_from_node(parse_json('{"x": 1}')[0])
     assert codes(diags) == ["E101"]
 

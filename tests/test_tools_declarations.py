@@ -13,6 +13,7 @@ import pydantic
 import pytest
 
 import sophon_dsl
+import sophon_dsl.loader
 from sophon_dsl import tool
 
 
@@ -162,3 +163,155 @@ def test_acts_style_schema_spells_underscore_parameters_with_two():
     decls, diags = tool_decls_from_node(node)
     assert diags == [] and decls[0].input_schema == {
         "type": "object", "properties": {"_from": {"type": "string"}}, "required": ["_from"]}
+
+
+# ------------------------------------- item 12: declarations are valid JSON Schema, wrappers
+
+_BAD_PARAMETERS = {"type": "dict", "properties": {"amount": {"type": "float"},
+                                                   "pair": {"type": "tuple", "items": {"type": "integer"}}},
+                   "required": ["amount"]}
+
+
+def _check_json(tmp_path, capsys, plan_text, *extra):
+    from sophon_dsl.cli import main
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_text, encoding="utf-8")
+    code = main(["check", str(plan), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out or "[]")
+
+
+def test_plan_tool_schema_with_python_type_names_is_e109_at_the_node(tmp_path, capsys):
+    text = json.dumps({"tools": {"pay": {"input": _BAD_PARAMETERS}},
+                       "calls": [{"_tool": "pay", "amount": "ten"}]}, indent=2)
+    code, diags = _check_json(tmp_path, capsys, text)
+    assert code == 1
+    got = {(d["code"], d["path"]) for d in diags}
+    assert got == {("E109", "$.tools.pay.input.type"),
+                   ("E109", "$.tools.pay.input.properties.amount.type"),
+                   ("E109", "$.tools.pay.input.properties.pair.type")}
+    by_path = {d["path"]: d for d in diags}
+    amount = by_path["$.tools.pay.input.properties.amount.type"]
+    assert "'float' is not a JSON Schema type; did you mean 'number'?" in amount["message"]
+    line = text.splitlines()[amount["line"] - 1]
+    assert line[amount["column"] - 1:amount["end_column"] - 1] == '"float"'
+    assert "did you mean 'object'?" in by_path["$.tools.pay.input.type"]["message"]
+    assert "did you mean 'array'?" in by_path["$.tools.pay.input.properties.pair.type"]["message"]
+
+
+def test_dsl_tool_schema_with_python_type_names_is_e109_at_the_node():
+    text = 'tool pay = {"input": {"type": "object", "properties": {"amount": {"type": "float"}}}}\n'
+    diags = sophon_dsl.loader.parse(text).diagnostics
+    at = text.index('"float"') + 1
+    assert [(d.code, d.line, d.column, d.span.end_column) for d in diags] == [("E109", 1, at, at + 7)]
+
+
+def test_declared_draft_is_the_one_validated_against():
+    # draft-07 allows `items` as a list (tuple validation); 2020-12, the default, does not
+    xs = {"type": "object", "properties": {"xs": {"type": "array", "items": [{"type": "string"}]}}}
+    legacy = {"$schema": "http://json-schema.org/draft-07/schema#", **xs}
+    assert sophon_dsl.loader.parse('tool t = {"input": %s}\n' % json.dumps(legacy)).diagnostics == []
+    diags = sophon_dsl.loader.parse('tool t = {"input": %s}\n' % json.dumps(xs)).diagnostics
+    assert [d.code for d in diags] == ["E109"]
+
+
+def test_declaration_file_with_bad_schema_is_refused_by_the_cli(tmp_path, capsys):
+    from sophon_dsl.cli import main
+
+    decls = tmp_path / "tools.json"
+    decls.write_text(json.dumps([{"name": "pay", "description": "Pay",
+                                  "parameters": _BAD_PARAMETERS}], indent=2), encoding="utf-8")
+    plan = tmp_path / "p.plan"
+    plan.write_text('pay(amount=1.5)\n', encoding="utf-8")
+    assert main(["check", str(plan), "--tools", str(decls)]) == 2
+    err = capsys.readouterr().err
+    assert "E109" in err and "'float' is not a JSON Schema type" in err and "tools.json:9:" in err
+
+
+@pytest.mark.parametrize("wrapped", [
+    {"type": "function", "function": {"name": "pay", "description": "Pay an amount",
+                                      "parameters": {"type": "object", "properties": {
+                                          "amount": {"type": "number"}}, "required": ["amount"]},
+                                      "strict": True}},
+    [{"type": "function", "function": {"name": "pay", "description": "Pay an amount",
+                                       "parameters": {"type": "object", "properties": {
+                                           "amount": {"type": "number"}}, "required": ["amount"]}}}],
+    {"tools": [{"type": "function", "name": "pay", "description": "Pay an amount", "strict": False,
+                "parameters": {"type": "object", "properties": {"amount": {"type": "number"}},
+                               "required": ["amount"]}}]},
+    {"name": "pay", "description": "Pay an amount",
+     "input_schema": {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}},
+    [{"name": "pay", "description": "Pay an amount", "cache_control": {"type": "ephemeral"},
+      "input_schema": {"type": "object", "properties": {"amount": {"type": "number"}},
+                       "required": ["amount"]}}],
+], ids=["openai", "openai-list", "openai-flat", "anthropic", "anthropic-list"])
+def test_declaration_files_accept_openai_and_anthropic_tools(tmp_path, capsys, wrapped):
+    from sophon_dsl.cli import main
+
+    decls = tmp_path / "tools.json"
+    decls.write_text(json.dumps(wrapped), encoding="utf-8")
+    good = tmp_path / "good.plan"
+    good.write_text('pay(amount=2.5)\n', encoding="utf-8")
+    bad = tmp_path / "bad.plan"
+    bad.write_text('pay(amount="two")\n', encoding="utf-8")
+    assert main(["check", str(good), "--tools", str(decls)]) == 0
+    assert main(["check", str(bad), "--tools", str(decls), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert [d["code"] for d in json.loads(out[out.index("["):])] == ["E204"]
+
+
+def test_openai_wrapper_with_a_wrong_type_is_e109():
+    from sophon_dsl.syntax.documents import tool_decls_from_node
+    from sophon_dsl.syntax.json_source import parse_json
+
+    node, _ = parse_json('[{"type": "tool", "function": {"name": "pay"}}]')
+    decls, diags = tool_decls_from_node(node)
+    assert [d.code for d in diags] == ["E109"] and diags[0].path == "$[0].type"
+
+
+# ----------------------------------------- item 20: a second declaration refines the first
+
+def test_dsl_second_declaration_refines_the_first():
+    plan = sophon_dsl.loads(
+        'tool pay = {"description": "Pay", "risk": "high", '
+        '"input": {"type": "object", "properties": {"amount": {"type": "number"}}}}\n'
+        'tool pay = {"description": "Pay an invoice", "output": {"type": "string"}}\n'
+        'pay(amount=1)\n')
+    (decl,) = plan.tools
+    assert decl.description == "Pay an invoice" and decl.output_schema == {"type": "string"}
+    assert decl.risk is sophon_dsl.model.Risk.HIGH
+    assert decl.input_schema == {"type": "object", "properties": {"amount": {"type": "number"}}}
+    # the refined schema is the one checked against
+    later = sophon_dsl.loader.parse(
+        'tool pay = {"input": {"type": "object", "properties": {"amount": {"type": "number"}}}}\n'
+        'tool pay = {"input": {"type": "object", "properties": {"amount": {"type": "string"}}}}\n'
+        'pay(amount=1)\n')
+    assert later.ok and [d.code for d in sophon_dsl.check(later.plan)] == ["E204"]
+
+
+def test_json_and_context_declarations_refine_in_order():
+    doc = {"tools": [{"name": "pay", "description": "Pay", "risk": "low"},
+                     {"name": "pay", "latent": False}],
+           "calls": []}
+    (decl,) = sophon_dsl.loads(json.dumps(doc), format="json").tools
+    assert (decl.description, decl.risk.label, decl.latent) == ("Pay", "low", False)
+    context = [
+        {"type": "tool", "tool": {"name": "greet", "description": "old",
+                                  "input": {"type": "object", "properties": {"name": {"type": "string"}}}}},
+        {"type": "plan", "plan": [{"_tool": "greet", "name": "Ada"}],
+         "tools": {"greet": {"description": "from the plan"}}},
+        {"type": "tool", "tool": {"name": "greet", "description": "latest"}},
+    ]
+    (decl,) = sophon_dsl.loads(json.dumps(context), format="json").tools
+    assert decl.description == "latest"
+    assert decl.input_schema == {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def test_refined_declarations_print_once_and_round_trip():
+    text = ('tool pay = {"description": "a", "risk": "high"}\n'
+            'tool pay = {"description": "b"}\n'
+            'pay()\n')
+    plan = sophon_dsl.loads(text)
+    for form in ("dsl", "json", "yaml"):
+        again = sophon_dsl.loads(sophon_dsl.dumps(plan, format=form), format=form)
+        assert again == plan and len(again.tools) == 1

@@ -54,6 +54,7 @@ from ..model import (Call, ListValue, Literal, Mode, ObjectValue, OutputMethod, 
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute, param_key, param_name
+from .declarations import DECL_FIELDS, refine, schema_problems
 from .located import LazySpanPaths, LocatedNode
 
 __all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
@@ -73,6 +74,8 @@ HEADER_KEYS = ("type", "goal", "mode", "id", "inputSchema", "stateSchema", "outp
 _DOC_MARKERS = set(HEADER_KEYS) - {"type", "id"}
 REQUEST_KEYS = ("type", "schema", "context", "config")
 TOOL_DECL_KEYS = ("name", "description", "input", "output", "risk", "latent")
+# keys of the OpenAI and Anthropic tool formats that say nothing the declaration needs
+_WRAPPER_TYPES = ("function", "custom")
 _TOOL_ALIASES = {"inputSchema": "input", "input_schema": "input", "parameters": "input",
                  "outputSchema": "output", "output_schema": "output"}
 
@@ -104,6 +107,9 @@ class _Reader:
         self.file = file
         self.diags: list[Diagnostic] = []
         self.names: dict[str, str] = {}
+        # id(declaration) -> (declaration, the ToolDecl fields it gives), for refine(); the
+        # declaration is held so that its id is not reused while the reader lives
+        self.given: dict[int, tuple[ToolDecl, frozenset[str]]] = {}
 
     def err(self, code: str, message: str, where: LocatedNode | Span | None,
             path: str | None = None) -> None:
@@ -393,15 +399,25 @@ class _Reader:
             self.err("E109", f"tools must be an object {{name: declaration}} or a list, "
                              f"got {node.describe()}", node)
             return []
-        seen: dict[str, ToolDecl] = {}
-        out = []
+        return self.merged(decls)
+
+    def declared(self, decl: ToolDecl, given) -> ToolDecl:
+        self.given[id(decl)] = (decl, frozenset(given))
+        return decl
+
+    def merged(self, decls: list[ToolDecl]) -> list[ToolDecl]:
+        """One declaration per tool, in the order first declared; a later declaration of a
+        tool refines the earlier (Acts 002: the fields it gives win, the others are kept)."""
+        out: dict[str, ToolDecl] = {}
         for d in decls:
-            if d.name in seen:
-                self.err("E108", f"tool {d.name!r} is declared twice", d.span, node.path)
-            else:
-                seen[d.name] = d
-                out.append(d)
-        return out
+            first = out.get(d.name)
+            given = self.given.get(id(d), (d, frozenset(DECL_FIELDS)))[1]
+            if first is None:
+                out[d.name] = d
+                continue
+            before = self.given.get(id(first), (first, frozenset(DECL_FIELDS)))[1]
+            out[d.name] = self.declared(refine(first, d, given), before | given)
+        return list(out.values())
 
     def tool_decl(self, node: LocatedNode, name: str | None = None,
                   name_span: Span | None = None) -> ToolDecl | None:
@@ -411,11 +427,27 @@ class _Reader:
         acts = _acts_name(node)
         if acts is not None:
             return self.acts_decl(node, acts)
+        inner = node.get("function")
+        if inner is not None and inner.is_object:  # OpenAI: {"type": "function", "function": {...}}
+            for key, v in node.value:
+                if key == "type" and not (v.is_string and v.value == "function"):
+                    self.err("E109", f"\"type\" of an OpenAI tool must be \"function\", got {v.describe()}", v)
+                elif key not in ("type", "function"):
+                    self.err("E109", f"unknown field {key!r} beside \"function\" in an OpenAI tool; "
+                                     "expected \"type\" and \"function\"", node.key_span(key), v.path)
+            return self.tool_decl(inner, name, name_span)
         kw: dict[str, Any] = {}
+        schemas: list[tuple[str, LocatedNode]] = []
         ok = True
         for key, v in node.value:
             field_name = _TOOL_ALIASES.get(key, key)
-            if field_name == "name":
+            if key in ("type", "strict", "cache_control"):
+                # the OpenAI (type, strict) and Anthropic (type, cache_control) tool formats
+                if key == "type" and not (v.is_string and v.value in _WRAPPER_TYPES):
+                    self.err("E109", f"\"type\" of a tool declaration must be \"function\" or \"custom\", "
+                                     f"got {v.describe()}", v)
+                    ok = False
+            elif field_name == "name":
                 if name is None and v.is_string and v.value.strip():
                     name = v.value
                 elif name is None:
@@ -430,6 +462,7 @@ class _Reader:
             elif field_name in ("input", "output"):
                 if _is_schema(v):
                     kw[f"{field_name}_schema"] = v.to_data()
+                    schemas.append((field_name, v))
                 elif not (v.is_scalar and v.value is None):
                     self.err("E109", f"tool {field_name} must be a JSON Schema object, got {v.describe()}", v)
                     ok = False
@@ -456,11 +489,17 @@ class _Reader:
             return None
         if not ok:
             return None
-        return ToolDecl(name=name, span=name_span or node.span, **kw)
+        for field_name, v in schemas:
+            # not a JSON Schema: no check could use it; say so where it goes wrong
+            for message, path in schema_problems(kw[f"{field_name}_schema"]):
+                self.err("E109", f"tool {name!r}: {field_name} schema: {message}", _sub_node(v, path))
+        return self.declared(ToolDecl(name=name, span=name_span or node.span, **kw), kw)
 
     def acts_decl(self, node: LocatedNode, name: str) -> ToolDecl | None:
         """``{"type": "object", "properties": {"_tool": {"const": name}, p: schema, "_output": schema}}``."""
         data = node.to_data()
+        for message, path in schema_problems(data):
+            self.err("E109", f"tool {name!r}: {message}", _sub_node(node, path))
         props = data.get("properties") or {}
         # as in a call, `__from` is the parameter `_from`; other `_` keys are meta-properties
         in_props = {param_name(k): v for k, v in props.items() if k[:1] != "_" or k[:2] == "__"}
@@ -482,9 +521,11 @@ class _Reader:
             except ValueError as exc:
                 self.err("E109", f"tool risk: {exc}", node)
                 return None
-        return ToolDecl(name=name, description=desc if isinstance(desc, str) else "",
-                        input_schema=input_schema, output_schema=props.get("_output"), risk=risk,
-                        latent=True, span=node.span)
+        given = {"description", "input_schema", "latent"} | ({"output_schema"} if "_output" in props else set()) \
+            | ({"risk"} if raw_risk is not None else set())
+        return self.declared(ToolDecl(name=name, description=desc if isinstance(desc, str) else "",
+                                      input_schema=input_schema, output_schema=props.get("_output"),
+                                      risk=risk, latent=True, span=node.span), given)
 
     # --------------------------------------------------------------- documents
     def document(self, node: LocatedNode) -> dict[str, Any]:
@@ -603,13 +644,7 @@ class _Reader:
         if input_props:
             out["input_schema"] = {"type": "object", "properties": input_props}
         if tools:
-            seen = {d.name for d in out.get("tools", [])}
-            merged = list(out.get("tools", []))
-            for d in tools:
-                if d.name not in seen:
-                    seen.add(d.name)
-                    merged.append(d)
-            out["tools"] = merged
+            out["tools"] = self.merged(tools)  # in message order: a later message refines
         return out
 
     def request(self, node: LocatedNode) -> dict[str, Any]:
@@ -734,9 +769,13 @@ def tool_decls_from_node(node: LocatedNode | None,
     """Tool declarations from a schema-only file.
 
     Accepted: ``{"tools": {name: decl}}``, ``{"tools": [decl, ...]}``, a list of
-    declarations, a single Acts-style tool schema, or ``{"anyOf"|"oneOf": [schemas]}``.
-    A declaration is ``{name?, description, input, output, risk, latent}`` or an
-    Acts-style schema ``{"type": "object", "properties": {"_tool": {"const": name}, ...}}``.
+    declarations, a single declaration, a single Acts-style tool schema, or
+    ``{"anyOf"|"oneOf": [schemas]}``.  A declaration is ``{name?, description, input,
+    output, risk, latent}``, an OpenAI tool ``{"type": "function", "function": {"name",
+    "description", "parameters"}}`` (or its flat form, ``parameters`` beside ``name``), an
+    Anthropic tool ``{"name", "description", "input_schema"}`` or an Acts-style schema
+    ``{"type": "object", "properties": {"_tool": {"const": name}, ...}}``.  A tool declared
+    twice is declared once, the later declaration refining the earlier (Acts 002).
     """
     reader = _Reader(file)
     if node is None:
@@ -752,6 +791,8 @@ def tool_decls_from_node(node: LocatedNode | None,
     elif node.is_array:
         decls = reader.tool_decls(node)
     elif node.is_object and _acts_name(node) is not None:
+        decls = reader.tool_decls(LocatedNode("array", [node], node.span, node.path))
+    elif node.is_object and ("function" in node or "name" in node):  # one OpenAI / Anthropic tool
         decls = reader.tool_decls(LocatedNode("array", [node], node.span, node.path))
     elif node.is_object and any(k in node for k in ("anyOf", "oneOf")):
         alts = node.get("anyOf") or node.get("oneOf")

@@ -44,6 +44,7 @@ from ..model import (
 from .. import refs as _refs
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
+from .declarations import declaration_problems, refine, value_span
 from .json_source import LONE_SURROGATE, lone_surrogate_message
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
@@ -518,10 +519,10 @@ class _Builder(Transformer):
                 ok = False
         if not ok:
             return
-        if name in self.ctx.tools:
-            self._err("E108", f"duplicate declaration of tool {name!r}", _tspan(ntok))
-            return
-        self.ctx.tools[name] = ToolDecl(name, span=span, **kwargs)
+        for message, path in declaration_problems(data):
+            self._err("E109", f"tool {name!r}: {message}", value_span(value, path))
+        # a second declaration refines the first (Acts 002): the fields it gives win
+        self.ctx.tools[name] = refine(self.ctx.tools.get(name), ToolDecl(name, span=span, **kwargs), kwargs)
 
     def ret(self, c):
         kw, value = c
