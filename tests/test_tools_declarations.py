@@ -315,3 +315,31 @@ def test_refined_declarations_print_once_and_round_trip():
     for form in ("dsl", "json", "yaml"):
         again = sophon_dsl.loads(sophon_dsl.dumps(plan, format=form), format=form)
         assert again == plan and len(again.tools) == 1
+
+
+# The fast walk that spares the metaschema for common schemas never calls an invalid one valid.
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_KEYWORDS = ["type", "properties", "items", "required", "enum", "anyOf", "oneOf", "allOf", "minimum",
+             "maxLength", "minItems", "uniqueItems", "description", "format", "pattern", "$ref",
+             "additionalProperties", "not", "prefixItems", "$defs", "examples", "const", "readOnly",
+             "dependentRequired", "$id", "multipleOf", "x-extra", "nullable"]
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.floats(-2, 2, allow_nan=False),
+                  st.sampled_from(["string", "number", "object", "float", "dict", "", "a"]))
+_schemas = st.recursive(
+    st.one_of(st.booleans(), st.dictionaries(st.sampled_from(_KEYWORDS), _leaf, max_size=3)),
+    lambda inner: st.one_of(
+        st.dictionaries(st.sampled_from(_KEYWORDS),
+                        st.one_of(_leaf, inner, st.lists(st.one_of(_leaf, inner), max_size=3),
+                                  st.dictionaries(st.sampled_from(["a", "b", "type"]), inner, max_size=2)),
+                        max_size=4)),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_schemas)
+def test_fast_schema_walk_agrees_with_the_metaschema(schema):
+    from sophon_dsl.syntax.declarations import _metaschema_validator, _surely_valid
+
+    if _surely_valid(schema):
+        assert list(_metaschema_validator(schema).iter_errors(schema)) == []

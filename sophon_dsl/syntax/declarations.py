@@ -57,6 +57,8 @@ def _type_hint(name: Any) -> str:
 def _type_message(value: Any) -> str:
     types = ", ".join(JSON_TYPES)
     if isinstance(value, list):
+        if not value:
+            return f"\"type\" lists no type; give one or more of {types}"
         bad = [v for v in value if v not in JSON_TYPES]
         if bad and len(set(map(repr, value))) == len(value):
             return (f"{bad[0]!r} is not a JSON Schema type{_type_hint(bad[0])} "
@@ -68,14 +70,78 @@ def _type_message(value: Any) -> str:
     return f"\"type\" must be one of {types}, or a list of them; got {value!r}"
 
 
+# Keywords the 2020-12 metaschema constrains (with its deprecated `definitions`,
+# `dependencies`, `$recursive*`); any other key of a schema object is free.
+_STRINGS = frozenset({"title", "description", "$comment", "format", "pattern", "$ref",
+                      "contentEncoding", "contentMediaType"})
+_NUMBERS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                     "maxProperties", "minContains", "maxContains"})
+_BOOLEANS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
+_SCHEMA = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "contains",
+                     "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_CONSTRAINED = _STRINGS | _NUMBERS | _COUNTS | _BOOLEANS | _SCHEMA | _SCHEMA_MAPS | _SCHEMA_LISTS | {
+    "type", "enum", "examples", "required", "multipleOf", "$id", "$schema", "$anchor", "$dynamicRef",
+    "$dynamicAnchor", "$vocabulary", "dependentRequired", "dependencies", "$recursiveAnchor",
+    "$recursiveRef"}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _surely_valid(schema: Any, depth: int = 0) -> bool:
+    """True when ``schema`` is certainly a valid 2020-12 schema, by a walk over the keywords
+    declarations use; False means "ask the metaschema".  The metaschema costs about a
+    millisecond a schema, and a declaration file may hold thousands of them."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > 64:
+        return False
+    for key, v in schema.items():
+        if key not in _CONSTRAINED:
+            continue
+        if key == "type":
+            ok = v in JSON_TYPES if isinstance(v, str) else (
+                isinstance(v, list) and bool(v) and all(isinstance(t, str) and t in JSON_TYPES for t in v)
+                and len(set(v)) == len(v))
+        elif key in _STRINGS:
+            ok = isinstance(v, str)
+        elif key in _SCHEMA_MAPS:
+            ok = isinstance(v, dict) and all(_surely_valid(x, depth + 1) for x in v.values())
+        elif key in _SCHEMA:
+            ok = _surely_valid(v, depth + 1)
+        elif key == "required":
+            ok = isinstance(v, list) and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
+        elif key in ("enum", "examples"):
+            ok = isinstance(v, list)
+        elif key in _SCHEMA_LISTS:
+            ok = isinstance(v, list) and bool(v) and all(_surely_valid(x, depth + 1) for x in v)
+        elif key in _NUMBERS:
+            ok = _is_number(v)
+        elif key in _COUNTS:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        elif key in _BOOLEANS:
+            ok = isinstance(v, bool)
+        else:  # $id, $schema, multipleOf...: the metaschema decides
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
 _VALIDATORS: dict[type, Any] = {}
 
 
 def _metaschema_validator(schema: Any) -> Any:
     from jsonschema import Draft202012Validator, validators
 
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    # validator_for looks "$schema" up as a key: anything but a string is not a draft's URI
     cls = validators.validator_for(schema, default=Draft202012Validator) \
-        if isinstance(schema, dict) else Draft202012Validator
+        if isinstance(declared, str) else Draft202012Validator
     validator = _VALIDATORS.get(cls)
     if validator is None:
         validator = _VALIDATORS[cls] = cls(cls.META_SCHEMA)
@@ -85,15 +151,18 @@ def _metaschema_validator(schema: Any) -> Any:
 def schema_problems(schema: Any) -> list[tuple[str, tuple[str | int, ...]]]:
     """Why ``schema`` is not a valid JSON Schema: ``(message, path inside schema)`` pairs,
     one per node at fault, outermost first; empty when it is valid."""
-    if isinstance(schema, bool):
+    if _surely_valid(schema):
         return []
     found: dict[tuple[str | int, ...], str] = {}
-    for error in _metaschema_validator(schema).iter_errors(schema):
-        path = tuple(error.path)
-        if path in found:
-            continue  # one message per node: the metaschema often says the same thing twice
-        keyword = list(error.schema_path)[-3:-1] == ["properties", "type"]
-        found[path] = _type_message(error.instance) if keyword else _message(error)
+    try:
+        for error in _metaschema_validator(schema).iter_errors(schema):
+            path = tuple(error.path)
+            if path in found:
+                continue  # one message per node: the metaschema often says the same thing twice
+            keyword = list(error.schema_path)[-3:-1] == ["properties", "type"]
+            found[path] = _type_message(error.instance) if keyword else _message(error)
+    except RecursionError:
+        return [("the schema is nested too deeply to be validated", ())]
     return sorted(((m, p) for p, m in found.items()), key=lambda mp: (len(mp[1]), repr(mp[1])))
 
 
