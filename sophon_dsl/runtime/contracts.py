@@ -120,9 +120,12 @@ class StateWrites:
         return self._value(path, value)
 
     def _value(self, path: tuple, value: Any) -> str | None:
-        v = self._at.get(path)
+        at = self._at
+        v = at.get(path)
         if v is None:
-            v = self._at[path] = self._validator(path)
+            if len(at) >= 4096:  # shared by runs: bounded
+                at.clear()
+            v = at[path] = self._validator(path)
         if v is _ALL:
             return None
         if v is False:

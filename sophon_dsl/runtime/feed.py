@@ -45,6 +45,11 @@ class PlanFeed(Protocol):
     def plan(self) -> Plan: ...
 
     @property
+    def header(self) -> Plan:
+        """The header (schemas, goal, declarations), cheap to read while calls arrive."""
+        ...
+
+    @property
     def is_open(self) -> bool: ...
 
     def attach(self, listener: FeedListener) -> None: ...
@@ -61,6 +66,10 @@ class FixedPlan:
         self.plan = plan
         self.ids = list(ids) if ids is not None else (list(flow.ids) if flow is not None else plan.call_ids())
         self.flow = flow if flow is not None else DataFlow.build(plan.calls, self.ids)
+
+    @property
+    def header(self) -> Plan:
+        return self.plan
 
     def attach(self, listener: FeedListener) -> None:
         pass  # nothing will arrive
@@ -84,6 +93,10 @@ class GrowingPlan:
         if self._plan is None:
             self._plan = replace(self._header, calls=tuple(self.flow.calls), output=self._output)
         return self._plan
+
+    @property
+    def header(self) -> Plan:
+        return self._header  # (``plan`` would copy the calls after each arrival)
 
     @property
     def is_open(self) -> bool:

@@ -376,7 +376,7 @@ class CallRunner:
                 targets = (out.paths[branch or 0],)
             else:
                 targets = out.paths if len(out.paths) == 1 else (out.paths[0],)
-            schema = s.plan.state_schema
+            schema = s.feed.header.state_schema
             sw = state_writes(schema) if schema is not None else None
             if sw is not None:  # State.Invalid: checked before anything is written
                 err = sw.check(call.tool, targets, value, out.method)
