@@ -139,3 +139,218 @@ def test_fmt_w_replaces_the_file_atomically_and_keeps_its_mode(ws: Path) -> None
     assert sorted(p.name for p in ws.iterdir()) == ["p.plan", "tools.py"]
     assert cli("fmt", "-w", "p.plan", "--to", "json", cwd=ws).returncode == 0
     assert json.loads((ws / "p.json").read_text(encoding="utf-8"))[0]["_tool"] == "echo"
+
+
+# -- 2, 3. the approval prompt: on the terminal, informative, and Ctrl-C cancels at once -----
+
+RISKY_PLAN = 'goal = "Email the team"\n$state.r = send(to="ana@example.com", body="hello\\nworld")\n'
+
+
+def spawn_on_terminal(argv: list[str], cwd: Path, *, stdin_terminal: bool = True, stdout=None, stderr=None):
+    """The CLI with a new pseudo-terminal as its controlling terminal; stdin, stdout and
+    stderr are that terminal unless given.  Returns (process, master descriptor)."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+
+    def take_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*CLI, *argv], cwd=cwd, preexec_fn=take_terminal, pass_fds=(slave,),
+                            stdin=slave if stdin_terminal else subprocess.PIPE,
+                            stdout=slave if stdout is None else stdout,
+                            stderr=slave if stderr is None else stderr)
+    os.close(slave)
+    return proc, master
+
+
+def read_terminal(master: int, until: str, timeout: float = 30) -> str:
+    import select
+    import time
+
+    seen, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if until.encode() in seen:
+            return seen.decode("utf-8", "replace")
+    raise AssertionError(f"{until!r} never came on the terminal; it showed: {seen.decode('utf-8', 'replace')!r}")
+
+
+def finish(proc: subprocess.Popen, master: int, timeout: float = 30) -> int:
+    try:
+        return proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def test_prompt_goes_to_the_terminal_and_only_the_result_to_stdout(ws: Path) -> None:
+    (ws / "send.plan").write_text(RISKY_PLAN, encoding="utf-8")
+    with open(ws / "out.json", "wb") as out:
+        proc, master = spawn_on_terminal(["run", "send.plan", "--tools", "tools.py", "--json"], ws, stdout=out)
+        shown = read_terminal(master, "Approve? [y/N]")
+        os.write(master, b"y\n")
+        assert finish(proc, master) == 0
+    assert "goal: Email the team" in shown
+    assert "c1: send (risk high)" in shown
+    assert 'to="ana@example.com", body="hello\\nworld"' in shown  # the arguments, on one line
+    result = json.loads((ws / "out.json").read_text(encoding="utf-8"))  # nothing but the result
+    assert result["status"] == "succeeded"
+
+
+def test_rejection_at_the_prompt_names_the_calls(ws: Path) -> None:
+    (ws / "send.plan").write_text(RISKY_PLAN, encoding="utf-8")
+    with open(ws / "out.json", "wb") as out:
+        proc, master = spawn_on_terminal(["run", "send.plan", "--tools", "tools.py", "--json"], ws, stdout=out)
+        read_terminal(master, "Approve? [y/N]")
+        os.write(master, b"n\n")
+        assert finish(proc, master) == 1
+    result = json.loads((ws / "out.json").read_text(encoding="utf-8"))
+    assert result["status"] == "rejected"
+    assert result["error"]["cause"] == "rejected at the prompt: c1 (send)"
+
+
+def test_prompt_previews_long_arguments_and_many_calls_bounded(ws: Path) -> None:
+    lines = ['goal = "Many"'] + [f'$state.r{i} = send(to="t{i}", body="{"x" * 5000}")' for i in range(30)]
+    (ws / "many.plan").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open(ws / "out.json", "wb") as out:
+        proc, master = spawn_on_terminal(["run", "many.plan", "--tools", "tools.py", "--json"], ws, stdout=out)
+        shown = read_terminal(master, "Approve? [y/N]")
+        os.write(master, b"n\n")
+        assert finish(proc, master) == 1
+    assert "x" * 1000 not in shown and "…" in shown
+    assert "c20: send (risk high)" in shown and "c21: send" not in shown
+    assert "... and 10 more risky call(s)" in shown
+    cause = json.loads((ws / "out.json").read_text(encoding="utf-8"))["error"]["cause"]
+    assert cause.startswith("rejected at the prompt: c1 (send), c2 (send)") and cause.endswith("and 10 more")
+
+
+def test_prompt_uses_the_controlling_terminal_when_stdin_is_not_one(ws: Path) -> None:
+    (ws / "send.plan").write_text(RISKY_PLAN, encoding="utf-8")
+    with open(ws / "out.json", "wb") as out, open(ws / "err.txt", "wb") as err:
+        proc, master = spawn_on_terminal(["run", "send.plan", "--tools", "tools.py", "--json", "--approve", "ask"],
+                                         ws, stdin_terminal=False, stdout=out, stderr=err)
+        read_terminal(master, "Approve? [y/N]")  # on /dev/tty
+        os.write(master, b"y\n")
+        assert finish(proc, master) == 0
+    assert json.loads((ws / "out.json").read_text(encoding="utf-8"))["status"] == "succeeded"
+    assert "Approve?" not in (ws / "err.txt").read_text(encoding="utf-8")
+
+
+def test_ctrl_c_at_the_prompt_cancels_at_once(ws: Path) -> None:
+    (ws / "send.plan").write_text(RISKY_PLAN, encoding="utf-8")
+    with open(ws / "out.json", "wb") as out:
+        proc, master = spawn_on_terminal(["run", "send.plan", "--tools", "tools.py"], ws, stdout=out)
+        read_terminal(master, "Approve? [y/N]")
+        os.write(master, b"\x03")  # Ctrl-C: the terminal sends SIGINT
+        shown = read_terminal(master, "plan cancelled")
+        assert finish(proc, master, timeout=20) == 1
+    assert "Traceback" not in shown
+    assert json.loads((ws / "out.json").read_text(encoding="utf-8")) == {}  # the state, as after any run
+
+
+# -- 4. a blocked sync tool never keeps the process alive after its run ends ---------------
+
+SLEEP = 30  # the tool's sleep; every case must end long before it
+
+
+def start_slow_run(ws: Path, *extra: str) -> subprocess.Popen:
+    (ws / "slow.plan").write_text(f"$state.x = slow(seconds={SLEEP})\n", encoding="utf-8")
+    return subprocess.Popen([*CLI, "run", "slow.plan", "--tools", "tools.py", *extra], cwd=ws,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(proc: subprocess.Popen, text: str) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if text in line:
+            return
+    raise AssertionError(f"{text!r} never came on stderr")
+
+
+def ended_within(proc: subprocess.Popen, seconds: float) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"the process was still alive {seconds} s later (the tool sleeps {SLEEP} s)")
+    return out, err
+
+
+@pytest.mark.parametrize("flag", [["--max-time", "1"], ["--timeout", "1"]])
+def test_time_limits_end_the_process_without_waiting_for_the_tool(ws: Path, flag: list[str]) -> None:
+    proc = start_slow_run(ws, *flag)
+    out, err = ended_within(proc, SLEEP / 2)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    assert json.loads(out) == {}
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_cancels_prints_the_summary_and_ends_the_process(ws: Path, sig: str) -> None:
+    import signal
+
+    proc = start_slow_run(ws)
+    wait_for_line(proc, "[c1] slow: running")
+    proc.send_signal(getattr(signal, sig))
+    out, err = ended_within(proc, SLEEP / 2)
+    assert proc.returncode == 1, err
+    assert "plan cancelled: 1 cancelled" in err and "Plan.Cancelled" in err
+    assert "Traceback" not in err
+    assert json.loads(out) == {}
+
+
+def test_a_second_ctrl_c_prints_no_traceback(ws: Path) -> None:
+    import signal
+    import time
+
+    proc = start_slow_run(ws)
+    wait_for_line(proc, "[c1] slow: running")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    out, err = ended_within(proc, SLEEP / 2)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (1, 130)
+
+
+def test_handle_cancel_ends_the_program_without_waiting_for_the_tool(ws: Path) -> None:
+    script = f"""
+import asyncio, time
+from sophon_dsl import tool
+from sophon_dsl.loader import loads
+from sophon_dsl.runtime import start
+
+@tool
+def slow(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+
+async def main():
+    handle = start(loads("$state.x = slow(seconds={SLEEP})"), [slow])
+    await asyncio.sleep(0.5)
+    handle.cancel()
+    print((await handle.result()).status, flush=True)
+
+asyncio.run(main())
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ws, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = ended_within(proc, SLEEP / 2)
+    assert (proc.returncode, out.strip()) == (0, "cancelled"), err

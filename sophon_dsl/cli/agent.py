@@ -17,12 +17,11 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, EXIT_OK, UsageError, approver_for, excerpt_lines, parse_json_arg,
-                     provider_usage_error)
+from .common import (EXIT_FAIL, EXIT_OK, UsageError, approver_for, excerpt_lines, on_signals,
+                     parse_json_arg, provider_usage_error)
 from .registry import registry_for as _default_registry_for
 
 __all__ = ["AgentProgress", "run"]
@@ -163,19 +162,10 @@ def _provider(spec: str, model: str | None) -> Any:
 
 async def _until_done_or_interrupted(agent: Any, args: argparse.Namespace, input_value: Any,
                                      state_value: Any, final: dict[str, Any]) -> Any:
-    """The agent's result; on Ctrl-C the result it had reached (None if none)."""
+    """The agent's result; on Ctrl-C (or SIGTERM) the result it had reached (None if none)."""
     task = asyncio.ensure_future(agent.arun(args.request, input=input_value, state=state_value))
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-    except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
-        pass
-    try:
-        return await task
-    except asyncio.CancelledError:
-        return final.get("result")
-    finally:
+    with on_signals(task.cancel):
         try:
-            loop.remove_signal_handler(signal.SIGINT)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover
-            pass
+            return await task
+        except asyncio.CancelledError:
+            return final.get("result")

@@ -8,11 +8,13 @@ Kept light on purpose: ``sophon-dsl --help`` imports this module, so anything he
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..diagnostics import Diagnostic, render_json, render_text
 from ..errors import SophonError
@@ -21,7 +23,7 @@ from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
-    "json_depth", "lone_surrogate_path", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
+    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
     "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "write_file",
 ]
 
@@ -276,3 +278,27 @@ def approver_for(choice: str | None) -> str:
     if choice is not None:
         return choice
     return "ask" if sys.stdin is not None and sys.stdin.isatty() else "no"
+
+
+@contextlib.contextmanager
+def on_signals(handler: Callable[[], None]) -> Iterator[None]:
+    """Within the running event loop, Ctrl-C (SIGINT) and SIGTERM call ``handler`` (cancel
+    the run: it ends with its summary and state, exit 1) instead of killing the process."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, handler)
+        except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover - not Unix, not main thread
+            continue
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
+                pass

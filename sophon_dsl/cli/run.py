@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from typing import Any
 
 from ..diagnostics import render_text
-from .common import (EXIT_FAIL, EXIT_OK, approver_for, parse_json_arg, print_diagnostics,
+from .common import (EXIT_FAIL, EXIT_OK, approver_for, on_signals, parse_json_arg, print_diagnostics,
                      provider_usage_error, read_plan)
 from .progress import ProgressView
 from .registry import registry_for
@@ -58,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
     from ..runtime import start
+    from ..runtime.approval import PromptApprover
 
-    options: dict[str, Any] = {"approve": approver_for(args.approve)}
+    approve = approver_for(args.approve)
+    prompt = PromptApprover() if approve == "ask" else None
+    options: dict[str, Any] = {"approve": prompt.ask if prompt is not None else approve}
     if view is not None:
         options["on_event"] = view
     for name in ("max_concurrency", "timeout", "max_time"):
@@ -70,18 +72,14 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         options["executor"] = _latent_executor(args.provider, args.model)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state, object_only=True), **options)
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, handle.cancel)
-    except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
-        pass
-    try:
+
+    def interrupt() -> None:
+        handle.cancel()
+        if prompt is not None:  # a pending "Approve?" answers no at once: the run is cancelled
+            prompt.interrupt()
+
+    with on_signals(interrupt):
         return await handle.result()
-    finally:
-        try:
-            loop.remove_signal_handler(signal.SIGINT)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover
-            pass
 
 
 def _latent_executor(spec: str, model: str | None) -> Any:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..model import Call, Plan, Risk
 
-__all__ = ["ApprovalDecision", "ApprovalRequest", "Approver", "auto_approver", "normalize_approver",
-           "prompt_approver", "decide"]
+__all__ = ["ApprovalDecision", "ApprovalRequest", "Approver", "PromptApprover", "auto_approver",
+           "describe_request", "normalize_approver", "prompt_approver", "decide"]
 
 Approver = Callable[["ApprovalRequest"], Any]
 
@@ -129,22 +131,268 @@ def normalize_approver(approve: Any) -> Approver | None:
 
 def prompt_approver(input_func: Callable[[str], str] | None = None,
                     print_func: Callable[[str], Any] | None = None) -> Approver:
-    """An interactive approver for terminals: shows the risky calls, reads y/n in a thread."""
-    read = input_func or input
-    show = print_func or print
+    """An interactive approver: shows the goal and each risky call with its arguments on
+    the terminal (never on standard output), then reads y/N (see :class:`PromptApprover`)."""
+    return PromptApprover(input_func, print_func).ask
 
-    async def approver(request: ApprovalRequest) -> ApprovalDecision:
-        if request.kind == "plan":
-            show(f"Plan {request.plan_id or ''} needs approval (max risk {request.max_risk.label}):")
-        else:
-            show(f"Call {request.call_id} needs approval (risk {request.max_risk.label}):")
-        for c in request.calls:
-            show(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
+
+# what the prompt shows of a plan: enough to decide, bounded for plans of any size
+MAX_SHOWN_CALLS = 20
+MAX_ARGS_CHARS = 300
+
+
+class PromptApprover:
+    """Asks ``Approve? [y/N]`` at the terminal.
+
+    Without ``input_func``/``print_func`` it talks to the terminal: standard error and
+    standard input when both are terminals, else ``/dev/tty`` when it opens (``run plan >
+    out.json`` keeps the prompt out of the result), else standard error and standard input.
+    The answer is read without a thread the interpreter would wait for, so cancelling the
+    run (Ctrl-C) ends the prompt at once; :meth:`interrupt` does the same from a signal
+    handler: the pending prompt, and any later one, rejects.
+    """
+
+    def __init__(self, input_func: Callable[[str], str] | None = None,
+                 print_func: Callable[[str], Any] | None = None) -> None:
+        self._input = input_func
+        self._print = print_func
+        self._waiting: set[asyncio.Future] = set()  # one per prompt on screen (call gates run in parallel)
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        for waiting in self._waiting:
+            if not waiting.done():
+                waiting.set_result(None)
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        if self.interrupted:
+            return ApprovalDecision.reject("interrupted at the prompt")
+        terminal = _Terminal.open() if self._input is None or self._print is None else None
         try:
-            answer = await asyncio.to_thread(read, "Approve? [y/N] ")
-        except EOFError:
-            return ApprovalDecision.reject("no answer at the prompt: standard input is closed "
-                                           "(use --approve yes|no when not at a terminal)")
-        return ApprovalDecision.approve() if answer.strip().lower() in ("y", "yes") else \
-            ApprovalDecision.reject("rejected at the prompt")
-    return approver
+            show = self._print or terminal.write  # type: ignore[union-attr]
+            for line in describe_request(request):
+                show(line)
+            try:
+                answer = await self._answer(terminal, "Approve? [y/N] ")
+            except EOFError:
+                return ApprovalDecision.reject("no answer at the prompt: standard input is closed "
+                                               "(use --approve yes|no when not at a terminal)")
+            if answer is None:
+                show("")  # the terminal's cursor is still on the prompt line
+                return ApprovalDecision.reject("interrupted at the prompt")
+        finally:
+            if terminal is not None:
+                terminal.close()
+        if answer.strip().lower() in ("y", "yes"):
+            return ApprovalDecision.approve()
+        return ApprovalDecision.reject("rejected at the prompt: " + _names(request))
+
+    async def _answer(self, terminal: "_Terminal | None", prompt: str) -> str | None:
+        """The line typed, or None when interrupted.  EOFError when the input is closed."""
+        loop = asyncio.get_running_loop()
+        waiting = loop.create_future()
+        self._waiting.add(waiting)
+        try:
+            if self._input is not None:
+                _in_daemon_thread(loop, waiting, self._input, prompt)
+            else:
+                assert terminal is not None
+                terminal.write(prompt, end="")
+                terminal.read_line(loop, waiting)
+            return await waiting
+        finally:
+            self._waiting.discard(waiting)
+            if terminal is not None:
+                terminal.stop_reading(loop)
+
+
+def describe_request(request: ApprovalRequest) -> list[str]:
+    """The lines of the prompt: what needs approval, the goal, and each risky call with
+    its tool, risk and arguments (previewed, bounded)."""
+    goal = request.plan.goal
+    if request.kind == "plan":
+        name = f"Plan {request.plan_id}" if request.plan_id else "The plan"
+        lines = [f"{name} needs approval (max risk {request.max_risk.label}):"]
+    else:
+        lines = [f"Call {request.call_id} needs approval (risk {request.max_risk.label}):"]
+    if goal:
+        lines.append(f"  goal: {_bounded(goal)}")
+    calls = request.calls
+    for c in calls[:MAX_SHOWN_CALLS]:
+        lines.append(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
+        args = _arguments(request, c)
+        if args:
+            lines.append(f"      {args}")
+    if len(calls) > MAX_SHOWN_CALLS:
+        lines.append(f"  ... and {len(calls) - MAX_SHOWN_CALLS} more risky call(s)")
+    return lines
+
+
+def _arguments(request: ApprovalRequest, entry: dict) -> str:
+    """``name=value, ...`` of a risky call: the values read at run time for a call gate,
+    the plan's own (references as written) for the plan gate."""
+    import json
+
+    if request.kind == "call" and request.args is not None:
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in request.args.items())
+        return _bounded(text)
+    index = entry.get("index")
+    calls = request.plan.calls
+    if not isinstance(index, int) or not 0 <= index < len(calls):
+        return ""
+    from ..syntax.dsl_printer import format_value
+
+    parts = []
+    for param in calls[index].params:
+        parts.append(f"{param.name}={format_value(param.value, '†')}")
+        if sum(map(len, parts)) > MAX_ARGS_CHARS:
+            break
+    return _bounded(", ".join(parts))
+
+
+def _bounded(text: str, limit: int = MAX_ARGS_CHARS) -> str:
+    text = " ".join(text.split())  # one line: a newline in a value must not break the prompt
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _names(request: ApprovalRequest) -> str:
+    """The rejected calls, named: ``c5 (gmail.send)``, ..."""
+    shown = [f"{c['id']} ({c['tool']})" for c in request.calls[:MAX_SHOWN_CALLS]]
+    more = len(request.calls) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _in_daemon_thread(loop: asyncio.AbstractEventLoop, waiting: asyncio.Future,
+                      func: Callable[[str], str], prompt: str) -> None:
+    """``func(prompt)`` in a daemon thread: one blocked in it never holds the process at exit
+    (``asyncio.to_thread`` would: the event loop waits for its threads when it closes)."""
+    import threading
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not waiting.done():
+            if error is not None:
+                waiting.set_exception(error)
+            else:
+                waiting.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = func(prompt), None
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop closed: nobody waits for the answer any more
+            pass
+
+    threading.Thread(target=work, name="sophon-prompt", daemon=True).start()
+
+
+class _Terminal:
+    """Where the prompt is written and its answer read (see :class:`PromptApprover`)."""
+
+    def __init__(self, out: Any, fd: int | None, tty: int | None = None) -> None:
+        self.out = out  # a text stream, or None to write to ``tty``
+        self.fd = fd
+        self.tty = tty  # the descriptor of /dev/tty when it was opened here
+        self._buffer = b""
+        self._reading = False
+
+    @classmethod
+    def open(cls) -> "_Terminal":
+        stdin, stderr = sys.stdin, sys.stderr
+        if _isatty(stdin) and _isatty(stderr):
+            return cls(stderr, stdin.fileno())
+        try:
+            tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:  # no controlling terminal
+            return cls(stderr, _fileno(stdin))
+        return cls(None, tty, tty)
+
+    def write(self, text: str, end: str = "\n") -> None:
+        try:
+            if self.out is None:
+                os.write(self.tty, (text + end).encode("utf-8", "backslashreplace"))  # type: ignore[arg-type]
+            else:
+                self.out.write(text + end)
+                self.out.flush()
+        except (OSError, ValueError):  # a closed or broken stream: the answer still decides
+            pass
+
+    def read_line(self, loop: asyncio.AbstractEventLoop, waiting: asyncio.Future) -> None:
+        """Settle ``waiting`` with the next line (EOFError at end of input) as it arrives:
+        the event loop watches the descriptor, or a daemon thread reads it (files)."""
+        if self.fd is None:
+            waiting.set_exception(EOFError())
+            return
+        try:
+            loop.add_reader(self.fd, self._on_readable, waiting)
+            self._reading = True
+        except (OSError, ValueError, NotImplementedError, RuntimeError):  # not pollable: a file
+            _in_daemon_thread(loop, waiting, lambda _prompt: self._read_blocking(), "")
+
+    def _on_readable(self, waiting: asyncio.Future) -> None:
+        try:
+            chunk = os.read(self.fd, 4096)  # type: ignore[arg-type]
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        line = self._take(chunk)
+        if line is not None and not waiting.done():
+            if line is EOFError:
+                waiting.set_exception(EOFError())
+            else:
+                waiting.set_result(line)
+
+    def _read_blocking(self) -> str:
+        while True:
+            line = self._take(os.read(self.fd, 4096))  # type: ignore[arg-type]
+            if line is EOFError:
+                raise EOFError
+            if line is not None:
+                return line  # type: ignore[return-value]
+
+    def _take(self, chunk: bytes) -> Any:
+        """A whole line once one is in, EOFError at the end of an empty input, else None."""
+        if not chunk:
+            if not self._buffer:
+                return EOFError
+            line, self._buffer = self._buffer, b""
+            return line.decode("utf-8", "replace")
+        self._buffer += chunk
+        if b"\n" not in self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def stop_reading(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._reading:
+            self._reading = False
+            try:
+                loop.remove_reader(self.fd)  # type: ignore[arg-type]
+            except (OSError, ValueError, RuntimeError):
+                pass
+
+    def close(self) -> None:
+        if self.tty is not None:
+            try:
+                os.close(self.tty)
+            except OSError:
+                pass
+            self.tty = None
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return stream.fileno() if stream is not None else None
+    except (AttributeError, ValueError, OSError):
+        return None

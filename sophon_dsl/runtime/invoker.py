@@ -3,7 +3,8 @@
 The scheduler decides *when* a call runs and what happens to its result; an
 invoker decides *how* the call runs.  :class:`LocalInvoker` is the default: the
 inline ``_output`` of a latent call is its result, an ``async def`` tool is
-awaited, a plain function runs in a thread pool, and a latent call without an
+awaited, a plain function runs in a pool of daemon threads (a tool still blocked when
+its run is cancelled or times out never keeps the process alive), and a latent call without an
 inline output goes to the run's :class:`~sophon_dsl.runtime.protocols.LatentExecutor`.
 Other invokers wrap or replace it: delegated sub-agents (``_delegate``), mocks for
 dry runs, a remote cluster.
@@ -18,7 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from concurrent.futures import ThreadPoolExecutor
+import os
+import queue
+import threading
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -28,7 +32,7 @@ from ..tools import ToolSpec
 from .errors import TOOL_FAILED, RunError
 from .protocols import LatentRequest
 
-__all__ = ["Invocation", "Invoker", "LocalInvoker", "call_in_thread"]
+__all__ = ["DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_in_thread"]
 
 
 @dataclass(slots=True)
@@ -76,6 +80,76 @@ def call_in_thread(func: Callable[..., Any], args: dict) -> Any:
         raise RunError(TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})") from exc
 
 
+class DaemonThreadPool(Executor):
+    """A thread pool whose workers are daemon threads.
+
+    :class:`concurrent.futures.ThreadPoolExecutor` joins its workers when the interpreter
+    exits, so a sync tool still blocked after its run ended (cancelled, timed out: a thread
+    cannot be interrupted) would keep the process alive until the tool returned.  Here such
+    a thread is abandoned at exit; its result was discarded anyway.  Idle workers are reused;
+    at most ``max_workers`` run at once (the default of ThreadPoolExecutor).
+    """
+
+    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "sophon-tool") -> None:
+        self._max = max_workers or min(32, (os.cpu_count() or 1) + 4)
+        self._prefix = thread_name_prefix
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot run a call after the pool shut down")
+            future: Future = Future()
+            self._work.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and self._threads < self._max:
+                self._threads += 1
+                threading.Thread(target=self._worker, name=f"{self._prefix}_{self._threads}",
+                                 daemon=True).start()
+        return future
+
+    def _worker(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:  # shut down
+                return
+            future, fn, args, kwargs = item
+            del item
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever awaits the future
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del future, fn, args, kwargs
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Workers end once the calls already submitted are done (``wait`` is not honoured:
+        waiting for a blocked tool is what this pool exists to avoid)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if cancel_futures:
+                self._drain()
+            for _ in range(self._threads):
+                self._work.put(None)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._work.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item[0].cancel()
+
+
 class LocalInvoker:
     """Runs calls in this process (see the module docstring).
 
@@ -86,7 +160,7 @@ class LocalInvoker:
     def __init__(self, executor: Any = None, max_workers: int | None = None) -> None:
         self.executor = executor
         self.max_workers = max_workers
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: DaemonThreadPool | None = None
 
     def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None:
         if call.inline_output is not None or spec is None or spec.func is None:
@@ -104,8 +178,7 @@ class LocalInvoker:
                 out = func(**inv.args)
             else:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=self.max_workers,
-                                                    thread_name_prefix="sophon-tool")
+                    self._pool = DaemonThreadPool(self.max_workers)
                 out = asyncio.get_running_loop().run_in_executor(
                     self._pool, partial(call_in_thread, func, inv.args))
             if inspect.isawaitable(out):
