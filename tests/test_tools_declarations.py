@@ -343,3 +343,13 @@ def test_fast_schema_walk_agrees_with_the_metaschema(schema):
 
     if _surely_valid(schema):
         assert list(_metaschema_validator(schema).iter_errors(schema)) == []
+
+
+def test_acts_002_tool_message_maps_names_to_input_schemas(tmp_path, capsys):
+    context = [{"type": "tool", "tool": {"greetUser": {
+                    "type": "object", "description": "Greet someone",
+                    "properties": {"userName": {"type": "string"}}, "required": ["userName"]}}},
+               {"type": "plan", "plan": [{"_tool": "greetUser", "userName": "Ada"}]}]
+    (decl,) = sophon_dsl.loads(json.dumps(context), format="json").tools
+    assert decl.name == "greetUser" and decl.description == "Greet someone"
+    assert decl.input_schema["required"] == ["userName"]

@@ -631,7 +631,13 @@ class _Reader:
                         input_props[key] = _infer_schema(v)
             elif kind == "tool":
                 tool = msg.get("tool")
-                if tool is not None and tool.is_object:
+                if tool is not None and tool.is_object and _names_schemas(tool):
+                    # Acts 002: {"type": "tool", "tool": {name: JSON Schema of its input}}
+                    for tool_name, schema in tool.value:
+                        d = self.acts_decl(schema, tool_name)
+                        if d is not None:
+                            tools.append(d)
+                elif tool is not None and tool.is_object:
                     d = self.tool_decl(tool)
                     if d is not None:
                         tools.append(d)
@@ -684,6 +690,16 @@ def _acts_name(node: LocatedNode) -> str | None:
     if const is not None and const.is_string and const.value:
         return const.value
     return None
+
+
+_DECL_WORDS = frozenset({*TOOL_DECL_KEYS, *_TOOL_ALIASES, "function", "type", "strict", "cache_control",
+                         "properties"})
+
+
+def _names_schemas(node: LocatedNode) -> bool:
+    """Whether a tool message's ``tool`` maps tool names to schemas (Acts 002) rather than
+    being one declaration: no key of a declaration, and every value an object."""
+    return bool(node.value) and all(v.is_object and k not in _DECL_WORDS for k, v in node.value)
 
 
 def _infer_schema(node: LocatedNode) -> dict[str, Any]:
