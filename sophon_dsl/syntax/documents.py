@@ -74,7 +74,8 @@ HEADER_KEYS = ("type", "goal", "mode", "id", "inputSchema", "stateSchema", "outp
 _DOC_MARKERS = set(HEADER_KEYS) - {"type", "id"}
 REQUEST_KEYS = ("type", "schema", "context", "config")
 TOOL_DECL_KEYS = ("name", "description", "input", "output", "risk", "latent")
-# keys of the OpenAI and Anthropic tool formats that say nothing the declaration needs
+# the "type" an OpenAI ("function") or Anthropic ("custom") tool gives; it, "strict" and
+# "cache_control" say nothing a declaration keeps
 _WRAPPER_TYPES = ("function", "custom")
 _TOOL_ALIASES = {"inputSchema": "input", "input_schema": "input", "parameters": "input",
                  "outputSchema": "output", "output_schema": "output"}
@@ -521,8 +522,11 @@ class _Reader:
             except ValueError as exc:
                 self.err("E109", f"tool risk: {exc}", node)
                 return None
-        given = {"description", "input_schema", "latent"} | ({"output_schema"} if "_output" in props else set()) \
-            | ({"risk"} if raw_risk is not None else set())
+        given = {"description", "input_schema", "latent"}
+        if "_output" in props:
+            given.add("output_schema")
+        if raw_risk is not None:
+            given.add("risk")
         return self.declared(ToolDecl(name=name, description=desc if isinstance(desc, str) else "",
                                       input_schema=input_schema, output_schema=props.get("_output"),
                                       risk=risk, latent=True, span=node.span), given)
