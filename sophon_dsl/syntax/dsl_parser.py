@@ -198,7 +198,7 @@ class _LoneSurrogate(ValueError):
 def _decode_string(tok: str) -> str:
     if tok[0] == '"':
         if "\\" not in tok and not _CTRL.search(tok):
-            return tok[1:-1]  # a raw surrogate in the text was refused before parsing
+            return tok[1:-1]
         text = json.loads(tok)
     else:
         body = tok[1:-1]
@@ -216,7 +216,9 @@ def _literal_error(e: ValueError) -> tuple[str, str]:
 
 
 _SQ_ESC = re.compile(r"\\.|\"")
-_CTRL = re.compile(r"[\x00-\x1f]")
+# characters json.loads must see: controls (refused) and surrogates in text handed over by a
+# program (a UTF-8 file cannot hold one), which the E006 check below the decoding reports
+_CTRL = re.compile(r"[\x00-\x1f\ud800-\udfff]")
 
 
 def _sq_repl(m: re.Match) -> str:
@@ -869,8 +871,19 @@ def build_lark(builder: "_Builder", directory: Path | None = None) -> Lark:
     grammar = _grammar_text()
     directory = directory if directory is not None else cache_dir()
     cache: str | bool = _cache_file(grammar, directory) if directory is not None else False
-    return Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=_PostLex(), transformer=builder,
-                lexer_callbacks={"COMMENT": builder.comment})
+    final = None
+    if cache and not os.path.exists(cache):
+        # Lark writes the tables in place: it writes a file of this process's own instead,
+        # renamed over the cache whole, so a process starting meanwhile never reads half of it
+        final, cache = cache, f"{cache}.{os.getpid()}.tmp"
+    parser = Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=_PostLex(), transformer=builder,
+                  lexer_callbacks={"COMMENT": builder.comment})
+    if final is not None:
+        try:
+            os.replace(cache, final)  # type: ignore[arg-type]
+        except OSError:  # Lark could not write it: there is no cache this time
+            pass
+    return parser
 
 
 def _get_parser() -> tuple[Lark, _Builder]:
@@ -1046,11 +1059,6 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
         finally:
             builder.ctx = _Ctx()
     diags = ctx.diags
-    raw = LONE_SURROGATE.search(text)
-    if raw is not None:  # text from a program, not a file: a file that is UTF-8 cannot hold one
-        at = raw.start()
-        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
-        diags.append(Diagnostic("E006", lone_surrogate_message(raw.group()), Span(line, column, line, column + 1)))
     lines = text.split("\n")
     diags = [_clamp_diag(d, lines) for d in diags]
     if file is not None:
