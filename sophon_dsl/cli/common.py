@@ -200,7 +200,9 @@ def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) ->
         raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
     if json_depth(value) > MAX_DEPTH:
         raise UsageError(f"{source}: nesting deeper than {MAX_DEPTH} levels (the limit for plans too)")
-    lone = lone_surrogate_path(value)
+    from ..syntax.json_source import may_hold_surrogates
+
+    lone = lone_surrogate_path(value) if may_hold_surrogates(text) else None
     if lone is not None:
         raise UsageError(f"{source}: error[E006] at {lone}: a string holds a lone surrogate (such as \\ud800): "
                          "it is not Unicode text and cannot be written as UTF-8")

@@ -45,13 +45,16 @@ _LITERALS = (("true", True), ("false", False), ("null", None))
 # to one astral character): such a string is not Unicode text and cannot be written as UTF-8.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # what a source must contain to hold one: an escape of JSON/DSL (\uD8xx) or YAML
-# (\U0000D8xx), or the code point itself (text handed over by a program)
-_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|\\U0000[dD][89a-fA-F]|[\ud800-\udfff]")
+# (\U0000D8xx), or the code point itself (text handed over by a program, never ASCII)
+_SURROGATE_ESCAPE_HINT = re.compile(r"\\u[dD][89a-fA-F]|\\U0000[dD][89a-fA-F]")
 
 
 def may_hold_surrogates(source: str) -> bool:
     """Whether ``source`` can hold a surrogate at all (most text cannot: then nothing is walked)."""
-    return _SURROGATE_HINT.search(source) is not None
+    # the escapes first: a regex with a literal prefix is ten times faster than a class scan
+    if _SURROGATE_ESCAPE_HINT.search(source) is not None:
+        return True
+    return not source.isascii() and LONE_SURROGATE.search(source) is not None
 
 
 def lone_surrogate_message(text: str) -> str:
