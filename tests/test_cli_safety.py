@@ -376,3 +376,33 @@ def test_parser_cache_is_written_whole_then_renamed(tmp_path: Path, monkeypatch)
     written = [name for name, mode in opened if "w" in mode]
     assert written and str(cached) not in written  # written elsewhere, then renamed over it
     assert cached.stat().st_size > 0 and cached.suffix == ".pickle"
+
+
+def test_prompts_show_the_arguments_as_written_then_as_read() -> None:
+    from sophon_dsl import tool
+    from sophon_dsl.runtime import prompt_approver, run
+
+    @tool
+    def draft() -> str:
+        return "the body"
+
+    @tool(risk="high")
+    def send(to: str, body: str) -> str:
+        return to
+
+    plan = parse('goal = "Mail"\n$state.b = draft()\n$state.m = send(to="team", body=$state.b)\n').plan
+    shown: list[str] = []
+    result = run(plan, [draft, send], approve=prompt_approver(lambda _p: "n", shown.append))
+    assert result.status == "rejected" and result.error.cause == "rejected at the prompt: c2 (send)"
+    assert "  goal: Mail" in shown and '      to="team", body=†state.b' in shown  # the plan gate
+
+    shown.clear()
+    prompt = prompt_approver(lambda _p: "n", shown.append)
+
+    async def approver(request):
+        return True if request.kind == "plan" else await prompt(request)
+
+    result = run(plan, [draft, send], approve=approver, approve_calls=True)
+    assert result.calls[1].error.cause == "rejected at the prompt: c2 (send)"
+    assert shown[0].startswith("Call c2 needs approval (risk high)")
+    assert '      to="team", body="the body"' in shown  # the call gate: the values read
