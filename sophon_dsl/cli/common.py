@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from typing import Any, Callable, Iterator, Sequence
 
 from ..diagnostics import Diagnostic, render_json, render_text
@@ -126,6 +125,8 @@ def write_file(path: str, text: str) -> bool:
     """Write ``text`` to ``path`` (UTF-8) atomically: a reader (or a crash) sees the old
     content or the new, never a truncated file.  False, writing nothing, when the file
     already holds exactly ``text``.  OSError when it cannot be written."""
+    import tempfile  # not at the top: ``--help`` imports this module
+
     data = text.encode("utf-8")  # before anything is touched: text that cannot be written fails here
     try:
         with open(path, "rb") as fh:
