@@ -406,3 +406,10 @@ def test_prompts_show_the_arguments_as_written_then_as_read() -> None:
     assert result.calls[1].error.cause == "rejected at the prompt: c2 (send)"
     assert shown[0].startswith("Call c2 needs approval (risk high)")
     assert '      to="team", body="the body"' in shown  # the call gate: the values read
+
+
+def test_auto_rejection_names_the_risky_calls(ws: Path) -> None:
+    (ws / "send.plan").write_text(RISKY_PLAN, encoding="utf-8")
+    done = cli("run", "send.plan", "--tools", "tools.py", "--approve", "no", cwd=ws)
+    assert done.returncode == 1
+    assert "the plan has risky calls: c1 (send); review it and pass --approve yes" in done.stderr

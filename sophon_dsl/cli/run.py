@@ -95,6 +95,16 @@ def _latent_executor(spec: str, model: str | None) -> Any:
         raise usage from None
 
 
+def _risky_names(outcome: Any) -> str:
+    """``c5 (gmail.send), ...``: the calls the approval was asked for."""
+    from ..runtime.approval import ApprovalRequest, describe_rejected
+
+    for event in outcome.events:
+        if event.type == "approval_requested" and isinstance(event.data, ApprovalRequest):
+            return describe_rejected(event.data)
+    return "see dry-run"
+
+
 def _summarise(outcome: Any) -> None:
     counts: dict[str, int] = {}
     for rec in outcome.calls:
@@ -105,8 +115,8 @@ def _summarise(outcome: Any) -> None:
         err = outcome.error.to_json()
         print(f"  {err.get('error')}: {err.get('cause')}", file=sys.stderr)
         if outcome.status == "rejected" and err.get("cause") == "auto-rejected":
-            print("  the plan has risky calls; review it and pass --approve yes (or ask) to run it",
-                  file=sys.stderr)
+            print(f"  the plan has risky calls: {_risky_names(outcome)}; review it and pass --approve yes "
+                  "(or ask) to run it", file=sys.stderr)
     shown: dict[str, Any] = dict(outcome.state)
     if outcome.output is not None:
         shown["output"] = outcome.output

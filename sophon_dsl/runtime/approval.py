@@ -20,7 +20,7 @@ from typing import Any, Callable
 from ..model import Call, Plan, Risk
 
 __all__ = ["ApprovalDecision", "ApprovalRequest", "Approver", "PromptApprover", "auto_approver",
-           "describe_request", "normalize_approver", "prompt_approver", "decide"]
+           "describe_rejected", "describe_request", "normalize_approver", "prompt_approver", "decide"]
 
 Approver = Callable[["ApprovalRequest"], Any]
 
@@ -186,7 +186,7 @@ class PromptApprover:
                 terminal.close()
         if answer.strip().lower() in ("y", "yes"):
             return ApprovalDecision.approve()
-        return ApprovalDecision.reject("rejected at the prompt: " + _names(request))
+        return ApprovalDecision.reject("rejected at the prompt: " + describe_rejected(request))
 
     async def _answer(self, terminal: "_Terminal | None", prompt: str) -> str | None:
         """The line typed, or None when interrupted.  EOFError when the input is closed."""
@@ -256,7 +256,7 @@ def _bounded(text: str, limit: int = MAX_ARGS_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _names(request: ApprovalRequest) -> str:
+def describe_rejected(request: ApprovalRequest) -> str:
     """The rejected calls, named: ``c5 (gmail.send)``, ..."""
     shown = [f"{c['id']} ({c['tool']})" for c in request.calls[:MAX_SHOWN_CALLS]]
     more = len(request.calls) - len(shown)
