@@ -57,9 +57,25 @@ def assert_same(plan: Plan, tools=TOOLS, **kw) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plans(max_calls=6), st.booleans())
 def test_streamed_equals_whole_plan_when_no_call_reads_forward(plan, executor):
-    if not compile_plan(plan, TOOLS).flow.backward:
+    flow = compile_plan(plan, TOOLS).flow
+    if not flow.backward or _reads_a_kind_written_later(flow):
         return  # a forward read gets its writer only later: the streamed answer differs by design
     assert_same(plan, require_executor=executor)
+
+
+def _reads_a_kind_written_later(flow) -> bool:
+    """A call reads a kind (other than input/state/data) that only a later call writes: while
+    streaming it is an unknown kind (E306) when the reader arrives."""
+    first_write: dict[str, int] = {}
+    for i, call in enumerate(flow.calls):
+        for ref in (call.output.paths if call.output is not None else ()):
+            first_write.setdefault(ref.kind, i)
+    for i in range(len(flow.calls)):
+        for r in flow.reads(i):
+            kind = r.ref.kind.partition("@")[0]
+            if kind not in ("input", "state", "data") and first_write.get(r.ref.kind, -1) > i:
+                return True
+    return False
 
 
 def test_streamed_equals_whole_plan_on_every_kind_of_problem():
