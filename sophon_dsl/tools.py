@@ -217,18 +217,22 @@ class _ArgumentConverter:
             raise RunError(TOOL_INPUT_INVALID, f"{self.tool_name}: {problems}") from None
 
     def wrap(self) -> Callable[..., Any]:
-        fn, convert = self.fn, self.convert
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def call_async(*args: Any, **kwargs: Any) -> Any:
-                args, kwargs = convert(args, kwargs)
-                return await fn(*args, **kwargs)
-            return call_async
+        """The function with its arguments converted.  One plain wrapper for sync and async
+        functions alike: conversion is synchronous, and an ``async def`` tool's coroutine is
+        returned as it is, so awaiting a call costs no extra coroutine (the runtime knows a
+        tool is async from ``ToolSpec.is_async``).  A tool whose parameters need no
+        conversion (the common case) calls straight through after the first call."""
+        fn = self.fn
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            args, kwargs = convert(args, kwargs)
+            adapters = self._adapters
+            if adapters is None:
+                adapters = self._adapters = self._build()
+            if adapters:
+                args, kwargs = self.convert(args, kwargs)
             return fn(*args, **kwargs)
+
         return call
 
 
