@@ -25,6 +25,7 @@ __all__ = [
     "ARGUMENT_METHODS",
     "Call",
     "Expression",
+    "InitialData",
     "ListValue",
     "Literal",
     "Mode",
@@ -327,6 +328,16 @@ class ToolDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class InitialData:
+    """The data a context list carries besides its plan: its ``input`` messages' data and
+    its ``state`` messages' data (``None`` when no such message had any).  A run seeds
+    ``†input`` / ``†state`` with it unless the caller gives its own (plain JSON, read-only)."""
+
+    input: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A whole plan: header plus calls.
 
@@ -358,6 +369,9 @@ class Plan:
     field_comments: tuple[tuple[str, tuple[str, ...], str | None], ...] = field(
         default=(), compare=False, repr=False)
     trailing_comments: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # the input / state data of a context list's messages: what the run starts from when
+    # the caller gives none; like trivia, not part of what the plan says (equality)
+    initial: InitialData | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_header(self) -> bool:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
 from dataclasses import fields
 from typing import Any, AsyncIterator
@@ -30,7 +31,7 @@ from .risk import effective_risk
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 
-__all__ = ["Prepared", "RunHandle", "arun", "prepare", "run", "start"]
+__all__ = ["Prepared", "RunHandle", "arun", "prepare", "run", "seeded", "start"]
 
 _OPTION_NAMES = {f.name for f in fields(RunOptions)}
 
@@ -369,8 +370,21 @@ def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunR
     return RunResult("cancelled", {}, None, recs, [], plan_id, prep.plan.goal, err, list(bus.history))
 
 
+def seeded(plan: Any, input: Any, state: Any) -> tuple[Any, Any]:
+    """The run's ``(input, state)``: the caller's where given (not None), else the data the
+    plan's context list carries (``Plan.initial``), copied so that no run changes it."""
+    initial = getattr(plan, "initial", None)
+    if initial is None:
+        return input, state
+    if input is None and initial.input is not None:
+        input = copy.deepcopy(initial.input)
+    if state is None and initial.state is not None:
+        state = copy.deepcopy(initial.state)
+    return input, state
+
+
 def _make(plan: Any, tools: Any, options: dict, state: Any = None,
-          input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared]:
+          input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared, Any, Any]:
     opts, rest = _split_options(options)
     approve = rest.pop("approve", None)
     if approve is not None:
@@ -383,18 +397,21 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None,
     if rest:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     _check_options(opts)
+    if isinstance(plan, str):
+        plan = _load(plan)  # read once: its initial data decides what the check below knows
+    input, state = seeded(_load(plan), input, state)
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
     prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context, initial_state=state)
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)
     pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
-    return RunHandle(bus, pid), opts, context, prep
+    return RunHandle(bus, pid), opts, context, prep, input, state
 
 
 async def arun(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
     """Run ``plan`` to the end and return its :class:`RunResult` (see :func:`run` for options)."""
-    handle, opts, context, prep = _make(plan, tools, options, state, input)
+    handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
     task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
     handle._task = task
     try:
@@ -416,6 +433,8 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
     ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
     ``validate_output``, ``validate_input``, ``preview_chars``.
+    ``input`` / ``state`` default to the data of the plan's context list (its ``input`` /
+    ``state`` messages, ``Plan.initial``); a caller's value (not None) wins.
     Raises :class:`PlanInvalid` before anything runs if the plan cannot run.
     """
     try:
@@ -431,6 +450,6 @@ def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None,
     Plan errors raise :class:`PlanInvalid` here, before anything runs.
     """
     asyncio.get_running_loop()
-    handle, opts, context, prep = _make(plan, tools, options, state, input)
+    handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
     handle._task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
     return handle

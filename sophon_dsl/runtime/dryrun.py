@@ -41,7 +41,7 @@ from typing import Any
 
 from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
-from .api import _risky_calls, _validate_input, prepare
+from .api import _load, _risky_calls, _validate_input, prepare, seeded
 from .errors import ErrorInfo, RunError
 from .events import EventBus
 from .protocols import Branch, LatentRequest
@@ -338,6 +338,7 @@ class _MockExecutor:
 async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: Any = None, state: Any = None,
                    retry: Any = None, approval_risk: Risk = Risk.MEDIUM) -> DryRunReport:
     mocks = load_mocks(mocks)
+    input, state = seeded(_load(plan), input, state)  # a context list's data, as a run uses it
     prep = prepare(plan, tools, executor=object(), initial_kinds=["state"] if state is not None else ())
     samples = _Samples(prep.registry)
     called = _called(prep.plan)

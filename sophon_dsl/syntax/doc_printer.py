@@ -5,7 +5,12 @@ Shape chosen by :func:`plan_to_document`:
 * a plain list of calls when the plan has no header and no output;
 * a solution ``{"calls": [...], "output": ...}`` when it has an output but no header;
 * otherwise a plan document ``{"goal", "mode", "id", "inputSchema", "stateSchema",
-  "outputSchema", "tools", "calls", "output"}`` (absent / default fields left out).
+  "outputSchema", "tools", "calls", "output"}`` (absent / default fields left out);
+* a context list when the plan carries initial data (``Plan.initial``, read from one):
+  an ``input`` message with the input data, a ``state`` message with the state data,
+  then a ``{"type": "plan", "plan": [...calls...], ...}`` message with the header.
+  ``inputSchema`` is written only when it is not the one the input message implies
+  (``null`` when the plan has none although the message has data).
 
 Each call lists ``_tool`` first, then the parameters in order (a parameter whose
 name starts with ``_`` gets one more: ``_from`` is written ``__from``), then
@@ -16,18 +21,22 @@ name starts with ``_`` gets one more: ``_from`` is written ``__from``), then
 
 Round trip: ``document_to_plan(parse(dump(plan))) == plan`` for plans whose
 ``output`` is not ``Literal(None)`` (``"output": null`` means "no output") and
-whose output targets with one path have ``op=None``.
+whose output targets with one path have ``op=None``; for a plan with initial data,
+also when its state data has no key ``schema`` (a state message's ``schema`` is the
+state schema) and neither data has a key ``type``.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
-from ..model import Call, OutputMethod, Plan, value_to_json
+from ..model import Call, InitialData, OutputMethod, Plan, value_to_json
 from .attributes import param_key
+from .documents import inferred_input_schema
 
 __all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
 
@@ -73,6 +82,8 @@ def call_to_document(call: Call) -> dict[str, Any]:
 
 def plan_to_document(plan: Plan) -> Any:
     """JSON-able data for ``plan`` (see the module docstring for the shape)."""
+    if plan.initial is not None:
+        return _context_list(plan, plan.initial)
     calls = [call_to_document(c) for c in plan.calls]
     if not plan.has_header:
         if plan.output is None:
@@ -101,6 +112,30 @@ def plan_to_document(plan: Plan) -> Any:
     if plan.output is not None:
         doc["output"] = value_to_json(plan.output)
     return doc
+
+
+def _context_list(plan: Plan, initial: InitialData) -> list[dict[str, Any]]:
+    """``input`` and ``state`` messages holding the plan's initial data, then a plan message
+    with the rest: the context list the plan was read from."""
+    messages: list[dict[str, Any]] = []
+    if initial.input is not None:
+        messages.append({"type": "input", **initial.input})
+    if initial.state is not None:
+        messages.append({"type": "state", **initial.state})
+    doc = plan_to_document(replace(plan, initial=None))
+    if isinstance(doc, list):
+        doc = {"calls": doc}
+    # the input message declares its keys' types; inputSchema says otherwise (null: none)
+    inferred = inferred_input_schema(initial.input) if initial.input else None
+    if plan.input_schema != inferred:
+        doc["inputSchema"] = plan.input_schema
+    else:
+        doc.pop("inputSchema", None)
+    message: dict[str, Any] = {"type": "plan"}
+    for key, value in doc.items():
+        message["plan" if key == "calls" else key] = value
+    messages.append(message)
+    return messages
 
 
 def dump_json(plan: Plan) -> str:

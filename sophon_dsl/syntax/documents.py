@@ -11,9 +11,11 @@ and skipped, the other calls still load.  Shapes (detected in this order):
   - a **context list** (every item is an object with a string ``type`` and
     none has ``_tool``): ``plan`` messages give the calls (the last plan
     message wins; its ``mode``/``goal``/... header fields apply too),
-    ``state`` messages give ``schema`` as the state schema, ``input``
-    messages give their data keys as an input schema with inferred types,
-    ``tool`` messages give a tool declaration when ``tool`` is an object
+    ``state`` messages give ``schema`` as the state schema and their other
+    keys as the run's initial state (``Plan.initial``), ``input`` messages
+    give their data as the run's initial input and its keys as an input
+    schema with inferred types (unless the plan message has ``inputSchema``;
+    ``null`` there says none), ``tool`` messages give a tool declaration when ``tool`` is an object
     (a string names a code tool and is ignored); other types are ignored;
   - of JarvisCore PlannedSteps (some item has ``task``) or of Sophon
     PlanSteps (some item has ``description`` plus ``dependsOn``,
@@ -50,14 +52,14 @@ import re
 from typing import Any
 
 from ..diagnostics import Diagnostic, Span
-from ..model import (Call, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
+from ..model import (Call, InitialData, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute, param_key, param_name
 from .declarations import DECL_FIELDS, refine, schema_problems
 from .located import LazySpanPaths, LocatedNode
 
-__all__ = ["document_to_plan", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
+__all__ = ["document_to_plan", "inferred_input_schema", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
            "STEP_TOOL"]
 
 STEP_TOOL = "agent.step"
@@ -615,6 +617,9 @@ class _Reader:
     def context(self, node: LocatedNode) -> dict[str, Any]:
         out: dict[str, Any] = {}
         input_props: dict[str, Any] = {}
+        # the messages' data (a later message's key wins): what the run starts from
+        input_data: dict[str, Any] | None = None
+        state_data: dict[str, Any] | None = None
         tools: list[ToolDecl] = []
         for msg in node.value:
             t = msg.get("type")
@@ -626,13 +631,18 @@ class _Reader:
                 tools.extend(fields.pop("tools", []))
                 out.update(fields)
             elif kind == "state":
-                schema = msg.get("schema")
-                if schema is not None:
-                    out["state_schema"] = self.header_schema(schema, "state schema")
+                for key, v in msg.value:
+                    if key == "schema":
+                        out["state_schema"] = self.header_schema(v, "state schema")
+                    elif key != "type":
+                        state_data = state_data if state_data is not None else {}
+                        state_data[key] = v.to_data()
             elif kind == "input":
+                input_data = input_data if input_data is not None else {}
                 for key, v in msg.value:
                     if key != "type":
-                        input_props[key] = _infer_schema(v)
+                        input_data[key] = v.to_data()
+                        input_props[key] = {"type": _json_type(input_data[key])}
             elif kind == "tool":
                 tool = msg.get("tool")
                 if tool is not None and tool.is_object and _names_schemas(tool):
@@ -651,8 +661,10 @@ class _Reader:
                                                    msg.key_spans))
                     if d is not None:
                         tools.append(d)
-        if input_props:
+        if input_props and "input_schema" not in out:  # a plan message's inputSchema wins
             out["input_schema"] = {"type": "object", "properties": input_props}
+        if input_data is not None or state_data is not None:
+            out["initial"] = InitialData(input_data, state_data)
         if tools:
             out["tools"] = self.merged(tools)  # in message order: a later message refines
         return out
@@ -706,21 +718,26 @@ def _names_schemas(node: LocatedNode) -> bool:
     return bool(node.value) and all(v.is_object and k not in _DECL_WORDS for k, v in node.value)
 
 
-def _infer_schema(node: LocatedNode) -> dict[str, Any]:
-    if node.is_object:
-        return {"type": "object"}
-    if node.is_array:
-        return {"type": "array"}
-    v = node.value
+def inferred_input_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """The input schema a context list's ``input`` data declares: each key with the JSON
+    type of its value (nothing required)."""
+    return {"type": "object", "properties": {k: {"type": _json_type(v)} for k, v in data.items()}}
+
+
+def _json_type(v: Any) -> str:
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        return "array"
     if v is None:
-        return {"type": "null"}
+        return "null"
     if isinstance(v, bool):
-        return {"type": "boolean"}
+        return "boolean"
     if isinstance(v, int):
-        return {"type": "integer"}
+        return "integer"
     if isinstance(v, float):
-        return {"type": "number"}
-    return {"type": "string"}
+        return "number"
+    return "string"
 
 
 def _shape_name(node: LocatedNode) -> str:
