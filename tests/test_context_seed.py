@@ -158,3 +158,34 @@ def test_an_explicit_input_schema_survives_the_round_trip():
     assert plan.input_schema is None and plan.initial.input == {"a": 1}
     again = parse(dump_json(plan), "json").plan
     assert again.input_schema is None and again.initial.input == {"a": 1}
+
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8) | \
+        st.floats(allow_nan=False, allow_infinity=False, width=32)
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) |
+                        st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+
+
+def test_printers_round_trip_any_initial_data():
+    from hypothesis import given, settings, strategies as st
+
+    keys = st.text(min_size=1, max_size=6).filter(lambda k: k not in ("type", "schema"))
+    data = st.none() | st.dictionaries(keys, _json_values(), max_size=4)
+
+    @settings(max_examples=60, deadline=None)
+    @given(data, data, st.sampled_from([None, {"type": "object"}]))
+    def check(input_data, state_data, input_schema):
+        if input_data is None and state_data is None:
+            return
+        from sophon_dsl.model import InitialData, Plan
+
+        plan = Plan(input_schema=input_schema, initial=InitialData(input_data, state_data))
+        for dump, form in ((dump_json, "json"), (dump_yaml, "yaml")):
+            again = parse(dump(plan), form)
+            assert not again.diagnostics, dump(plan)
+            assert again.plan == plan and again.plan.initial == plan.initial, dump(plan)
+
+    check()

@@ -132,10 +132,15 @@ def _context_list(plan: Plan, initial: InitialData) -> list[dict[str, Any]]:
     else:
         doc.pop("inputSchema", None)
     message: dict[str, Any] = {"type": "plan"}
-    for key, value in doc.items():
-        message["plan" if key == "calls" else key] = value
+    for key in _PLAN_MESSAGE_KEYS:  # header order, whatever order the fields were set in
+        if key in doc:
+            message["plan" if key == "calls" else key] = doc[key]
     messages.append(message)
     return messages
+
+
+_PLAN_MESSAGE_KEYS = ("goal", "mode", "id", "inputSchema", "stateSchema", "outputSchema", "tools",
+                      "calls", "output")
 
 
 def dump_json(plan: Plan) -> str:

@@ -631,6 +631,8 @@ class _Reader:
                 tools.extend(fields.pop("tools", []))
                 out.update(fields)
             elif kind == "state":
+                if "schema" not in msg and state_data is None:  # a data message, maybe empty
+                    state_data = {}
                 for key, v in msg.value:
                     if key == "schema":
                         out["state_schema"] = self.header_schema(v, "state schema")
