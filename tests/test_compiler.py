@@ -536,16 +536,17 @@ def test_w301_prefix_overlap():
 
 
 def test_w302_unread_branch_alternative():
+    # the last alternative (the catch) needs no reader; an earlier one does
     plan = P(C("act", 1, {}, ["†state.receipt", "†state.error"], op="||"),
-             C("any", 2, {"r": "†state.receipt"}))
+             C("any", 2, {"e": "†state.error"}))
     d = only(check(plan, TOOLS), "W302")
-    assert len(d) == 1 and "†state.error" in d[0].message and (d[0].line, d[0].column) == (1, 13)
+    assert len(d) == 1 and "†state.receipt" in d[0].message and (d[0].line, d[0].column) == (1, 1)
     assert compile_plan(plan, TOOLS).ok
     # read through a prefix / extension, by the plan output, or declared in the state schema
     assert check(P(*plan.calls, C("any", 3, {"e": "†state"})), TOOLS) == []
-    assert check(P(*plan.calls, C("any", 3, {"e": "†state.error.message"})), TOOLS) == []
-    assert check(P(*plan.calls, output=json_to_value("†state.error")), TOOLS) == []
-    schema = {"type": "object", "properties": {"error": {"type": "object"}}}
+    assert check(P(*plan.calls, C("any", 3, {"e": "†state.receipt.id"})), TOOLS) == []
+    assert check(P(*plan.calls, output=json_to_value("†state.receipt")), TOOLS) == []
+    schema = {"type": "object", "properties": {"receipt": {"type": "object"}}}
     assert check(P(*plan.calls, state_schema=schema), TOOLS) == []
     # fan-out (&&) paths need no reader
     assert check(P(C("act", 1, {}, ["†state.a", "†state.b"], op="&&")), TOOLS) == []

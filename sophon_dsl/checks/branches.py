@@ -11,7 +11,7 @@ __all__ = ["CollapsedBranches", "UnreadBranches"]
 
 
 class UnreadBranches(Rule):
-    """W302: a ``||`` output alternative that nothing reads and the state schema lacks."""
+    """W302: a ``||`` output alternative before the last (the catch) that nothing reads or declares."""
 
     codes = ("W302",)
     scope = Scope.PLAN
@@ -26,7 +26,10 @@ class UnreadBranches(Rule):
             out = call.output
             if out is None or not out.is_branching:
                 continue
-            for ref in out.paths:
+            # the last alternative is the catch: a failure's error object lands there and is
+            # the plan's recorded outcome, which the next turn reads (Acts 004, "Failure and
+            # Replanning"), so only the alternatives before it need a reader in the plan
+            for ref in out.paths[:-1]:
                 key = ref.key
                 if key in read_below or any(key[:k] in read_keys for k in range(1, len(key) + 1)):
                     continue
