@@ -19,11 +19,12 @@ from .diagnostics import Diagnostic, DiagnosticError, Severity, Span
 from .errors import SophonError
 from .loader import dumps, load, loads
 from .model import Call, Mode, Plan, Risk
-from .tools import ToolRegistry, ToolSpec, tool
+from .tools import CallContext, ToolRegistry, ToolSpec, tool
 
 __all__ = [
     "Agent",
     "Call",
+    "CallContext",
     "Diagnostic",
     "DiagnosticError",
     "Mode",

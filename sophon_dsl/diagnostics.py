@@ -93,6 +93,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E206": (Severity.ERROR, "latent call needs an LLM executor"),
     "E207": (Severity.ERROR, "activity without an implementation"),
     "E208": (Severity.ERROR, "output value does not match the plan's output schema"),
+    "E209": (Severity.ERROR, "call names an activity that is not registered"),
     # E3xx: data flow
     "E301": (Severity.ERROR, "read of a path that nothing writes"),
     "E302": (Severity.ERROR, "dependency cycle"),

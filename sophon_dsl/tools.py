@@ -10,6 +10,11 @@ latent tool has no function: an LLM executes it.
     @tool(name="web.search", risk="low")
     async def search(query: str, limit: int = 5) -> list[str]:
         ...
+
+A tool that needs more than its arguments (which call it runs for, the data its
+call's ``_scopes`` allow) declares one parameter annotated :class:`CallContext`; the
+runtime passes it by keyword, and it is in no schema (docs/runtime.md, "Activities and
+scopes").
 """
 
 from __future__ import annotations
@@ -17,14 +22,88 @@ from __future__ import annotations
 import collections.abc
 import functools
 import inspect
+import re
 import types
 import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
-from .model import Risk, ToolDecl
+from .model import Call, Risk, ToolDecl
 
-__all__ = ["ToolRegistry", "ToolSpec", "as_registry", "schemas_from_function", "stdlib_fallback", "tool"]
+__all__ = ["CallContext", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter", "schemas_from_function",
+           "stdlib_fallback", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What a tool's code learns about the call it runs for, beyond the call's arguments:
+    Acts 003's ``call``, ``tool`` and ``context`` of an activity.
+
+    A Python tool receives it through a parameter annotated ``CallContext`` (any name;
+    ``CallContext | None = None`` lets the function be called without one too).  The
+    runtime passes it by keyword on every call of that function; the parameter is left out
+    of the tool's input schema, so a plan can neither see nor set it.
+
+    ``call`` is the call as planned (its meta-properties: ``activity``, ``instance``,
+    ``scopes``...), ``tool`` the spec of the call's tool (the interface: its schemas),
+    which is not the running function's own spec when the call names an ``_activity``.
+    ``scoped`` is the run's data of each kind the call's ``_scopes`` names, as it is when
+    the call starts (``{"state": {...}, "input": {...}}``; a call with ``_instance`` X gets
+    X's own ``state@X`` / ``input@X`` for a kind X has; a kind without data is absent; empty
+    without ``_scopes``).  It is the tool's own copy: changing it changes nothing in the run.
+    """
+
+    call_id: str
+    call: Call
+    tool: "ToolSpec | None"
+    scoped: dict[str, Any]
+    attempt: int = 1
+
+    @property
+    def activity(self) -> str | None:
+        return self.call.activity
+
+    @property
+    def instance(self) -> str | None:
+        return self.call.instance
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return self.call.scopes or ()
+
+
+# ``CallContext`` written as text (postponed annotations) when the hints cannot be resolved
+_CONTEXT_TEXT = re.compile(r"\s*(?:(?:[\w.]+\.)?CallContext(?:\s*\|\s*None)?"
+                           r"|(?:typing\.)?Optional\[\s*(?:[\w.]+\.)?CallContext\s*\])\s*")
+
+
+def _is_context(ann: Any) -> bool:
+    return ann is CallContext or CallContext in typing.get_args(ann)
+
+
+def context_parameter(func: Callable[..., Any]) -> str | None:
+    """The name of ``func``'s parameter annotated :class:`CallContext` (or an Optional or
+    ``Annotated`` of it); None when it has none.  Reads the annotations only, so it is cheap
+    enough to run when a tool is declared."""
+    anns = getattr(func, "__annotations__", None)
+    if not anns:
+        return None
+    texts = False
+    for name, ann in anns.items():
+        if name == "return":
+            continue
+        if type(ann) is str:
+            texts = texts or "CallContext" in ann
+        elif _is_context(ann):
+            return name
+    if not texts:
+        return None
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception:  # another hint does not resolve: read the text
+        return next((n for n, a in anns.items()
+                     if n != "return" and type(a) is str and _CONTEXT_TEXT.fullmatch(a)), None)
+    return next((n for n, a in hints.items() if n != "return" and _is_context(a)), None)
 
 
 class _DeferredSchema:
@@ -64,6 +143,8 @@ class ToolSpec:
     # A declaration that says the tool is explicit (``latent: false``) even though no
     # implementation is registered here: check treats it as an activity.
     explicit: bool = False
+    # The parameter of ``func`` that receives the :class:`CallContext` (not in the schemas).
+    context_param: str | None = field(default=None, compare=False)
 
     @classmethod
     def deferred(cls, name: str, schemas: Callable[[], tuple[dict | None, dict | None]], **fields: Any) -> "ToolSpec":
@@ -110,9 +191,10 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
         hints = get_type_hints(func, include_extras=True)
     except Exception:  # unresolved forward references: fall back to untyped
         hints = {}
+    runtime_only = context_parameter(func)  # the runtime passes it: no argument of the plan's
     fields: dict[str, Any] = {}
     for i, (pname, param) in enumerate(sig.parameters.items()):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname == runtime_only:
             continue
         ann = hints.get(pname, Any)
         default = ... if param.default is param.empty else param.default
@@ -176,9 +258,10 @@ class _ArgumentConverter:
         sig = inspect.signature(self.fn)
         self._positional = tuple(n for n, p in sig.parameters.items()
                                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        runtime_only = context_parameter(self.fn)  # a CallContext, passed as it is
         wanted = {n: hints[n] for n, p in sig.parameters.items()
                   if n in hints and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                  and not _json_native(hints[n])}
+                  and n != runtime_only and not _json_native(hints[n])}
         adapters: dict[str, Any] = {}
         if wanted:
             import pydantic
@@ -274,6 +357,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             risk=level,
             func=_ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
+            context_param=context_parameter(fn),
         )
 
     if func is not None:

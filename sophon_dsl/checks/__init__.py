@@ -17,7 +17,7 @@ from .context import CheckContext
 from .cycles import Cycles
 from .ids import DuplicateIds
 from .limits import CallLimit
-from .modes import InlineOutputs, MissingImplementations
+from .modes import Activities, InlineOutputs, MissingImplementations
 from .outputs import OutputSchema
 from .params import ToolParams
 from .readonly import ReadOnlyWrites
@@ -41,6 +41,7 @@ RULES: tuple[type[Rule], ...] = (
     StateWrites,             # E308 E309
     UnknownKinds,            # E306
     InlineOutputs,           # E401 E402 E206
+    Activities,              # E209
     CollapsedBranches,       # W401
     MissingImplementations,  # E207
     ReadSources,             # E301 W303 (whole plan)

@@ -1,11 +1,14 @@
-"""E401, E402, E206, E207: inline outputs and the calls that need an executor or code."""
+"""E401, E402, E206, E207, E209: inline outputs, the calls that need an executor or code,
+and the activity a call names."""
 
 from __future__ import annotations
+
+import difflib
 
 from ..model import Call, Mode
 from .rule import Rule
 
-__all__ = ["InlineOutputs", "MissingImplementations"]
+__all__ = ["Activities", "InlineOutputs", "MissingImplementations"]
 
 
 class InlineOutputs(Rule):
@@ -56,6 +59,10 @@ class MissingImplementations(Rule):
         ctx = self.ctx
         if not ctx.require_implementations:
             return
+        table = ctx.table
+        for call in ctx.calls:  # an activity named runs instead of the tool: its table too
+            if call.activity is not None:
+                table(call.activity)
         for tab in ctx.tables.values():
             spec = tab.spec
             if spec is not None and spec.explicit and spec.func is None:
@@ -68,8 +75,50 @@ class MissingImplementations(Rule):
         ctx = self.ctx
         if not ctx.require_implementations or call.inline_output is not None:
             return
-        spec = ctx.sigs[i].tab.spec
+        name = call.activity
+        spec = ctx.sigs[i].tab.spec if name is None else ctx.table(name).spec  # whose code runs
         if spec is not None and spec.explicit and spec.func is None:
-            ctx.diag("E207", f"call {ctx.ids[i]} uses {call.tool!r}, declared as an activity (latent: false), "
+            what = f"uses {call.tool!r}" if name is None else f"names activity {name!r}"
+            ctx.diag("E207", f"call {ctx.ids[i]} {what}, declared as an activity (latent: false), "
                              f"but no implementation is registered: pass its Python function in tools",
-                     ctx.call_span(i), call=i)
+                     ctx.call_span(i) if name is None else call.attr_span("_activity"), call=i)
+
+
+class Activities(Rule):
+    """E209: a call's ``_activity`` names no registered activity (a tool with code, or declared latent: false)."""
+
+    codes = ("E209",)
+
+    def check_calls(self) -> None:
+        check = self.check_call
+        for i, call in enumerate(self.ctx.calls):
+            if call.activity is not None:
+                check(i, call)
+
+    def check_call(self, i: int, call: Call) -> None:
+        name = call.activity
+        if name is None:
+            return
+        ctx = self.ctx
+        spec = ctx.table(name).spec  # tables are per name and dropped with the tools
+        if spec is not None and not spec.latent:
+            return
+        if spec is not None:
+            why = f"'{name}' is a latent tool (no code), and an activity is code"
+        else:
+            why = f"no activity '{name}' is registered"
+            hint = self._hint(name)
+            if hint:
+                why += f"; did you mean '{hint}'?"
+        ctx.diag("E209", f"call {ctx.ids[i]} names activity '{name}' to run tool '{call.tool}', but {why} "
+                         f"(register a Python function under that name in tools)",
+                 call.attr_span("_activity"), call=i, data={"activity": name})
+
+    def _hint(self, name: str) -> str | None:
+        cache = self.ctx.cache  # dropped with the tools when a streamed header changes
+        names = cache.get("E201 names")  # shared with E201's "did you mean"
+        if names is None:
+            names = cache["E201 names"] = list(self.ctx.tools)
+        codes = [n for n in names if not self.ctx.tools[n].latent]
+        hint = difflib.get_close_matches(name, codes, n=1, cutoff=0.6)
+        return hint[0] if hint else None

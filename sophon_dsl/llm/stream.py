@@ -257,8 +257,8 @@ class StreamInvoker:
         call, spec, ex = inv.call, inv.spec, self.executor
         if call.inline_output is None and call.delegate and self.delegate is not None:
             return await self.delegate.execute(inv.latent_request(), context=inv.state())
-        if call.inline_output is None and (spec is None or spec.func is None) and ex is not None \
-                and hasattr(ex, "execute_scoped") and call.scopes:
+        if call.inline_output is None and (spec is None or spec.func is None) and call.activity is None \
+                and ex is not None and hasattr(ex, "execute_scoped") and call.scopes:
             return await ex.execute_scoped(inv.latent_request(), inv.state())
         return await self.inner.invoke(inv)
 

@@ -6,6 +6,10 @@ inline ``_output`` of a latent call is its result, an ``async def`` tool is
 awaited, a plain function runs in a pool of daemon threads (a tool still blocked when
 its run is cancelled or times out never keeps the process alive), and a latent call without an
 inline output goes to the run's :class:`~sophon_dsl.runtime.protocols.LatentExecutor`.
+A call naming an ``_activity`` runs the function registered under that name instead of
+its tool's (the tool gives the interface: schemas, risk; the activity the code, Acts
+003), and a function with a :class:`~sophon_dsl.tools.CallContext` parameter receives
+the call's context there, its ``_scopes`` data included (Acts 015).
 Other invokers wrap or replace it: delegated sub-agents (``_delegate``), mocks for
 dry runs, a remote cluster.
 
@@ -25,14 +29,15 @@ import threading
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from ..model import Call, Plan
-from ..tools import ToolSpec
+from ..tools import CallContext, ToolSpec
 from .errors import TOOL_FAILED, RunError
 from .protocols import LatentRequest
 
-__all__ = ["DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_in_thread"]
+__all__ = ["DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_context", "call_in_thread",
+           "scoped_data"]
 
 
 @dataclass(slots=True)
@@ -40,7 +45,8 @@ class Invocation:
     """One attempt of one call, as an invoker sees it.
 
     ``state`` returns the run's resolved data (``{kind: value}``) when an invoker needs
-    more than the arguments (a delegated agent, a scoped latent call).
+    more than the arguments (a delegated agent, a scoped call).  ``tools`` is the run's
+    registry, where a call's ``_activity`` is found (None: no activity can be resolved).
     """
 
     call: Call
@@ -52,6 +58,7 @@ class Invocation:
     attempt: int
     plan: Plan
     state: Callable[[], dict]
+    tools: Mapping[str, ToolSpec] | None = None
 
     def latent_request(self) -> LatentRequest:
         return LatentRequest(self.call, self.call_id, self.spec, self.args, self.plan, self.attempt)
@@ -66,6 +73,27 @@ class Invoker(Protocol):
     async def invoke(self, invocation: Invocation) -> Any: ...
 
     def close(self) -> None: ...
+
+
+def scoped_data(scopes: Any, data: Mapping[str, Any], instance: str | None = None) -> dict[str, Any]:
+    """The run's data a call's ``_scopes`` allow, ``{kind: value}``: for a call with
+    ``_instance`` X, X's own ``kind@X`` when the run has it, else the shared kind (the rule of
+    ``sophon_dsl.llm.delegate.scoped_context``, Acts 015); kinds without data are left out."""
+    out: dict[str, Any] = {}
+    for scope in scopes or ():
+        name = str(scope)
+        kind = f"{name}@{instance}" if instance and f"{name}@{instance}" in data else name
+        if kind in data:
+            out[name] = data[kind]
+    return out
+
+
+def call_context(inv: "Invocation") -> CallContext:
+    """The :class:`~sophon_dsl.tools.CallContext` of one invocation (its scoped data is a copy
+    taken now)."""
+    call = inv.call
+    scoped = scoped_data(call.scopes, inv.state(), call.instance) if call.scopes else {}
+    return CallContext(inv.call_id, call, inv.spec, scoped, inv.attempt)
 
 
 def call_in_thread(func: Callable[..., Any], args: dict) -> Any:
@@ -163,8 +191,9 @@ class LocalInvoker:
         self._pool: DaemonThreadPool | None = None
 
     def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None:
-        if call.inline_output is not None or spec is None or spec.func is None:
-            return None
+        if call.inline_output is not None or spec is None or spec.func is None or call.activity is not None \
+                or spec.context_param is not None:
+            return None  # an activity is looked up, a context is built: invoke() does both
         func = spec.func
         return func if spec.is_async or inspect.iscoroutinefunction(func) else None
 
@@ -172,15 +201,18 @@ class LocalInvoker:
         call, spec = inv.call, inv.spec
         if call.inline_output is not None:
             return inv.inline
-        if spec is not None and spec.func is not None:
-            func = spec.func
-            if spec.is_async or inspect.iscoroutinefunction(func):
-                out = func(**inv.args)
+        code = spec if call.activity is None else self.activity(inv)
+        if code is not None and code.func is not None:
+            func, args = code.func, inv.args
+            if code.context_param is not None:
+                args = {**args, code.context_param: call_context(inv)}
+            if code.is_async or inspect.iscoroutinefunction(func):
+                out = func(**args)
             else:
                 if self._pool is None:
                     self._pool = DaemonThreadPool(self.max_workers)
                 out = asyncio.get_running_loop().run_in_executor(
-                    self._pool, partial(call_in_thread, func, inv.args))
+                    self._pool, partial(call_in_thread, func, args))
             if inspect.isawaitable(out):
                 try:
                     out = await out
@@ -193,6 +225,16 @@ class LocalInvoker:
         if self.executor is None:
             raise RunError(TOOL_FAILED, f"latent call {inv.call_id} ({call.tool}) needs an LLM executor")
         return await self.executor.execute(inv.latent_request())
+
+    @staticmethod
+    def activity(inv: Invocation) -> ToolSpec:
+        """The registered code the call's ``_activity`` names (checked before the run: E209)."""
+        name = inv.call.activity
+        code = inv.tools.get(name) if inv.tools is not None and name is not None else None
+        if code is None or code.func is None:
+            raise RunError(TOOL_FAILED, f"call {inv.call_id} names activity {name!r}, but no Python function "
+                                        "is registered under that name: pass it in tools")
+        return code
 
     def close(self) -> None:
         if self._pool is not None:

@@ -226,7 +226,7 @@ class CallRunner:
 
     def _check_input(self, i: int, call: Call, args: dict) -> ErrorInfo | None:
         spec = self.s.specs[i]
-        if spec is None or spec.func is None:
+        if spec is None or (spec.func is None and call.activity is None):
             return None
         v = self._validator(spec.input_schema, self._in_validators, spec.name)
         msg = v.check(args) if v is not None else None
@@ -243,7 +243,7 @@ class CallRunner:
         checked statically, E202/E203); else the whole arguments.  A call edited at
         approval is checked in full."""
         spec = self.s.specs[i]
-        if spec is None or spec.func is None:
+        if spec is None or (spec.func is None and call.activity is None):  # only code gets checked arguments
             return None
         if edited:
             return partial(self._check_input, i, call)
@@ -301,7 +301,7 @@ class CallRunner:
         s = self.s
         timeout = self._timeout_for(call)
         inv = Invocation(call, s.records[i].id, i, s.specs[i], args, inline, s.records[i].attempts, s.plan,
-                         s.store.resolved)
+                         s.store.resolved, s.registry)
         try:
             if self._sem is not None:
                 async with self._sem:
