@@ -154,3 +154,11 @@ def test_cli_check_weather_diagram(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sophon_dsl", "check", str(path)],
                          capture_output=True, text=True, timeout=60)
     assert "W301" not in out.stdout + out.stderr
+
+
+def test_a_race_behind_an_exclusive_pair_is_reported_once():
+    lines = ["$state.a || $state.b = isItSunny(i=1)", "$state.x && $state.y0 = findPark(v=$state.a)",
+             "$state.x && $state.y1 = findMovie(v=$state.b)"]
+    lines += [f"$state.x && $state.y{i} = describe(p=$state.y{i - 1} || $input.z)" for i in range(2, 40)]
+    lines.append("presentSuggestion(s=$state.x, y=$state.y39)")
+    assert warnings("\n".join(lines) + "\n") == [("W301", 4)]  # the fallback reader races findPark

@@ -49,23 +49,24 @@ class ConcurrentWriters(Rule):
                              key=lambda j: pos[j])
             if len(setters) < 2:
                 continue
-            exclusive_seen = False
+            exclusive_seen = False  # some pair was exclusive: order is no longer transitive
             for at in range(1, len(setters)):
                 a, b = setters[at - 1], setters[at]
-                if self.other_instance(a, b) or (ctx.flow.reaches(a, b, pos) and not exclusive_seen):
+                if self.other_instance(a, b):
                     continue
-                # a before b, or exclusive writers before b: the last racing writer of b, if any
-                # (exclusive ones, needing different alternatives of one branch, never race)
-                racer = None
-                for a in reversed(setters[max(0, at - self.BUDGET):at]):
-                    if self.other_instance(a, b) or ctx.flow.reaches(a, b, pos):
+                if not exclusive_seen:
+                    if ctx.flow.reaches(a, b, pos):
                         continue
                     if not self.exclusive(a, b, order):
-                        racer = a
-                        break
-                    exclusive_seen = True
+                        racer: int | None = a
+                    else:
+                        exclusive_seen = True
+                        racer = self.racer(setters, at - 1, b, pos, order)
+                else:
+                    racer = self.racer(setters, at, b, pos, order)
                 if racer is not None:
                     a = racer
+                    exclusive_seen = False  # one report per race, as for ordered chains
                     ref = Reference(key[0], tuple(key[1:]))
                     spans = [r.span for r in calls[b].output.paths if r.key == key]  # type: ignore[union-attr]
                     ctx.diag("W301", f"calls {ctx.ids[a]} ({ctx.loc(a)}) and {ctx.ids[b]} ({ctx.loc(b)}) both "
@@ -73,7 +74,17 @@ class ConcurrentWriters(Rule):
                                      f"on timing (add @after, or use a merging output method)",
                              (spans[0] if spans else None) or ctx.call_span(b), call=b)
 
-    BUDGET = 64  # earlier writers compared with one writer once a branch makes order non-transitive
+    BUDGET = 8  # earlier writers compared with one writer once a branch makes order non-transitive
+
+    def racer(self, setters: list[int], upto: int, b: int, pos: Sequence[int],
+              order: Sequence[int]) -> int | None:
+        """The latest of ``setters[:upto]`` (the last BUDGET) that races ``b``: same instance,
+        not exclusive with it (checked first: cheaper than the order) and not before it."""
+        for a in reversed(setters[max(0, upto - self.BUDGET):upto]):
+            if not self.other_instance(a, b) and not self.exclusive(a, b, order) \
+                    and not self.ctx.flow.reaches(a, b, pos):
+                return a
+        return None
 
     def other_instance(self, a: int, b: int) -> bool:
         """Writers in different ``_instance``s never conflict."""
