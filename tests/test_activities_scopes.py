@@ -208,3 +208,17 @@ def test_the_stream_and_start_paths_share_the_invoker():
 
     result = asyncio.run(main())
     assert result.status == "succeeded" and seen == [{"input": {"a": 1}}]
+
+
+def test_a_dry_run_mocks_an_activity_call_instead_of_running_its_code():
+    ran: list = []
+
+    @tool
+    def smtp(to: str) -> dict:
+        ran.append(to)
+        return {"id": "real"}
+
+    plan = sophon_dsl.loads('@activity(smtp) $state.r = gmail.send(to="a")\n')
+    report = sophon_dsl.dry_run(plan, tools=registry(smtp), mocks={"gmail.send": {"result": {"id": "mock"}}})
+    assert ran == [] and report.status == "succeeded", report
+    assert report.result.state["state"]["r"] == {"id": "mock"}

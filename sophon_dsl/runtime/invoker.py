@@ -219,8 +219,9 @@ class LocalInvoker:
                 except SystemExit as exc:  # a tool must not end the program: it failed
                     raise RunError(TOOL_FAILED, f"{call.tool} raised SystemExit({exc.code!r})") from exc
             return out
-        if spec is not None and spec.explicit:
-            raise RunError(TOOL_FAILED, f"{call.tool} is declared as an activity but no implementation "
+        if code is not None and code.explicit:
+            what = call.tool if code is spec else f"activity {code.name!r} of call {inv.call_id}"
+            raise RunError(TOOL_FAILED, f"{what} is declared as an activity but no implementation "
                                         "is registered: pass its Python function in tools")
         if self.executor is None:
             raise RunError(TOOL_FAILED, f"latent call {inv.call_id} ({call.tool}) needs an LLM executor")
@@ -228,12 +229,14 @@ class LocalInvoker:
 
     @staticmethod
     def activity(inv: Invocation) -> ToolSpec:
-        """The registered code the call's ``_activity`` names (checked before the run: E209)."""
+        """The tool registered under the call's ``_activity`` (checked before the run: E209).
+        Without a function it runs as a tool without one would: a dry run strips every
+        function, so its mocks answer the call."""
         name = inv.call.activity
         code = inv.tools.get(name) if inv.tools is not None and name is not None else None
-        if code is None or code.func is None:
-            raise RunError(TOOL_FAILED, f"call {inv.call_id} names activity {name!r}, but no Python function "
-                                        "is registered under that name: pass it in tools")
+        if code is None:
+            raise RunError(TOOL_FAILED, f"call {inv.call_id} names activity {name!r}, but nothing is "
+                                        "registered under that name: pass its Python function in tools")
         return code
 
     def close(self) -> None:
