@@ -9,6 +9,7 @@ Import freely from other test modules: ``from tests.strategies import plans``
 
 from __future__ import annotations
 
+import jsonschema
 from hypothesis import strategies as st
 
 from sophon_dsl.model import (
@@ -132,7 +133,14 @@ json_data = st.recursive(
     ),
     max_leaves=8,
 )
-schemas = st.one_of(st.booleans(), st.dictionaries(identifiers | strings, json_data, max_size=3))
+# Declarations are validated against the JSON Schema metaschema (E109): generated schemas
+# use no keyword of it (unknown keywords are allowed), so they are always valid schemas.
+_SCHEMA_KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS) | {
+    "$schema", "$id", "$defs", "$ref", "$anchor", "$dynamicAnchor", "$vocabulary", "$comment", "definitions",
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "format",
+    "contentEncoding", "contentMediaType", "contentSchema"}
+schemas = st.one_of(st.booleans(), st.dictionaries((identifiers | strings).filter(
+    lambda k: k not in _SCHEMA_KEYWORDS), json_data, max_size=3))
 
 param_names = st.one_of(hyphen_names, st.text(min_size=1, max_size=8))
 
