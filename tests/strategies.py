@@ -136,7 +136,8 @@ json_data = st.recursive(
 # Declarations are validated against the JSON Schema metaschema (E109): generated schemas
 # use no keyword of it (unknown keywords are allowed), so they are always valid schemas.
 _SCHEMA_KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS) | {
-    "$schema", "$id", "$defs", "$ref", "$anchor", "$dynamicAnchor", "$vocabulary", "$comment", "definitions",
+    "$schema", "$id", "$defs", "$ref", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef",
+    "$recursiveAnchor", "$vocabulary", "$comment", "definitions", "then", "else", "dependencies",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "format",
     "contentEncoding", "contentMediaType", "contentSchema"}
 schemas = st.one_of(st.booleans(), st.dictionaries((identifiers | strings).filter(
