@@ -138,6 +138,7 @@ json_data = st.recursive(
 _SCHEMA_KEYWORDS = frozenset(jsonschema.Draft202012Validator.VALIDATORS) | {
     "$schema", "$id", "$defs", "$ref", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef",
     "$recursiveAnchor", "$vocabulary", "$comment", "definitions", "then", "else", "dependencies",
+    "maxContains", "minContains", "additionalItems",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "format",
     "contentEncoding", "contentMediaType", "contentSchema"}
 schemas = st.one_of(st.booleans(), st.dictionaries((identifiers | strings).filter(
