@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runtime.errors import RunError
+from ..runtime.invoker import scoped_data
 from ..runtime.protocols import LatentRequest
 
 __all__ = ["DELEGATE_FAILED", "DelegateExecutor", "DelegateRun", "load_request", "scoped_context"]
@@ -65,16 +66,9 @@ def load_request(source: Any, base_dir: str | os.PathLike | None = None) -> dict
 
 
 def scoped_context(scopes: Any, context: dict, instance: str | None = None) -> dict[str, Any]:
-    """The parent's data allowed by ``_scopes``: ``{kind: data}``, instance-aware."""
-    out: dict[str, Any] = {}
-    for scope in scopes or ():
-        name = str(scope)
-        kind = name
-        if instance and f"{name}@{instance}" in context:
-            kind = f"{name}@{instance}"
-        if kind in context:
-            out[name] = context[kind]
-    return out
+    """The parent's data allowed by ``_scopes``: ``{kind: data}``, instance-aware (the
+    runtime's rule, :func:`sophon_dsl.runtime.invoker.scoped_data`, Acts 015)."""
+    return scoped_data(scopes, context, instance)
 
 
 @dataclass

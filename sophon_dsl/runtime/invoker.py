@@ -77,8 +77,8 @@ class Invoker(Protocol):
 
 def scoped_data(scopes: Any, data: Mapping[str, Any], instance: str | None = None) -> dict[str, Any]:
     """The run's data a call's ``_scopes`` allow, ``{kind: value}``: for a call with
-    ``_instance`` X, X's own ``kind@X`` when the run has it, else the shared kind (the rule of
-    ``sophon_dsl.llm.delegate.scoped_context``, Acts 015); kinds without data are left out."""
+    ``_instance`` X, X's own ``kind@X`` when the run has it, else the shared kind (Acts 015;
+    delegated sub-requests use the same rule); kinds without data are left out."""
     out: dict[str, Any] = {}
     for scope in scopes or ():
         name = str(scope)
