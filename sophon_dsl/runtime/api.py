@@ -170,7 +170,7 @@ def _never_resolved(diags: list[Diagnostic], state: Any) -> list[Diagnostic]:
         reads = data.get("alternatives") or [data]
         if any(r["kind"] != "state" or _holds(state, r["path"]) for r in reads):
             continue  # another instance's state (seeded by the caller), or the state holds it
-        msg = f"a read that can never resolve (the run's initial state does not hold it): {d.message}"
+        msg = f"{d.message}, and this run's initial state does not hold it: the read can never resolve"
         out.append(replace(d, code="E301", message=msg, severity=Severity.ERROR))
     return out
 
