@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
+from .values import references
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -40,7 +41,6 @@ __all__ = [
     "Read",
     "WriterIndex",
     "base_kind",
-    "call_reads",
 ]
 
 #: Reference kinds that are always known.  Any other kind must be written by a call.
@@ -59,29 +59,6 @@ def base_kind(kind: str) -> str:
 
 def _key(kind: str, path: tuple) -> tuple:
     return (kind, path[0]) if len(path) == 1 else (kind, *path)
-
-
-def call_reads(value: Value | None) -> Iterator[Reference]:
-    """Every reference inside a value tree, depth first, left to right (source order)."""
-    if value is None:
-        return
-    stack: list[Any] = [value]
-    pop, push = stack.pop, stack.extend
-    while stack:
-        v = pop()
-        tv = type(v)
-        if tv is Reference:
-            yield v
-        elif tv is ListValue:
-            push(reversed(v.items))
-        elif tv is ObjectValue:
-            push([x for _, x in reversed(v.entries)])
-        elif tv is Expression:
-            yield from v.operands
-        elif tv is Template:
-            for part in v.parts:
-                if type(part) is Reference:
-                    yield part
 
 
 def _has_fallback(value: Value) -> bool:
@@ -188,10 +165,6 @@ class WriterIndex:
         if self._shared:
             self._shared.clear()
         return key
-
-    def slots(self, key: tuple) -> list[tuple[int, int]]:
-        """Every ``(call, path)`` that may write ``key``: same key, a prefix or an extension."""
-        return _overlapping(self.exact, self.below, key)
 
     def resolve(self, kind: str, path: tuple, reader: int | None) -> tuple[int, ...]:
         """The calls other than ``reader`` that may write ``(kind, *path)``, sorted."""
@@ -418,7 +391,7 @@ class DataFlow:
 
     def _wire_inline(self, i: int, call: Call) -> None:
         resolve = self.writers.resolve
-        inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in call_reads(call.inline_output))
+        inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in references(call.inline_output))
         if inline:
             self.inline_reads[i] = inline
             if _has_fallback(call.inline_output):

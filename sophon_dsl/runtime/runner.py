@@ -224,14 +224,12 @@ class CallRunner:
         v = cache[name] = schema_validator(schema)
         return v
 
-    def _check_input(self, i: int, call: Call, args: dict) -> ErrorInfo | None:
-        spec = self.s.specs[i]
-        if spec is None or (spec.func is None and call.activity is None):
-            return None
+    def _check_input(self, spec: Any, tool: str, args: dict) -> ErrorInfo | None:
+        """The whole arguments against the tool's input schema."""
         v = self._validator(spec.input_schema, self._in_validators, spec.name)
         msg = v.check(args) if v is not None else None
         if msg:
-            return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {call.tool}: {msg}")
+            return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {msg}")
         return None
 
     def _read_params_check(self, i: int, call: Call, edited: bool) -> Callable[[dict], ErrorInfo | None] | None:
@@ -246,7 +244,7 @@ class CallRunner:
         if spec is None or (spec.func is None and call.activity is None):  # only code gets checked arguments
             return None
         if edited:
-            return partial(self._check_input, i, call)
+            return partial(self._check_input, spec, call.tool)
         if self.s.inputs.reads_nothing(i):
             return None  # every value is a literal tree, validated before the run
         schema = spec.input_schema
@@ -267,16 +265,9 @@ class CallRunner:
         schema = spec.input_schema
         props = schema.get("properties") if isinstance(schema, dict) else None
         if not isinstance(props, dict) or set(schema) - _NAME_ONLY_KEYS:
-            whole = self._validator(schema, self._in_validators, spec.name)
-            if whole is None:
+            if self._validator(schema, self._in_validators, spec.name) is None:
                 return None
-            tool = call.tool
-
-            def check_all(args: dict) -> ErrorInfo | None:
-                msg = whole.check(args)
-                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {msg}") if msg else None
-
-            return check_all
+            return partial(self._check_input, spec, call.tool)
         checks = []
         for name in names:
             if name not in props:
