@@ -41,7 +41,7 @@ from ..checks import Checker, deferred_codes
 from ..compiler import effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
-from ..model import Call, Mode, Plan, Reference, Value
+from ..model import Call, Mode, Plan, Value
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
 from ..runtime.events import EventBus
 from ..runtime.feed import GrowingPlan

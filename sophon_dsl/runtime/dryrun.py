@@ -42,7 +42,7 @@ from typing import Any
 from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
 from .api import _load, _risky_calls, _validate_input, prepare, seeded
-from .errors import ErrorInfo, RunError
+from .errors import RunError
 from .events import EventBus
 from .protocols import Branch, LatentRequest
 from .result import RunResult

@@ -15,7 +15,7 @@ A scheduler *attaches* to its feed and is told, through
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from ..dataflow import DataFlow
 from ..model import Call, Plan, Value

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from ..dataflow import DataFlow
-from ..model import Expression, ListValue, ObjectValue, Plan, Risk
+from ..model import Plan, Risk
 from ..tools import ToolRegistry, ToolSpec
 from .contracts import final_output
 from .errors import PLAN_CANCELLED, PLAN_TIMEOUT, ErrorInfo
