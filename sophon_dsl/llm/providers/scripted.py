@@ -1,24 +1,42 @@
 """Replies from a script: :class:`ScriptedProvider`, for tests, demos and offline use.
 
 Spec: ``scripted:FILE`` (YAML or JSON).  It can simulate streaming speed and failures.
+
+Two ways to pick a reply:
+
+* in order: each request takes the next turn of the script (the original mode);
+* keyed: each request takes the reply of the first :class:`KeyedReply` whose pattern is found in
+  the request's text, so requests sent in parallel (a classifier next to a latent call next to
+  the agent's own turn) get their replies whatever order they arrive in.  A request no key
+  matches falls back to the ordered turns, or fails when there are none.
+
+::
+
+    ScriptedProvider(keyed=[KeyedReply(r"COMPLEX or SIMPLE", "SIMPLE"),
+                            KeyedReply(r"Request: ", ["$state.x = f()", "return 1"])])
+
+    # the same as a file:  {"keyed": [{"match": "COMPLEX or SIMPLE", "reply": "SIMPLE"},
+    #                                  {"match": "Request: ", "replies": ["...", "..."]}]}
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from ..provider import Message, ProviderError
 from .errors import is_retryable_status
 
-__all__ = ["ScriptedProvider", "Sleep", "from_spec"]
+__all__ = ["KeyedReply", "ScriptedProvider", "Sleep", "from_spec", "request_text"]
 
 Sleep = Callable[[float], Awaitable[Any]]
 
 
-def _load_turns(source: Any) -> list[Any]:
+def _read_source(source: Any) -> Any:
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
@@ -51,6 +69,10 @@ def _load_turns(source: Any) -> list[Any]:
                 raise ProviderError(f"scripted: {path}: nested too deeply", provider="scripted") from exc
     else:
         data = source
+    return data
+
+
+def _load_turns(data: Any) -> list[Any]:
     if isinstance(data, dict) and "turns" in data:
         data = data["turns"]
     if isinstance(data, (str, dict)):
@@ -66,6 +88,58 @@ def _load_turns(source: Any) -> list[Any]:
             raise ProviderError(f"scripted: turn {i} has neither 'reply' nor 'error'",
                                 provider="scripted")
     return data
+
+
+def request_text(messages: Sequence[Message]) -> str:
+    """What a key's pattern is searched in: every message as ``role: content``, one per line."""
+    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+
+
+@dataclass
+class KeyedReply:
+    """A reply chosen by content: ``pattern`` (a regular expression, searched in
+    :func:`request_text` of the request) picks it.  ``reply`` is one turn (a string or a turn
+    mapping, as in the ordered script) or a list of turns taken one per matching request, the
+    last one repeating; ``used`` counts the requests it answered."""
+
+    pattern: str
+    reply: Any
+    used: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            self._regex = re.compile(self.pattern)
+        except (re.error, TypeError) as exc:
+            raise ProviderError(f"scripted: key {self.pattern!r} is not a regular expression: {exc}",
+                                provider="scripted") from exc
+        turns = self.reply if isinstance(self.reply, list) else [self.reply]
+        _load_turns(turns)  # the same checks as ordered turns
+        self._turns = turns
+
+    def matches(self, text: str) -> bool:
+        return self._regex.search(text) is not None
+
+    def take(self) -> Any:
+        turn = self._turns[min(self.used, len(self._turns) - 1)]
+        self.used += 1
+        return turn
+
+
+def _load_keyed(data: Any) -> list[KeyedReply]:
+    if not isinstance(data, list):
+        raise ProviderError("scripted: 'keyed' must be a list of {match, reply | replies}",
+                            provider="scripted")
+    out = []
+    for i, entry in enumerate(data):
+        if isinstance(entry, KeyedReply):
+            out.append(entry)
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("match"), str):
+            raise ProviderError(f"scripted: keyed entry {i} needs a 'match' pattern", provider="scripted")
+        # {match, reply, chunk_size...}: the entry less its key is one turn mapping
+        reply = entry["replies"] if "replies" in entry else {k: v for k, v in entry.items() if k != "match"}
+        out.append(KeyedReply(entry["match"], reply))
+    return out
 
 
 class ScriptedProvider:
@@ -85,13 +159,25 @@ class ScriptedProvider:
 
     An error's ``retryable`` defaults to what its status implies (429, 529, 5xx).
     ``calls`` records every request (messages and options) for assertions.
+
+    Keyed mode: ``keyed`` (a list of :class:`KeyedReply` or ``{match, reply | replies}``
+    mappings, or a ``keyed:`` list in the script file) is tried first, in order; the first
+    pattern found in the request picks the reply.  ``script`` may then be left out.
     """
 
-    def __init__(self, script: str | Path | Sequence[Any], *, chunk_size: int = 16,
+    def __init__(self, script: str | Path | Sequence[Any] | None = None, *, chunk_size: int = 16,
                  tokens_per_second: float | None = None, cycle: bool = True,
-                 sleep: Sleep | None = None, name: str = "scripted"):
+                 sleep: Sleep | None = None, name: str = "scripted", keyed: Sequence[Any] = ()):
         self.name = name
-        self.turns = _load_turns(script)
+        data = _read_source(script) if script is not None else None
+        keys = list(keyed)
+        if isinstance(data, dict) and "keyed" in data:
+            keys += data["keyed"] if isinstance(data["keyed"], list) else [data["keyed"]]
+            data = data.get("turns")
+        self.keyed = _load_keyed(keys)
+        if data is None and not self.keyed:
+            raise ProviderError("scripted: give turns, keyed replies or both", provider="scripted")
+        self.turns = _load_turns(data) if data is not None else []
         self.source = str(script) if isinstance(script, (str, Path)) else None
         self.chunk_size = max(1, int(chunk_size))
         self.tokens_per_second = tokens_per_second
@@ -101,9 +187,19 @@ class ScriptedProvider:
         self.calls: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:
-        return f"ScriptedProvider({self.source or f'{len(self.turns)} turns'})"
+        keys = f", {len(self.keyed)} keys" if self.keyed else ""
+        return f"ScriptedProvider({self.source or f'{len(self.turns)} turns'}{keys})"
 
-    def _take(self) -> Any:
+    def _take(self, messages: Sequence[Message]) -> Any:
+        if self.keyed:
+            text = request_text(messages)
+            for key in self.keyed:
+                if key.matches(text):
+                    return key.take()
+            if not self.turns:
+                raise ProviderError("scripted: no keyed reply matches the request "
+                                    f"(keys: {', '.join(repr(k.pattern) for k in self.keyed)})",
+                                    provider=self.name, retryable=False)
         if self._next >= len(self.turns):
             if not self.cycle:
                 raise ProviderError(f"scripted: all {len(self.turns)} turns used",
@@ -118,7 +214,7 @@ class ScriptedProvider:
                      max_tokens: int | None = None) -> AsyncIterator[str]:
         self.calls.append({"messages": list(messages), "model": model, "json_schema": json_schema,
                            "temperature": temperature, "max_tokens": max_tokens})
-        turn = self._take()
+        turn = self._take(messages)
         if isinstance(turn, str):
             turn = {"reply": turn}
         reply = turn.get("reply")
