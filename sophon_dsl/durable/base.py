@@ -1,0 +1,358 @@
+"""The run store: what a durable run keeps, and the one writer thread that keeps it.
+
+A :class:`RunStore` holds, per run: a row (status, plan and tool-source hash, what is needed to
+resume, the lease, the final summary), the committed log entries, one record per committed
+call, the intent records of calls about to start, and the approval decisions.  Everything is
+JSON text; nothing is pickled.
+
+Every operation goes through one writer thread that drains a queue: the operations found
+waiting are run in one transaction (group commit), then each one's future is resolved.
+Backends (:mod:`.sqlite`, :mod:`.postgres`) give the connection, the SQL dialect and the
+schema migrations; the operations themselves are written once, here.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable
+
+__all__ = ["MIGRATIONS", "RunStore", "StoreError", "dumps"]
+
+# Versioned schema: each entry is (version, statements); a store applies the ones above the
+# version it finds, in one transaction, and records each in schema_migrations.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, (
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY, plan_id TEXT, goal TEXT, status TEXT NOT NULL,
+            created REAL NOT NULL, updated REAL NOT NULL, plan_hash TEXT, spec TEXT NOT NULL,
+            summary TEXT, last_seq INTEGER NOT NULL DEFAULT -1,
+            lease_owner TEXT, lease_until REAL)""",
+        "CREATE INDEX runs_status ON runs (status, created)",
+        """CREATE TABLE log (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq))""",
+        """CREATE TABLE calls (
+            run_id TEXT NOT NULL, call_id TEXT NOT NULL, record TEXT NOT NULL,
+            PRIMARY KEY (run_id, call_id))""",
+        """CREATE TABLE intents (
+            run_id TEXT NOT NULL, call_id TEXT NOT NULL, idem_key TEXT NOT NULL, created REAL NOT NULL,
+            PRIMARY KEY (run_id, call_id))""",
+        """CREATE TABLE decisions (
+            run_id TEXT NOT NULL, name TEXT NOT NULL, decision TEXT NOT NULL,
+            PRIMARY KEY (run_id, name))""",
+    )),
+)
+
+_RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
+                "last_seq", "lease_owner", "lease_until")
+
+
+class StoreError(Exception):
+    """A store operation failed (``Store.*`` errors of the runtime wrap it)."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text (what every column of the store holds)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+Op = Callable[[Any], Any]  # run with the backend's cursor inside the batch's transaction
+
+
+class RunStore:
+    """A durable run store (see the module docstring).  Subclasses give ``_connect``,
+    ``_begin``, ``_commit``, ``_rollback``, ``_migrate_lock`` and ``sql`` (``?`` placeholders
+    rewritten to the driver's).  Public methods returning a :class:`Future` are queued;
+    the others wait for their result."""
+
+    url: str = ""
+    max_batch = 512
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+        self.transactions = 0  # committed batches (benchmarks, fault injection)
+        self._thread = threading.Thread(target=self._writer, name="sophon-store", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._open_error is not None:
+            raise StoreError(f"cannot open the store {self.url}: {self._open_error}") from self._open_error
+
+    # -- the writer thread --------------------------------------------------------------
+
+    def _writer(self) -> None:
+        try:
+            conn = self._connect()
+            self._migrate(conn)
+        except BaseException as exc:  # noqa: BLE001 - reported by __init__
+            self._open_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        get = self._queue.get
+        while True:
+            item = get()
+            if item is None:
+                break
+            batch = [item]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._run_batch(conn, batch)
+            if stop:
+                break
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _run_batch(self, conn: Any, batch: list) -> None:
+        """Run the batch in one transaction; if one operation fails, each one again on its
+        own so that only that one's future fails."""
+        results = self._transaction(conn, [op for op, _f, _n in batch])
+        if isinstance(results, BaseException) and len(batch) > 1:
+            for item in batch:
+                self._deliver([item], self._transaction(conn, [item[0]]))
+            return
+        self._deliver(batch, results)
+
+    def _transaction(self, conn: Any, ops: list) -> Any:
+        try:
+            cur = self._begin(conn)
+            out = [op(cur) for op in ops]
+            self._commit(conn)
+            self.transactions += 1
+            return out
+        except BaseException as exc:  # noqa: BLE001 - handed to the futures
+            try:
+                self._rollback(conn)
+            except Exception:  # noqa: BLE001
+                pass
+            return exc
+
+    def _deliver(self, batch: list, results: Any) -> None:
+        notify: dict[Any, list] = {}
+        for n, (_op, fut, note) in enumerate(batch):
+            if isinstance(results, BaseException):
+                err = results if isinstance(results, StoreError) else StoreError(f"{type(results).__name__}: {results}")
+                fut.set_exception(err)
+            else:
+                fut.set_result(results[n])
+            if note is not None:  # (loop, callback): one wake-up per loop and batch
+                notify.setdefault(note[0], []).append((note[1], fut))
+        for loop, callbacks in notify.items():
+            try:
+                loop.call_soon_threadsafe(_run_callbacks, callbacks)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    def _migrate(self, conn: Any) -> None:
+        cur = self._begin(conn)
+        self._migrate_lock(cur)
+        cur.execute(self.sql("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                             "applied REAL NOT NULL)"))
+        cur.execute(self.sql("SELECT MAX(version) FROM schema_migrations"))
+        have = cur.fetchone()[0] or 0
+        for version, statements in MIGRATIONS:
+            if version > have:
+                for stmt in statements:
+                    cur.execute(self.sql(stmt))
+                cur.execute(self.sql("INSERT INTO schema_migrations (version, applied) VALUES (?, ?)"),
+                            (version, time.time()))
+        self._commit(conn)
+
+    # -- queueing -----------------------------------------------------------------------
+
+    def submit(self, op: Op, notify: tuple | None = None) -> Future:
+        """Queue ``op`` (run with a cursor in the next batch's transaction); ``notify`` is
+        ``(loop, callback)``: ``callback(future)`` runs in that loop once it is committed."""
+        fut: Future = Future()
+        if self._closed:
+            fut.set_exception(StoreError("the store is closed"))
+            return fut
+        self._queue.put((op, fut, notify))
+        return fut
+
+    def _wait(self, op: Op) -> Any:
+        return self.submit(op).result()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- backend hooks ------------------------------------------------------------------
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, conn: Any) -> Any:
+        raise NotImplementedError
+
+    def _commit(self, conn: Any) -> None:
+        conn.commit()
+
+    def _rollback(self, conn: Any) -> None:
+        conn.rollback()
+
+    def _migrate_lock(self, cur: Any) -> None:
+        pass
+
+    # -- operations (each one an ``op(cur)``) -------------------------------------------
+
+    def schema_version(self) -> int:
+        return self._wait(lambda cur: _one(cur, self.sql("SELECT MAX(version) FROM schema_migrations"))[0])
+
+    def create_run(self, run_id: str, *, plan_id: str | None, goal: str | None, spec: dict, plan_hash: str,
+                   entries: Iterable[tuple] = (), status: str = "running", owner: str | None = None,
+                   lease_s: float = 60.0) -> Future:
+        """Register a new run with its initial log entries (``(seq, entry dict)``) and, when
+        ``owner`` is given, its lease."""
+        spec_text, rows = dumps(spec), [(run_id, seq, dumps(e)) for seq, e in entries]
+        last = max((r[1] for r in rows), default=-1)
+
+        def op(cur: Any) -> None:
+            now = time.time()
+            cur.execute(self.sql("INSERT INTO runs (run_id, plan_id, goal, status, created, updated, plan_hash, "
+                                 "spec, last_seq, lease_owner, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+                        (run_id, plan_id, goal, status, now, now, plan_hash, spec_text, last, owner,
+                         now + lease_s if owner else None))
+            if rows:
+                cur.executemany(self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)"), rows)
+
+        return self.submit(op)
+
+    def commit_call(self, run_id: str, entries: list[tuple], record: dict,
+                    notify: tuple | None = None) -> Future:
+        """One call's completion: its log entries ``(seq, entry dict)``, its record and the
+        run's last sequence number, in one transaction (batched with others)."""
+        rows = [(run_id, seq, dumps(e)) for seq, e in entries]
+        rec_text = dumps(record)
+        last = rows[-1][1] if rows else None
+        upsert = self.sql("INSERT INTO calls (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
+                          "DO UPDATE SET record = excluded.record")
+        add_log = self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)")
+        set_last = self.sql("UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?")
+
+        def op(cur: Any) -> None:
+            if rows:
+                cur.executemany(add_log, rows)
+                cur.execute(set_last, (last, run_id, last))
+            cur.execute(upsert, (run_id, record["id"], rec_text))
+
+        return self.submit(op, notify)
+
+    def put_intent(self, run_id: str, call_id: str, key: str, notify: tuple | None = None) -> Future:
+        """The call is about to start its tool (committed before the tool runs)."""
+        stmt = self.sql("INSERT INTO intents (run_id, call_id, idem_key, created) VALUES (?,?,?,?) "
+                        "ON CONFLICT (run_id, call_id) DO NOTHING")
+        return self.submit(lambda cur: cur.execute(stmt, (run_id, call_id, key, time.time())) and None, notify)
+
+    def put_decision(self, run_id: str, name: str, decision: dict) -> Future:
+        text = dumps(decision)
+        stmt = self.sql("INSERT INTO decisions (run_id, name, decision) VALUES (?,?,?) ON CONFLICT (run_id, name) "
+                        "DO UPDATE SET decision = excluded.decision")
+        return self.submit(lambda cur: cur.execute(stmt, (run_id, name, text)) and None)
+
+    def set_status(self, run_id: str, status: str, summary: dict | None = None) -> Future:
+        text = dumps(summary) if summary is not None else None
+        stmt = self.sql("UPDATE runs SET status = ?, updated = ?, summary = COALESCE(?, summary) WHERE run_id = ?")
+        return self.submit(lambda cur: cur.execute(stmt, (status, time.time(), text, run_id)) and None)
+
+    def set_spec(self, run_id: str, spec: dict, plan_hash: str) -> Future:
+        text = dumps(spec)
+        stmt = self.sql("UPDATE runs SET spec = ?, plan_hash = ? WHERE run_id = ?")
+        return self.submit(lambda cur: cur.execute(stmt, (text, plan_hash, run_id)) and None)
+
+    def acquire_lease(self, run_id: str, owner: str, lease_s: float = 60.0) -> bool:
+        """Take the run's lease unless another owner holds one that has not expired."""
+        stmt = self.sql("UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ? AND "
+                        "(lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)")
+
+        def op(cur: Any) -> bool:
+            now = time.time()
+            cur.execute(stmt, (owner, now + lease_s, run_id, owner, now))
+            return cur.rowcount == 1
+
+        return self._wait(op)
+
+    def release_lease(self, run_id: str, owner: str) -> Future:
+        stmt = self.sql("UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?")
+        return self.submit(lambda cur: cur.execute(stmt, (run_id, owner)) and None)
+
+    def get_run(self, run_id: str) -> dict | None:
+        stmt = self.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE run_id = ?")
+        row = self._wait(lambda cur: _one(cur, stmt, (run_id,)))
+        return _run_row(row) if row is not None else None
+
+    def list_runs(self, status: str | None = None, limit: int | None = None) -> list[dict]:
+        cols = ", ".join(c for c in _RUN_COLUMNS if c != "spec")
+        where, params = ("WHERE status = ?", (status,)) if status else ("", ())
+        stmt = self.sql(f"SELECT {cols} FROM runs {where} ORDER BY created DESC"
+                        + (f" LIMIT {int(limit)}" if limit else ""))
+        rows = self._wait(lambda cur: _all(cur, stmt, params))
+        names = [c for c in _RUN_COLUMNS if c != "spec"]
+        return [_run_row(r, names) for r in rows]
+
+    def load_log(self, run_id: str) -> list[dict]:
+        """The committed log, oldest first (each entry with its ``seq``)."""
+        stmt = self.sql("SELECT seq, entry FROM log WHERE run_id = ? ORDER BY seq")
+        return [{"seq": seq, **json.loads(e)} for seq, e in self._wait(lambda cur: _all(cur, stmt, (run_id,)))]
+
+    def load_calls(self, run_id: str) -> dict[str, dict]:
+        stmt = self.sql("SELECT call_id, record FROM calls WHERE run_id = ?")
+        return {cid: json.loads(r) for cid, r in self._wait(lambda cur: _all(cur, stmt, (run_id,)))}
+
+    def load_intents(self, run_id: str) -> dict[str, str]:
+        stmt = self.sql("SELECT call_id, idem_key FROM intents WHERE run_id = ?")
+        return dict(self._wait(lambda cur: _all(cur, stmt, (run_id,))))
+
+    def load_decisions(self, run_id: str) -> dict[str, dict]:
+        stmt = self.sql("SELECT name, decision FROM decisions WHERE run_id = ?")
+        return {n: json.loads(d) for n, d in self._wait(lambda cur: _all(cur, stmt, (run_id,)))}
+
+
+def _run_callbacks(callbacks: list) -> None:
+    for cb, fut in callbacks:
+        cb(fut)
+
+
+def _one(cur: Any, stmt: str, params: tuple = ()) -> Any:
+    cur.execute(stmt, params)
+    return cur.fetchone()
+
+
+def _all(cur: Any, stmt: str, params: tuple = ()) -> list:
+    cur.execute(stmt, params)
+    return list(cur.fetchall())
+
+
+def _run_row(row: Any, names: Iterable[str] = _RUN_COLUMNS) -> dict:
+    out = dict(zip(names, row))
+    for key in ("spec", "summary"):
+        if out.get(key) is not None:
+            out[key] = json.loads(out[key])
+    return out
