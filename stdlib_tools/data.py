@@ -158,12 +158,17 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
     def validate(value: Any, schema: dict[str, Any]) -> ValidationResult:
         import jsonschema
 
+        from sophon_dsl.checks.schema import offline_validator, remote_refs, unfetched_message
+
         try:
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ToolError("Data.InvalidSchema", f"invalid JSON Schema: {exc.message}") from None
-        validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        remote = remote_refs(schema, limit=1)
+        if remote:  # refused before validating: a fetch would be SSRF, a silent skip a lie
+            raise ToolError("Data.InvalidSchema", unfetched_message(remote[0][0]))
+        validator = offline_validator(schema, format_checker=True)
         issues = [ValidationIssue(path=_json_pointer(e.absolute_path), message=e.message,
                                   validator=str(e.validator))
                   for e in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))]

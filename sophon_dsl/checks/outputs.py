@@ -15,7 +15,7 @@ from typing import Any
 from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
 from ..values import has_references, literal_json
 from .rule import Rule
-from .schema import descend, fmt_types, json_type, resolve, schema_types, short, types_compatible
+from .schema import descend, fmt_types, json_type, offline_registry, resolve, schema_types, short, types_compatible
 from .types import ParamTypes
 
 __all__ = ["OutputSchema"]
@@ -96,7 +96,7 @@ class OutputSchema(Rule):
                 schema = {**sub, **{k: root[k] for k in ("$defs", "definitions") if k in root and k not in sub}}
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             instance = literal_json(v)
-            err = jsonschema.exceptions.best_match(cls(schema).iter_errors(instance))
+            err = jsonschema.exceptions.best_match(cls(schema, registry=offline_registry()).iter_errors(instance))
         except Exception:  # a malformed schema, unresolvable $ref, bad regex...: no check
             return
         if err is None:

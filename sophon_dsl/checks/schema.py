@@ -19,7 +19,10 @@ __all__ = [
     "fmt_types",
     "is_closed",
     "json_type",
+    "offline_registry",
+    "offline_validator",
     "pattern_allows",
+    "remote_refs",
     "schema_has_path",
     "schema_types",
     "short",
@@ -122,6 +125,120 @@ def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | No
         return checks[0]
     cs = tuple(checks)
     return lambda v: all(c(v) for c in cs)
+
+
+# ---------------------------------------------------------------------------
+# Validators that never fetch a remote "$ref" (issue 17: jsonschema's default registry
+# retrieves unknown URIs with urllib, no timeout, from any host: SSRF from a schema)
+
+_OFFLINE: list[Any] = []
+
+
+def offline_registry() -> Any:
+    """A ``referencing`` registry whose retrieval always refuses; jsonschema adds the
+    draft metaschemas (jsonschema-specifications) to it, so those still resolve."""
+    if not _OFFLINE:
+        import referencing
+        from referencing.exceptions import NoSuchResource
+
+        def refuse(uri: str) -> Any:
+            raise NoSuchResource(ref=uri)
+
+        _OFFLINE.append(referencing.Registry(retrieve=refuse))  # type: ignore[call-arg]
+    return _OFFLINE[0]
+
+
+def unfetched_message(ref: str) -> str:
+    return (f"$ref {ref!r} is never fetched: remote references are not resolved "
+            "(inline the schema, or refer to it locally with #/$defs/...)")
+
+
+class OfflineValidator:
+    """A jsonschema validator over the offline registry: a ``$ref`` it cannot resolve
+    locally is reported as one validation error instead of raising (or fetching)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def schema(self) -> Any:
+        return self.inner.schema
+
+    def iter_errors(self, value: Any) -> Any:
+        from referencing.exceptions import Unresolvable
+
+        try:
+            yield from self.inner.iter_errors(value)
+        except Unresolvable as exc:
+            yield _unresolved_error(getattr(exc, "ref", "?"), value)
+
+    def is_valid(self, value: Any) -> bool:
+        return next(iter(self.iter_errors(value)), None) is None
+
+    def evolve(self, **changes: Any) -> "OfflineValidator":
+        return OfflineValidator(self.inner.evolve(**changes))
+
+
+def _unresolved_error(ref: Any, value: Any) -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    ref = str(ref)
+    local = ref.startswith("#") or ref.startswith("/")
+    message = f"$ref {ref!r} does not resolve inside the schema" if local else unfetched_message(ref)
+    return ValidationError(message, validator="$ref", validator_value=ref, instance=value,
+                           schema={"$ref": ref})
+
+
+def offline_validator(schema: Any, default: Any = None, format_checker: Any = None,
+                      root: Any = None) -> OfflineValidator:
+    """The validator of ``schema`` (draft from ``root``'s or its own ``$schema``, else
+    ``default``, else 2020-12) that resolves ``$ref`` locally and against the draft
+    metaschemas only.  Raises ``jsonschema.SchemaError`` only where jsonschema would."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(
+        root if isinstance(root, dict) else schema if isinstance(schema, dict) else {},
+        default=default or jsonschema.Draft202012Validator)
+    checker = cls.FORMAT_CHECKER if format_checker is True else format_checker or None
+    return OfflineValidator(cls(schema, format_checker=checker, registry=offline_registry()))
+
+
+def remote_refs(schema: Any, limit: int = 8) -> list[tuple[str, tuple]]:
+    """The ``$ref`` values of ``schema`` that would need the network: ``(ref, path)``
+    pairs, at most ``limit``.  A ref is local when it starts with ``#``, names an ``$id``
+    inside the schema (after resolving against the enclosing ``$id``) or a draft metaschema."""
+    from urllib.parse import urldefrag, urljoin
+
+    ids: set[str] = set()
+    refs: list[tuple[str, str, tuple]] = []
+    stack: list[tuple[Any, str, tuple]] = [(schema, "", ())]
+    seen = 0
+    while stack and seen < 100_000:
+        node, base, path = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            own = node.get("$id") if isinstance(node.get("$id"), str) else node.get("id")
+            if isinstance(own, str) and not own.startswith("#"):
+                base = urljoin(base, own)
+                ids.add(urldefrag(base)[0])
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                refs.append((ref, urldefrag(urljoin(base, ref))[0], path))
+            for key, sub in node.items():
+                if isinstance(sub, (dict, list)):
+                    stack.append((sub, base, (*path, key)))
+        elif isinstance(node, list):
+            stack.extend((sub, base, (*path, i)) for i, sub in enumerate(node) if isinstance(sub, (dict, list)))
+    if not refs:
+        return []
+    from jsonschema_specifications import REGISTRY
+
+    known = {urldefrag(uri)[0] for uri in REGISTRY}
+    out = [(ref, path) for ref, target, path in refs if target not in ids and target not in known]
+    out.sort(key=lambda rp: (len(rp[1]), repr(rp[1])))
+    return out[:limit]
 
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from ..model import Call, Expression, ListValue, Literal, ObjectValue, OutputMet
 from ..values import has_references, literal_json
 from .context import ParamEntry, Signature
 from .rule import Rule
-from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, schema_types, short,
+from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, offline_registry, schema_types, short,
                      sub_value, types_compatible)
 
 __all__ = ["ParamTypes"]
@@ -105,7 +105,7 @@ class ParamTypes(Rule):
                         s[defs] = root[defs]
             try:
                 cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
-                v = cls(s)
+                v = cls(s, registry=offline_registry())  # never fetch a remote $ref
             except Exception:  # pragma: no cover - malformed schema: skip the check
                 v = None
         cache[key] = v

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..checks.schema import offline_validator
 from ..diagnostics import Diagnostic
 from ..model import Call, Mode, Plan, Risk
 from ..runtime.risk import effective_risk
@@ -103,6 +104,7 @@ class AgentResult:
     turns: list[TurnRecord]
     error: str | None = None
     provider_error: dict | None = None   # the ProviderError that ended the run, as ProviderError.to_json()
+    planning: dict | None = None   # PlanningDecision.to_json() when planning was asked for
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,8 @@ class AgentResult:
             out["error"] = self.error
         if self.provider_error is not None:
             out["provider_error"] = self.provider_error
+        if self.planning is not None:
+            out["planning"] = self.planning
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
@@ -146,7 +150,7 @@ class Agent:
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
                  temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
-                 _depth: int = 0):
+                 planning: Any = None, _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -173,6 +177,9 @@ class Agent:
         self.run_options = dict(run_options or {})
         self.approval_risk = approval_risk
         self._depth = _depth
+        # None: no planning asked for, ``mode`` runs every request; else a mode name or a
+        # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
+        self.planning = planning
         self._approver = normalize_approver(self.approve)
 
     # -- helpers -------------------------------------------------------------------
@@ -213,20 +220,22 @@ class Agent:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self, request: str, *, input: Any = None, state: Any = None,
-            instances: dict[str, dict] | None = None) -> AgentResult:
+            instances: dict[str, dict] | None = None, planning: Any = None) -> AgentResult:
         """Synchronous :meth:`arun` (creates an event loop)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(request, input=input, state=state, instances=instances))
+            return asyncio.run(self.arun(request, input=input, state=state, instances=instances,
+                                         planning=planning))
         raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
-                   instances: dict[str, dict] | None = None) -> AgentResult:
+                   instances: dict[str, dict] | None = None, planning: Any = None) -> AgentResult:
         """Run the loop until the model gives a final output (or ``max_turns`` pass).
 
         ``instances`` (Act 013): ``{id: {"input": {...}, "state": {...}}}``; a call with
-        ``@instance(id)`` reads and writes that instance's data.
+        ``@instance(id)`` reads and writes that instance's data.  ``planning`` (this request's
+        planning mode) wins over the agent's.
 
         Raises :class:`~sophon_dsl.llm.provider.ProviderError` before the first request when a
         provider cannot send one (no API key); a provider failure during a turn ends the run
@@ -236,6 +245,7 @@ class Agent:
         if self.latent_provider is not None:
             check_ready(self.latent_provider)
         warm_up()
+        mode, planned = await self._plan_mode(request, planning)
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
@@ -257,10 +267,10 @@ class Agent:
                 msgs = build_messages(
                     request, tools=self.prompt_tools(), input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
-                    mode=self.mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
+                    mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls)
                 self._emit(_agent_event("agent_turn_start", n, "running", data=msgs))
-                record, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate)
+                record, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode)
                 turns.append(record)
                 self._emit(_agent_event("agent_turn_end", n, record.status, data=record))
                 if record.state_after is not None:
@@ -279,16 +289,17 @@ class Agent:
                 error = f"no final output after {self.max_turns} turn(s)"
         except asyncio.CancelledError:
             status, error = "cancelled", "the agent was cancelled"
-            result = AgentResult(status, output, kinds, turns, error)
+            result = AgentResult(status, output, kinds, turns, error, planning=planned)
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
             raise
-        result = AgentResult(status, output, kinds, turns, error, provider_error)
+        result = AgentResult(status, output, kinds, turns, error, provider_error, planned)
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
         return result
 
     async def _turn(self, n: int, msgs: list[Message], input: Any, kinds: dict, inst_inputs: dict,
-                    delegate: DelegateExecutor) -> tuple[TurnRecord, tuple[str, str] | None]:
-        eager = self.mode is Mode.EAGER
+                    delegate: DelegateExecutor, mode: Mode | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+        mode = mode or self.mode
+        eager = mode is Mode.EAGER
         bus = EventBus(self.on_event if self.on_event else None)
 
         def on_call(cid: str, call: Call, diags: list[Diagnostic]) -> None:
@@ -299,7 +310,7 @@ class Agent:
             else:
                 self._emit(_agent_event("agent_call_arrived", n, "accepted", call_id=cid, tool=call.tool))
 
-        turn = StreamTurn(self.registry, mode=self.mode, input=input, initial=kinds, state_schema=self.state_schema,
+        turn = StreamTurn(self.registry, mode=mode, input=input, initial=kinds, state_schema=self.state_schema,
                           max_calls=self.max_calls, options=self._options(eager), bus=bus, plan_id=f"turn{n}",
                           delegate=delegate, instance_inputs=inst_inputs, on_call=on_call)
         stop: tuple[str, str] | None = None
@@ -334,6 +345,21 @@ class Agent:
                             out, outcome.diagnostics, outcome.dispatch_latency, dry, msgs,
                             outcome.state if outcome.result is not None else None, turn.provider_error)
         return record, stop
+
+    async def _plan_mode(self, request: str, planning: Any) -> tuple[Mode, dict | None]:
+        """The mode this request runs in, and the planning decision when planning was asked for
+        (sophon_dsl.planning: plan -> lazy, else eager)."""
+        chosen = planning if planning is not None else self.planning
+        if chosen is None:
+            return self.mode, None
+        from ..planning.modes import PlanningPolicy, decide
+
+        decision = await decide(request, PlanningPolicy.of(chosen), depth=self._depth,
+                                provider=self.latent_provider or self.provider, model=self.model)
+        report = decision.to_json()
+        self._emit(_agent_event("agent_planning", 0, "plan" if decision.plan else "direct",
+                                reason=decision.fallback, data=report))
+        return (Mode.LAZY if decision.plan else Mode.EAGER), report
 
     async def _lazy_gate(self, n: int, turn: StreamTurn, plan: Plan, input: Any,
                          kinds: dict) -> tuple[TurnOutcome, dict | None, tuple[str, str] | None]:
@@ -396,7 +422,7 @@ def _validate(schema: Any, value: Any) -> str | None:
     import jsonschema
 
     try:
-        err = next(iter(jsonschema.validators.validator_for(schema)(schema).iter_errors(value)), None)
+        err = next(iter(offline_validator(schema).iter_errors(value)), None)
     except jsonschema.SchemaError:
         return None
     if err is None:

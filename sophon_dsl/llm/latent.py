@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any
 
+from ..checks.schema import offline_validator
 from ..runtime.errors import RunError, TOOL_OUTPUT_INVALID
 from ..runtime.protocols import LatentRequest
 from .provider import Message, Provider, ProviderError, collect
@@ -126,9 +127,7 @@ class LLMLatentExecutor:
         if wrapped and isinstance(value, dict) and set(value) == {"result"}:
             value = value["result"]
         if self.validate and isinstance(schema, dict) and schema:
-            import jsonschema
-
-            err = next(iter(jsonschema.validators.validator_for(schema)(schema).iter_errors(value)), None)
+            err = next(iter(offline_validator(schema).iter_errors(value)), None)
             if err is not None:
                 where = "/".join(str(p) for p in err.absolute_path)
                 raise RunError(TOOL_OUTPUT_INVALID, f"latent {request.call.tool}: {err.message}"

@@ -141,6 +141,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
         else:  # checked without knowing it would run here: what the checker adds for a run
             diags = [*compiled.diagnostics, *_run_only_diagnostics(compiled, executor)]
         registry = compiled.tools
+        plan = compiled.plan  # with the output paths its tools prescribe
         ids = list(compiled.ids)
     if compiled is None:
         registry = registry.with_plan_decls(plan.tools)
@@ -233,7 +234,9 @@ def _validate_input(plan: Plan, input: Any) -> None:
     import jsonschema
 
     value = {} if input is None else input
-    err = next(iter(jsonschema.validators.validator_for(plan.input_schema)(plan.input_schema).iter_errors(value)), None)
+    from ..checks.schema import offline_validator  # never fetches a remote $ref (issue 17)
+
+    err = next(iter(offline_validator(plan.input_schema).iter_errors(value)), None)
     if err is not None:
         from ..syntax.located import child_path
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
-from ..checks.schema import write_schema
+from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
 from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
                      error_from_exception, matches)
@@ -234,7 +234,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 if validate_output and spec is not None and call.inline_output is None and spec.output_schema:
                     import jsonschema
                     try:
-                        jsonschema.validate(result, spec.output_schema)
+                        jsonschema.validate(result, spec.output_schema, registry=offline_registry())
                     except jsonschema.ValidationError as exc:
                         # the scheduler's wording: causes can flow into templates via a catch
                         where = "/".join(str(p) for p in exc.absolute_path)
@@ -303,7 +303,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         elif status == "succeeded" and validate_output and isinstance(plan.output_schema, dict):
             import jsonschema
             try:
-                jsonschema.validate(output, plan.output_schema)
+                jsonschema.validate(output, plan.output_schema, registry=offline_registry())
             except jsonschema.ValidationError as exc:
                 plan_error = ErrorInfo(OUTPUT_INVALID, f"the plan's output does not match its output schema: "
                                                        f"{exc.message}")
@@ -381,8 +381,6 @@ def _state_error(schema: Any, paths: list, value: Any, method: OutputMethod) -> 
     """Why writing ``value`` to ``paths`` with ``method`` breaks the state schema, or None:
     each written value against the schema at its path (push/concat: each item against the
     list's items; merge/assign: each key, merge recursing into objects)."""
-    import jsonschema
-
     def at(path: tuple, x: Any) -> str | None:
         sub = write_schema(schema, schema, path)
         if sub is None:
@@ -391,7 +389,7 @@ def _state_error(schema: Any, paths: list, value: Any, method: OutputMethod) -> 
             return f"nothing may be written at {path}"
         if isinstance(sub, dict):
             sub = {**sub, **{k: schema[k] for k in ("$defs", "definitions") if k in schema and k not in sub}}
-        errs = list(jsonschema.validators.validator_for(sub)(sub).iter_errors(x))
+        errs = list(offline_validator(sub).iter_errors(x))
         return errs[0].message if errs else None
 
     def written(path: tuple, x: Any) -> str | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..checks.schema import offline_registry
+
 __all__ = ["sample", "sample_from_schema", "sample_problem"]
 
 _MAX_DEPTH = 8
@@ -319,7 +321,7 @@ def sample_problem(value: Any, schema: Any, root: Any = None) -> str | None:
     try:
         cls = jsonschema.validators.validator_for(document) if isinstance(document, dict) \
             else jsonschema.Draft202012Validator
-        validator = cls(document, format_checker=cls.FORMAT_CHECKER)
+        validator = cls(document, format_checker=cls.FORMAT_CHECKER, registry=offline_registry())
         if document is not schema:
             # evolve keeps the root's resolver, so "#/$defs/..." still means the root's
             validator = validator.evolve(schema=schema)

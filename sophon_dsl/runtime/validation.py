@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ..checks.schema import always_valid, fast_schema_check
+from ..checks.schema import always_valid, fast_schema_check, offline_validator
 from ..model import ListValue, Literal, ObjectValue
 
 __all__ = ["SchemaValidator", "schema_validator", "statically_valid"]
@@ -139,7 +139,7 @@ def schema_validator(schema: Any) -> SchemaValidator | None:
     cls = jsonschema.validators.validator_for(schema)
     try:
         cls.check_schema(schema)
-        v: SchemaValidator | None = SchemaValidator(fast_schema_check(schema), cls(schema))
+        v: SchemaValidator | None = SchemaValidator(fast_schema_check(schema), offline_validator(schema))
     except jsonschema.SchemaError:
         v = None
     if key is not None:
