@@ -26,7 +26,7 @@ from .errors import ToolError
 if TYPE_CHECKING:  # httpx (and the CLI, rich and pygments it pulls in) is imported by the first request
     import httpx
 
-__all__ = ["HttpResponse", "build", "GuardedBackend"]
+__all__ = ["BoundedDecoder", "HttpResponse", "build", "GuardedBackend"]
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -85,16 +85,98 @@ def _make_transport(config: StdlibConfig, allow: netguard.AllowList) -> httpx.As
     return transport
 
 
+MAX_ENCODINGS = 3       # stacked Content-Encodings accepted ("gzip, gzip" is two)
+_STEP = 64 * 1024       # at most this many bytes come out of one decompression step
+
+
+class _Inflater:
+    """One gzip / deflate layer that never produces more than asked for per step."""
+
+    def __init__(self, encoding: str) -> None:
+        import zlib
+
+        self.zlib = zlib
+        self.raw_fallback = encoding == "deflate"  # "deflate" is zlib-wrapped, or raw in practice
+        self.obj = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
+        self.tail = b""
+
+    def step(self, data: bytes) -> bytes:
+        """Up to ``_STEP`` bytes of output from pending input plus ``data``."""
+        try:
+            out = self.obj.decompress(self.tail + data, _STEP)
+        except self.zlib.error as exc:
+            if not self.raw_fallback:
+                raise ToolError("Http.DecodingError", f"cannot decode the response body: {exc}") from None
+            self.raw_fallback = False
+            self.obj = self.zlib.decompressobj(-self.zlib.MAX_WBITS)
+            return self.step(data)
+        self.raw_fallback = False
+        self.tail = self.obj.unconsumed_tail
+        return out
+
+
+class BoundedDecoder:
+    """Undoes a response's Content-Encoding layers on raw chunks, stopping as soon as
+    ``cap`` decoded bytes exist: a few kilobytes of nested gzip never expand in memory
+    (httpx's own decoders inflate a whole chunk at once, whatever its ratio)."""
+
+    def __init__(self, content_encoding: str | None, cap: int) -> None:
+        names = [n.strip().lower() for n in (content_encoding or "").split(",") if n.strip()]
+        names = [n for n in names if n != "identity"]
+        if len(names) > MAX_ENCODINGS:
+            raise ToolError("Http.DecodingError", f"{len(names)} stacked content encodings "
+                            f"(at most {MAX_ENCODINGS})")
+        unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
+        if unknown:
+            raise ToolError("Http.DecodingError", f"unsupported content encoding {unknown[0]!r}")
+        self.layers = [_Inflater(n) for n in reversed(names)]  # the last applied is undone first
+        self.cap = cap
+        self.out: list[bytes] = []
+        self.size = 0
+        self.full = False
+
+    def feed(self, chunk: bytes) -> None:
+        self._push(0, chunk)
+
+    def _push(self, i: int, data: bytes) -> None:
+        if self.full:
+            return
+        if i == len(self.layers):
+            keep = data[: self.cap - self.size]
+            self.out.append(keep)
+            self.size += len(keep)
+            self.full = len(keep) < len(data)
+            return
+        layer = self.layers[i]
+        while not self.full:
+            piece = layer.step(data)
+            data = b""
+            if piece:
+                self._push(i + 1, piece)
+            elif not layer.tail:
+                return
+
+    def result(self) -> tuple[bytes, bool]:
+        return b"".join(self.out), self.full
+
+
 async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        if size + len(chunk) > cap:
-            chunks.append(chunk[: cap - size])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
+    """The decoded body, at most ``cap`` bytes, and whether it was cut; the raw (encoded)
+    bytes read are capped too, so a body that decodes to nothing cannot stream forever."""
+    if response.is_stream_consumed:  # an in-memory response (a mock transport): already whole
+        data = response.content
+        return data[:cap], len(data) > cap
+    decoder = BoundedDecoder(response.headers.get("content-encoding"), cap)
+    raw = 0
+    async for chunk in response.aiter_raw():
+        raw += len(chunk)
+        decoder.feed(chunk)
+        if decoder.full:
+            break
+        if raw > cap and decoder.layers:
+            decoder.full = True
+            break
+    return decoder.result()
 
 
 def build(config: StdlibConfig) -> list[ToolSpec]:
@@ -114,6 +196,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         tmo = config.http_timeout if timeout is None else min(float(timeout), config.http_timeout)
         hdrs = {str(k): str(v) for k, v in (headers or {}).items()}
         hdrs.setdefault("User-Agent", config.http_user_agent)
+        if not any(k.lower() == "accept-encoding" for k in hdrs):
+            hdrs["Accept-Encoding"] = "gzip, deflate"  # what BoundedDecoder undoes
         content: bytes | None = None
         if json is not None:
             content = _json.dumps(json).encode()
