@@ -20,6 +20,7 @@ from .limits import CallLimit
 from .modes import Activities, InlineOutputs, MissingImplementations
 from .outputs import OutputSchema
 from .params import ToolParams
+from .prescribed import PrescribedOutputs
 from .readonly import ReadOnlyWrites
 from .rule import Rule, Scope, describe
 from .sources import ReadSources, UnknownKinds
@@ -36,6 +37,7 @@ RULES: tuple[type[Rule], ...] = (
     ReadOnlyWrites,          # E307
     UnknownAfter,            # E304
     ToolParams,              # E201 E202 E203
+    PrescribedOutputs,       # E210 E211
     ParamTypes,              # E204 E205
     OutputSchema,            # E208 (the plan's output)
     StateWrites,             # E308 E309

@@ -17,6 +17,7 @@ from ..dataflow import BUILTIN_KINDS, DataFlow, base_kind
 from ..diagnostics import Diagnostic, Span
 from ..model import Call, Plan, Reference
 from ..tools import ToolRegistry
+from ..outputpath import parameter_schema
 from .schema import is_closed, pattern_allows, schema_has_path
 
 __all__ = [
@@ -72,13 +73,15 @@ class ToolTable:
         self.latent = True if spec is None else spec.latent
         self.entries: dict[str, Any] = {}
         self.sigs: dict[tuple[str, ...], Signature] = {}
-        schema = spec.input_schema if spec is not None else None
+        # ``_outputPath`` there describes the call's output path, not a parameter (Acts 008)
+        schema = parameter_schema(spec.input_schema) if spec is not None else None
         self.schema = schema if isinstance(schema, dict) else None
         if self.schema is not None:
             props = schema.get("properties")
             self.typed = isinstance(props, dict)
             self.props = props if self.typed else {}
-            self.required = spec.required
+            req = schema.get("required")
+            self.required = tuple(req) if isinstance(req, (list, tuple)) else ()
             self.strict = is_closed(schema)
         self.bare = Signature(self, (), None)  # the signature of every call when schema is None
 

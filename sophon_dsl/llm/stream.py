@@ -42,6 +42,7 @@ from ..compiler import effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
 from ..model import Call, Mode, Plan, Value
+from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
 from ..runtime.events import EventBus
 from ..runtime.feed import GrowingPlan
@@ -512,11 +513,12 @@ class StreamTurn:
         return True
 
     def _arrive(self, call: Call, text: str | None = None) -> None:
+        checker = self._check()
+        call = prescribe_call(call, checker.ctx.tools.get(call.tool))  # the tool's own output path
         i = len(self.calls)
         self.calls.append(call)
         cid = call.id if call.id is not None else f"c{i + 1}"
         self.ids.append(cid)
-        checker = self._check()
         # the per-call rules on this call alone, against the calls so far (no recompile)
         diags = [d for d in checker.add_call(call, cid) if d.code not in DEFERRED_CODES and self._keep(d)]
         if self.max_calls is not None and i >= self.max_calls:

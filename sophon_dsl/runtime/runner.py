@@ -17,12 +17,14 @@ from math import isfinite
 from typing import Any, Callable
 
 from ..model import Call, Literal, OutputMethod
+from ..outputpath import parameter_schema
 from .approval import ApprovalRequest, decide
 from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
 )
 from .contracts import state_writes
+from ..durable.current import CURRENT
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import retry_delay
@@ -85,6 +87,11 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
+            CURRENT.set((s.run_id, rec))  # sophon_dsl.current_call() in the tool's code
+            if s.journal is not None and (err := await s.journal.hooks.before_start(self, i, call, args)):
+                self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
+                s.journal.settle_after_commit(i)
+                return
             if self._sem is None:
                 self._started(i)
             else:  # started when a slot under max_concurrency is free (see _attempt)
@@ -154,7 +161,10 @@ class CallRunner:
                 s.finish(i, "failed")
         finally:
             s.task_done(i)
-        s.settled(i)
+        if s.journal is None:
+            s.settled(i)
+        else:  # the barrier: dependents start once this call's completion is committed
+            s.journal.settle_after_commit(i)
 
     def _started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""
@@ -226,7 +236,7 @@ class CallRunner:
 
     def _check_input(self, spec: Any, tool: str, args: dict) -> ErrorInfo | None:
         """The whole arguments against the tool's input schema."""
-        v = self._validator(spec.input_schema, self._in_validators, spec.name)
+        v = self._validator(parameter_schema(spec.input_schema), self._in_validators, spec.name)
         msg = v.check(args) if v is not None else None
         if msg:
             return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {msg}")
@@ -247,7 +257,7 @@ class CallRunner:
             return partial(self._check_input, spec, call.tool)
         if self.s.inputs.reads_nothing(i):
             return None  # every value is a literal tree, validated before the run
-        schema = spec.input_schema
+        schema = parameter_schema(spec.input_schema)
         props = schema.get("properties") if isinstance(schema, dict) else None
         if not isinstance(props, dict):
             props = {}
@@ -262,7 +272,7 @@ class CallRunner:
         return check
 
     def _build_read_check(self, spec: Any, call: Call, names: tuple) -> Callable[[dict], ErrorInfo | None] | None:
-        schema = spec.input_schema
+        schema = parameter_schema(spec.input_schema)
         props = schema.get("properties") if isinstance(schema, dict) else None
         if not isinstance(props, dict) or set(schema) - _NAME_ONLY_KEYS:
             if self._validator(schema, self._in_validators, spec.name) is None:
