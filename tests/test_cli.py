@@ -32,7 +32,7 @@ def test_check_bundled_example_is_clean(capsys):
 def test_check_reports_unknown_tool_with_suggestion_and_caret(tmp_path, capsys):
     plan = write(tmp_path, "bad.plan", '†state.a = web.serch(query="x")\n')
     assert main(["check", plan, "--tools", TOOLS]) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out  # diagnostics on stdout, pipeable to grep (issue 11)
     assert f"{plan}:1:12: error[E201]" in err
     assert "web.search" in err  # did you mean
     assert "^" in err and '†state.a = web.serch(query="x")' in err
@@ -69,8 +69,8 @@ def test_check_yaml_positions(tmp_path, capsys):
 def test_check_syntax_error_never_tracebacks(tmp_path, capsys):
     plan = write(tmp_path, "broken.plan", "†state.a = f(x=\n")
     assert main(["check", plan]) == 1
-    err = capsys.readouterr().err
-    assert "error[E001]" in err and "Traceback" not in err
+    out = capsys.readouterr()
+    assert "error[E001]" in out.out and "Traceback" not in out.err
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):

@@ -50,9 +50,9 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_stdin_that_is_not_utf8_is_e005(ws, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe[]")))
-    code, _, err = run_cli(capsys, "check", "-", "--from", "json")
+    code, out, _ = run_cli(capsys, "check", "-", "--from", "json")
     assert code == 1
-    assert "<stdin>: error[E005]" in err and "utf-8" in err
+    assert "<stdin>: error[E005]" in out and "utf-8" in out  # check reports on stdout (issue 11)
 
 
 # -- numeric flags -----------------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_agent_progress_shows_why_a_reply_was_refused(ws, capsys):
                            "--max-turns", "1", "--no-stdlib")
     assert code == 1
     assert "turn 1: no calls; 1 error(s)" in err
-    assert "  reply:1:9: error[E001]: unexpected ')'" in err
+    assert "  reply:1:9: error[E001]: unmatched ')'" in err
     assert "    1 | garbage )))\n      |         ^" in err
 
 

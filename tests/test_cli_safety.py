@@ -70,10 +70,11 @@ def test_lone_surrogate_is_refused_by_every_command(ws: Path, name: str) -> None
         done = cli(*argv, cwd=ws)
         assert done.returncode == 1, (argv, done.stderr)
         assert "Traceback" not in done.stderr and "UnicodeEncodeError" not in done.stderr, done.stderr
-        assert "error[E006]" in done.stderr and "lone surrogate" in done.stderr, done.stderr
-        assert f"{name}:1:" in done.stderr or f"{name}:2:" in done.stderr  # positioned
+        shown = done.stdout if argv[0] == "check" else done.stderr  # check reports on stdout (issue 11)
+        assert "error[E006]" in shown and "lone surrogate" in shown, shown
+        assert f"{name}:1:" in shown or f"{name}:2:" in shown  # positioned
         if path is not None:
-            assert f"(at {path})" in done.stderr, done.stderr
+            assert f"(at {path})" in shown, shown
     assert plan.read_text(encoding="utf-8") == text  # fmt -w left the file as it was
 
 

@@ -1,18 +1,32 @@
-"""``sophon-dsl check PLAN...``: every problem of one or more plans, with the tools given."""
+"""``sophon-dsl check PLAN...``: every problem of one or more plans, with the tools given.
+
+Diagnostics go to stdout (``sophon-dsl check *.plan | grep E201``) in the form ``--format``
+names: ``text`` (with source excerpts and a summary line), ``json``, ``sarif`` (SARIF
+2.1.0 for code scanning) or ``github`` (workflow annotations).  Exit 1 when a plan has
+errors, or warnings under ``--strict``; 2 for usage errors (a missing file, a bad flag).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..diagnostics import Diagnostic
-from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_plan
+from ..diagnostics import Diagnostic, Severity
+from .common import EXIT_FAIL, EXIT_OK, UsageError, read_plan
 from .registry import registry_for
+
+
+def _form(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json is --format json; it cannot be combined with --format {args.format}")
+    return "json" if args.json else args.format or "text"
 
 
 def run(args: argparse.Namespace) -> int:
     from ..compiler import check
+    from ..reports import render
 
+    form = _form(args)
     registry, notes = registry_for(args)
     all_diags: list[Diagnostic] = []
     sources: dict[str, str] = {}
@@ -26,11 +40,13 @@ def run(args: argparse.Namespace) -> int:
             diags.extend(d.with_file(plan.file) for d in check(plan, tools=registry, max_calls=args.max_calls))
         all_diags.extend(diags)
     all_diags.extend(notes)
-    print_diagnostics(all_diags, sources, args.json)
     errors = sum(1 for d in all_diags if d.is_error)
-    warnings = sum(1 for d in all_diags if d.severity.value == "warning")
-    if not args.json:
-        summary = f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s)"
-        # after the diagnostics, on the same stream, so the two never interleave
-        print(summary, file=sys.stderr if all_diags else sys.stdout)
-    return EXIT_FAIL if errors else EXIT_OK
+    warnings = sum(1 for d in all_diags if d.severity is Severity.WARNING)
+    out = render(all_diags, form, sources)
+    if out and (all_diags or form != "text"):
+        print(out)
+    if form == "text":
+        strict = " (--strict: warnings fail)" if args.strict and warnings else ""
+        print(f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s){strict}")
+    sys.stdout.flush()
+    return EXIT_FAIL if errors or (args.strict and warnings) else EXIT_OK

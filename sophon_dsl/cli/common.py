@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 from typing import Any, Callable, Iterator, Sequence
@@ -22,8 +23,9 @@ from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
-    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics",
-    "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "write_file",
+    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
+    "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "read_stdin", "sniff_format",
+    "write_file",
 ]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -59,21 +61,60 @@ def positive_seconds(text: str) -> float:
 
 
 def read_plan(name: str, from_format: str | None) -> LoadResult:
-    """The plan file ``name`` (``-``: stdin, which needs ``--from``), loaded with its diagnostics."""
+    """The plan file ``name`` (``-``: stdin, its form told by ``--from`` or by the text),
+    loaded with its diagnostics.  A file that does not exist is a usage error (exit 2)."""
     if name == "-":
-        if from_format is None:
-            raise UsageError("reading a plan from stdin needs --from dsl|yaml|json")
-        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        raw = read_stdin("the plan")
         if isinstance(raw, bytes):
             try:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 return LoadResult(Plan(file="<stdin>"), [Diagnostic(
                     "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
-        return parse(raw, from_format, file="<stdin>")
+        return parse(raw, from_format or sniff_format(raw), file="<stdin>")
+    if not os.path.exists(name):
+        raise UsageError(f"{name}: no such file")
+    if os.path.isdir(name):
+        raise UsageError(f"{name}: is a directory, not a plan file")
     if from_format is None and format_for_path(name) is None:
         raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
     return parse_file(name, from_format)
+
+
+# the stdin streams already read (the plan and ``--input @-`` cannot both come from it)
+_STDIN_READ: list[Any] = []
+
+
+def read_stdin(what: str) -> str | bytes:
+    """All of stdin (bytes when it has a binary buffer); a usage error the second time."""
+    stream = sys.stdin
+    if stream is None:
+        raise UsageError(f"{what} is to be read from stdin, but there is no stdin")
+    if any(s is stream for s in _STDIN_READ):
+        raise UsageError(f"{what} cannot be read from stdin: stdin was already read for something else")
+    _STDIN_READ.append(stream)
+    return stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+
+
+_YAML_KEY = re.compile(r"""(["']?)[A-Za-z_][\w.-]*\1\s*:(\s|$)""")
+
+
+def sniff_format(text: str) -> str:
+    """The form of plan text given without a name: JSON when it opens a list or object,
+    YAML when it starts a sequence (``- ``), a document (``---``) or a ``key:`` line that
+    calls nothing (a DSL label ``s1: f()`` always calls), else the DSL."""
+    for line in text.lstrip("\ufeff").splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "//")):
+            continue
+        if stripped[0] in "[{" or stripped.startswith("/*"):
+            return "json"
+        if stripped in ("-", "---") or stripped.startswith(("- ", "--- ")):
+            return "yaml"
+        if _YAML_KEY.match(stripped) and "(" not in stripped:
+            return "yaml"
+        return "dsl"
+    return "dsl"
 
 
 def read_valid_plan(args: Any) -> Plan | None:
@@ -92,6 +133,16 @@ def print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_j
         print(render_json(diags))
     elif diags:
         print(render_text(diags, sources=sources), file=sys.stderr)
+
+
+def print_invalid(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:
+    """A plan that cannot run: the diagnostics as text on stderr, and with ``--json``
+    ``{"status": "invalid", "diagnostics": [...]}`` on stdout too (what a program reading
+    the run's result parses)."""
+    if as_json:
+        print(json.dumps({"status": "invalid", "diagnostics": json.loads(render_json(diags))},
+                         ensure_ascii=False, indent=2))
+    print_diagnostics(diags, sources, False)
 
 
 def excerpt_lines(text: str, span: Any) -> list[str]:
@@ -182,7 +233,14 @@ def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) ->
     if text is None:
         return None
     source = flag
-    if text.startswith("@"):
+    if text == "@-":
+        raw = read_stdin(flag)
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{flag}: cannot read stdin: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        source = f"{flag} <stdin>"
+    elif text.startswith("@"):
         path = text[1:]
         text = read_flag_file(flag, path)
         source = f"{flag} {path}"

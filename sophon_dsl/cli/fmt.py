@@ -1,4 +1,7 @@
-"""``sophon-dsl fmt PLAN``: the plan in canonical form, or converted to another form."""
+"""``sophon-dsl fmt PLAN...``: plans in canonical form, or converted to another form.
+
+Without ``-w`` / ``--check`` each plan is printed in turn (as gofmt does); ``-w`` rewrites
+each file, ``--check`` names each file that is not formatted (exit 1 when one is not)."""
 
 from __future__ import annotations
 
@@ -7,31 +10,41 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
-from .common import EXIT_FAIL, EXIT_OK, UsageError, read_valid_plan, write_file
+from .common import EXIT_FAIL, EXIT_OK, UsageError, print_diagnostics, read_plan, write_file
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = read_valid_plan(args)
-    if plan is None:
+    if args.check and args.write:
+        raise UsageError("--check only reports; it cannot be combined with -w/--write")
+    if args.write and "-" in args.plans:
+        raise UsageError("-w needs a file, not stdin")
+    code = EXIT_OK
+    for name in args.plans:
+        if _one(args, name) != EXIT_OK:
+            code = EXIT_FAIL
+    return code
+
+
+def _one(args: argparse.Namespace, name: str) -> int:
+    result = read_plan(name, args.from_format)
+    plan = result.plan
+    if not result.ok:
+        print_diagnostics(result.diagnostics, {plan.file or "": plan.source or ""}, False)
         return EXIT_FAIL
-    source_form = args.from_format or (format_for_path(args.plan) if args.plan != "-" else None)
+    source_form = args.from_format or (format_for_path(name) if name != "-" else plan.form or None)
     target = args.to or source_form or "dsl"
     text = dumps(plan, target)
     if not text.endswith("\n"):
         text += "\n"
     if args.check:
-        if args.write:
-            raise UsageError("--check only reports; it cannot be combined with -w/--write")
         if target != source_form:
             raise UsageError("--check compares a file with its own form; drop --to or make it match")
         if plan.source != text:
-            print(f"{args.plan}: not formatted (run 'sophon-dsl fmt -w {args.plan}')", file=sys.stderr)
+            print(f"{name}: not formatted (run 'sophon-dsl fmt -w {name}')", file=sys.stderr)
             return EXIT_FAIL
         return EXIT_OK
     if args.write:
-        if args.plan == "-":
-            raise UsageError("-w needs a file, not stdin")
-        out_path = Path(args.plan)
+        out_path = Path(name)
         if target != source_form:
             suffix = {"dsl": ".plan", "json": ".json", "yaml": ".yaml"}[target]
             out_path = out_path.with_suffix(suffix)

@@ -1,30 +1,61 @@
-"""``sophon-dsl graph PLAN``: the plan's data-flow graph as Mermaid, Graphviz dot or JSON."""
+"""``sophon-dsl graph PLAN...``: data-flow graphs as Mermaid, Graphviz dot or JSON.
+
+One plan prints one graph; several print one graph each, in turn (JSON: a list of the
+graphs, each with its ``file``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_valid_plan
+from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_plan
 from .registry import registry_for
 
 
 def run(args: argparse.Namespace) -> int:
+    registry, _ = registry_for(args)
+    code, graphs = EXIT_OK, []
+    for name in args.plans:
+        drawn = _draw(args, name, registry)
+        if drawn is None:
+            code = EXIT_FAIL
+            continue
+        out, ok = drawn
+        graphs.append(out)
+        if not ok:
+            code = EXIT_FAIL
+    if args.format == "json":
+        if len(args.plans) == 1:
+            if graphs:
+                print(json.dumps(graphs[0], ensure_ascii=False, indent=2))
+        else:
+            print(json.dumps(graphs, ensure_ascii=False, indent=2))
+    else:
+        for out in graphs:
+            print(out)
+    return code
+
+
+def _draw(args: argparse.Namespace, name: str, registry: Any) -> tuple[Any, bool] | None:
+    """The rendering of one plan and whether it has no cycle; None when it does not load."""
     from .. import graph
     from ..compiler import compile_plan
 
-    plan = read_valid_plan(args)
-    if plan is None:
-        return EXIT_FAIL
-    registry, _ = registry_for(args)
+    result = read_plan(name, args.from_format)
+    plan = result.plan
+    sources = {plan.file or "": plan.source or ""}
+    if not result.ok:
+        print_diagnostics(result.diagnostics, sources, False)
+        return None
     compiled = compile_plan(plan, tools=registry)
-    render = {"mermaid": graph.to_mermaid, "dot": graph.to_dot, "json": graph.to_json}[args.format]
-    out = render(compiled)
-    if not isinstance(out, str):
-        out = json.dumps(out, ensure_ascii=False, indent=2)
-    print(out)
+    if args.format == "json":
+        out: Any = graph.to_data(compiled)
+        if len(args.plans) > 1:
+            out = {"file": name, **out}
+    else:
+        out = {"mermaid": graph.to_mermaid, "dot": graph.to_dot}[args.format](compiled)
     cycles = [d for d in compiled.diagnostics if d.code == "E302"]
     if cycles:
-        print_diagnostics(cycles, {plan.file or "": plan.source or ""}, False)
-        return EXIT_FAIL
-    return EXIT_OK
+        print_diagnostics(cycles, sources, False)
+    return out, not cycles

@@ -19,9 +19,29 @@ __all__ = ["COMMAND_ARGS", "add_source_args", "add_tools_arg", "build_parser", "
 
 
 class _Parser(argparse.ArgumentParser):
+    """No prefix matching (``--js`` is not ``--json``: a later flag would change its meaning),
+    for every command's parser too; a misspelt choice gets a did-you-mean."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # argparse's default prints usage and exits 2
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{_did_you_mean(message)}\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """``; did you mean 'check'?`` for argparse's "invalid choice: 'chek' (choose from ...)"."""
+    import difflib
+    import re
+
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if found is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", found.group(2))
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def version() -> str:
@@ -32,7 +52,7 @@ def version() -> str:
 
 def add_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_format", choices=FORMATS,
-                   help="form of the plan when it is read from stdin ('-') or has an unusual extension")
+                   help="form of the plan (default: told by the extension, or by the text read from stdin '-')")
 
 
 def add_tools_arg(p: argparse.ArgumentParser) -> None:
@@ -65,23 +85,27 @@ def _check_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
     add_source_args(p)
     add_tools_arg(p)
-    p.add_argument("--json", action="store_true", help="print diagnostics as a JSON list")
+    p.add_argument("--format", choices=("text", "json", "sarif", "github"), default=None,
+                   help="text (default), json (a list), sarif (SARIF 2.1.0 for code scanning) or "
+                        "github (workflow annotation lines)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+    p.add_argument("--strict", action="store_true", help="warnings fail the check too (exit 1)")
     p.add_argument("--max-calls", type=positive_int, default=None, metavar="N",
                    help="refuse plans with more than N calls (default: unlimited for files)")
 
 
 def _fmt_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fmt", help="print a plan in canonical form, or convert between forms")
-    p.add_argument("plan", metavar="PLAN")
+    p = sub.add_parser("fmt", help="print plans in canonical form, or convert between forms")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
     add_source_args(p)
     p.add_argument("--to", choices=FORMATS, default=None, help="output form (default: the input's)")
-    p.add_argument("--check", action="store_true", help="exit 1 if the file is not already formatted")
-    p.add_argument("-w", "--write", action="store_true", help="write the result back to the file")
+    p.add_argument("--check", action="store_true", help="exit 1 if a file is not already formatted")
+    p.add_argument("-w", "--write", action="store_true", help="write the results back to the files")
 
 
 def _graph_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("graph", help="draw the plan's data-flow graph")
-    p.add_argument("plan", metavar="PLAN")
+    p = sub.add_parser("graph", help="draw the data-flow graph of one or more plans")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
     add_source_args(p)
     add_tools_arg(p)
     p.add_argument("--format", choices=("mermaid", "dot", "json"), default="mermaid")

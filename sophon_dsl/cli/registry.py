@@ -109,8 +109,12 @@ def _read_stdlib_config(config_type: type, path: str) -> dict[str, Any]:
     known = {f.name for f in dataclasses.fields(config_type)} - {"http_transport"}
     unknown = sorted(set(data) - known)
     if unknown:
+        import difflib
+
+        hints = [f"did you mean '{close[0]}' for '{key}'?" for key in unknown
+                 for close in [difflib.get_close_matches(str(key), known, n=1)] if close]
         raise UsageError(f"--stdlib-config: unknown setting(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(known))}")
+                         + (" ".join(hints) + " " if hints else "") + f"known: {', '.join(sorted(known))}")
     hosts = data.get("http_allow_list")
     if isinstance(hosts, str):
         data["http_allow_list"] = (hosts,)

@@ -9,8 +9,7 @@ import json
 import sys
 from typing import Any
 
-from ..diagnostics import render_text
-from .common import (EXIT_FAIL, EXIT_OK, approver_for, on_signals, parse_json_arg, print_diagnostics,
+from .common import (EXIT_FAIL, EXIT_OK, approver_for, on_signals, parse_json_arg, print_invalid,
                      provider_usage_error, read_plan)
 from .progress import ProgressView
 from .registry import registry_for
@@ -24,7 +23,7 @@ def load_runnable(args: argparse.Namespace) -> tuple | None:
     plan = result.plan
     sources = {plan.file or "": plan.source or ""}
     if not result.ok:
-        print_diagnostics(result.diagnostics, sources, False)
+        print_invalid(result.diagnostics, sources, getattr(args, "json", False))
         return None
     registry, _notes = registry_for(args)
     return plan, registry, sources
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = asyncio.run(_run_async(plan, registry, args, view))
     except PlanInvalid as exc:
-        print(render_text([d.with_file(plan.file) for d in exc.diagnostics], sources=sources), file=sys.stderr)
+        print_invalid([d.with_file(plan.file) for d in exc.diagnostics], sources, args.json)
         print("the plan cannot run: nothing was started", file=sys.stderr)
         return EXIT_FAIL
     finally:

@@ -629,7 +629,7 @@ def test_memory_refusals_through_a_plan(run_plan):
     assert run.call("c2")["status"] == "succeeded" and run.state["found"] == {"results": []}
     # a limit above 100 is refused by check before anything runs
     run = run_plan('†state.found = memory.search(query="x", limit=1000)\n')
-    assert run.code == 1 and run.result is None and "E204" in run.err
+    assert run.code == 1 and run.result["status"] == "invalid" and "E204" in run.err
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -773,7 +773,7 @@ def test_shell_run_is_refused_unless_enabled(run_plan, settings, sandbox):
     plan = '†state.out = shell.run(command=["echo", "hi"])\n'
     for flags in ([], ["--stdlib-config", settings(enable_shell=False)], ["--sandbox", str(sandbox)]):
         run = run_plan(plan, "--approve", "yes", *flags)
-        assert run.code == 1 and run.result is None  # the plan cannot run: nothing was started
+        assert run.code == 1 and run.result["status"] == "invalid"  # the plan cannot run: nothing was started
         assert "E201" in run.err and "shell.run" in run.err
     # asking for the shell group without enabling it is a usage error
     run = run_plan(plan, "--approve", "yes", "--stdlib", "shell")
