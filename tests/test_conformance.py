@@ -88,7 +88,8 @@ def test_conformance(file_name, file_tools, case):
         assert not got, f"expected a valid plan, got:\n{shown}"
         return
     expected = list(case["diagnostics"] or [])
-    # Each expectation gives a code and optionally line / column; a diagnostic
+    # Each expectation gives a code and optionally line / column and a part of the
+    # message (``message``: a substring it must contain); a diagnostic
     # satisfies it when every given field matches.  Most specific first.
     expected.sort(key=lambda e: -(("line" in e) + ("column" in e)))
     unmatched = list(got)
@@ -96,7 +97,7 @@ def test_conformance(file_name, file_tools, case):
     for e in expected:
         for d in unmatched:
             if d.code == e["code"] and e.get("line", d.line) == d.line \
-                    and e.get("column", d.column) == d.column:
+                    and e.get("column", d.column) == d.column and e.get("message", "") in d.message:
                 unmatched.remove(d)
                 break
         else:

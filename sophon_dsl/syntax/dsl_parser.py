@@ -45,6 +45,7 @@ from .. import refs as _refs
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
 from .declarations import declaration_problems, refine, value_span
+from .dsl_messages import badref_message, explain
 from .json_source import LONE_SURROGATE, lone_surrogate_message
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
@@ -393,9 +394,7 @@ class _Builder(Transformer):
         tok = c[0]
         span = _tspan(tok)
         v = Literal(str(tok), span)
-        self.ctx.bad[id(v)] = (v, Diagnostic(
-            "E105", f"malformed reference {str(tok)!r}: expected †kind.name.name[index] "
-            "(`$` is the ASCII alias of `†`)", span))
+        self.ctx.bad[id(v)] = (v, Diagnostic("E105", badref_message(str(tok)), span))
         self.ctx.raw[id(v)] = (v, str(tok))
         return v
 
@@ -530,8 +529,8 @@ class _Builder(Transformer):
         kw, value = c
         if str(kw) != "return":
             self._drop_pending()
-            self._err("E001", f"unexpected value after {str(kw)!r}; expected '(' (a call), '=' "
-                      "(a header field) or ':' (a label)", value.span)
+            self._err("E001", f"unexpected value after {str(kw)!r}: a header field is written "
+                      f"{kw} = value, a call {kw}(name=value), a label {kw}:", value.span)
             return
         self._flush_bad()
         ctx = self.ctx
@@ -963,8 +962,30 @@ def _syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
         line, col = _end_position(lines)
     else:  # pragma: no cover
         msg = str(e)
+    better = _explain_syntax(e, text)
+    if better is not None:
+        msg, line, col = better
     line, col = _clamp(line, col, lines)
     return Diagnostic("E001", msg, Span(line, col, line, col + 1))
+
+
+def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | None:
+    """The cause and fix of a syntax error (sophon_dsl.syntax.dsl_messages), or None."""
+    if isinstance(e, UnexpectedCharacters):
+        pos = e.pos_in_stream
+        return explain("CHAR", text[pos:pos + 1], e.line, e.column, pos, e.allowed, text)
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        expected = e.expected
+        try:
+            if e.interactive_parser is not None:
+                expected = e.interactive_parser.accepts() or expected
+        except Exception:
+            pass
+        if tok.type == "$END":
+            return explain("$END", "", text.count("\n") + 1, 1, len(text), expected, text)
+        return explain(tok.type, str(tok), tok.line, tok.column, tok.start_pos, expected, text)
+    return None
 
 
 def _end_position(lines: list[str]) -> tuple[int, int]:
