@@ -27,6 +27,7 @@ __all__ = [
     "CallContext",
     "Diagnostic",
     "DiagnosticError",
+    "GoalRunner",
     "Mode",
     "Plan",
     "Risk",
@@ -78,4 +79,8 @@ def __getattr__(name: str) -> Any:
         from .llm.agent import Agent
 
         return Agent
+    if name == "GoalRunner":
+        from .goals import GoalRunner
+
+        return GoalRunner
     raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")

@@ -188,9 +188,32 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 
+def _goal_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("goal", help="reach a goal: plan steps, run them with sub-agents, judge each, replan on failure")
+    p.add_argument("goal", metavar="GOAL", help="what should be achieved")
+    add_tools_arg(p)
+    p.add_argument("--provider", required=True, metavar="SPEC",
+                   help="the sub-agents' provider: openai[:MODEL], anthropic[:MODEL], scripted:FILE, ...")
+    p.add_argument("--planner-provider", default=None, metavar="SPEC",
+                   help="the planner's provider (heavy tier; default: --provider)")
+    p.add_argument("--evaluator-provider", default=None, metavar="SPEC",
+                   help="the step evaluator's provider (nano tier; default: --provider)")
+    p.add_argument("--model", default=None, metavar="M", help="the sub-agents' model (default: the provider's)")
+    p.add_argument("--input", default=None, metavar="JSON|@FILE", help="data for the goal, as JSON or @file.json")
+    p.add_argument("--max-goal-steps", type=int, default=None, metavar="N",
+                   help="at most N steps in all (default: $MAX_GOAL_STEPS or 30)")
+    p.add_argument("--max-replans", type=int, default=None, metavar="N",
+                   help="at most N replans (default: $MAX_REPLAN_ATTEMPTS or 8)")
+    p.add_argument("--max-turns", type=int, default=4, metavar="N", help="turns per step's sub-agent (default 4)")
+    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
+                   help="risky calls and steps that need a person: default ask on a terminal; elsewhere risky "
+                        "calls are refused and a step that needs a person ends the run 'hitl'")
+    p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
+
+
 # in the order ``--help`` lists them
 COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args,
+    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _goal_args,
 )
 
 
