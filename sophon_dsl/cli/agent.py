@@ -42,7 +42,12 @@ class AgentProgress:
 
     def __call__(self, ev: Any) -> None:
         t = ev.type
-        if t == "agent_turn_start":
+        if t == "agent_planning" and isinstance(ev.data, dict):
+            p = ev.data
+            how = "plan first (lazy)" if p.get("plan") else "run as it streams (eager)"
+            self._print(f"planning {p.get('mode')}: {how}, score {p.get('score')}, decided by "
+                        f"{p.get('decided_by')}" + (f" ({ev.reason})" if ev.reason else ""))
+        elif t == "agent_turn_start":
             turn = ev.plan_id.removeprefix("turn")
             self._print(f"turn {turn}/{self.max_turns}: asking the model")
         elif t == "agent_call_arrived":
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
-                  on_event=on_event, delegate_dir=args.delegate_dir)
+                  on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None))
     result = asyncio.run(_until_done_or_interrupted(agent, args, input_value, state_value, final))
     if result is None:
         print("agent cancelled", file=sys.stderr)

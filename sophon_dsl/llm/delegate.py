@@ -179,7 +179,9 @@ class DelegateExecutor:
                     model=config.get("model", self.parent.model), output_schema=out_schema,
                     state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
                     delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,
-                    max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1)
+                    max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1,
+                    # a saved request's own mode wins; else it plans as the parent does (depth-limited)
+                    planning=None if "mode" in config else getattr(self.parent, "planning", None))
         run = DelegateRun(request.call_id, name, request_text, sub_input, scoped,
                           context_kinds=sorted(scoped))
         self.runs.append(run)
