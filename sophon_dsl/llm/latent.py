@@ -19,10 +19,10 @@ from typing import Any
 
 from ..checks.schema import offline_validator
 from ..runtime.errors import RunError, TOOL_OUTPUT_INVALID
-from ..runtime.protocols import LatentRequest
+from ..runtime.protocols import Branch, LatentRequest
 from .provider import Message, Provider, ProviderError, collect
 
-__all__ = ["LATENT_FAILED", "LLMLatentExecutor", "parse_json_reply", "wrap_schema"]
+__all__ = ["LATENT_FAILED", "LLMLatentExecutor", "branch_schema", "parse_json_reply", "wrap_schema"]
 
 LATENT_FAILED = "Latent.Failed"
 
@@ -43,6 +43,35 @@ def wrap_schema(schema: Any) -> tuple[dict | None, bool]:
         return schema, False
     return {"type": "object", "properties": {"result": schema}, "required": ["result"],
             "additionalProperties": False}, True
+
+
+def alternatives(call: Any) -> tuple:
+    """The alternatives of a branching output path (``†a || †b``) the model picks from; () for others."""
+    out = call.output
+    if out is None or out.op != "||" or len(out.paths) < 2:
+        return ()
+    return out.paths
+
+
+def branch_schema(schema: Any, paths: tuple) -> dict:
+    """Structured output of a branching latent call: the alternative picked and the result."""
+    return {"type": "object",
+            "properties": {"branch": {"type": "string", "enum": [p.text() for p in paths]},
+                           "result": schema if isinstance(schema, dict) and schema else {}},
+            "required": ["branch", "result"], "additionalProperties": False}
+
+
+def _picked(call: Any, paths: tuple, value: Any) -> tuple[int, Any]:
+    """(alternative index, result) from a branching reply; Tool.OutputInvalid when it names none."""
+    if not isinstance(value, dict) or "branch" not in value or "result" not in value:
+        raise RunError(TOOL_OUTPUT_INVALID, f"latent {call.tool}: the reply must be {{\"branch\": <one of "
+                                            f"{', '.join(p.text() for p in paths)}>, \"result\": ...}}")
+    named = str(value["branch"]).strip().lstrip("†$")
+    for k, p in enumerate(paths):
+        if p.text("") == named:
+            return k, value["result"]
+    raise RunError(TOOL_OUTPUT_INVALID, f"latent {call.tool}: picked branch {value['branch']!r}, which is not "
+                                        f"an alternative of its output path")
 
 
 def parse_json_reply(text: str) -> Any:
@@ -90,6 +119,11 @@ class LLMLatentExecutor:
             lines.append(f"Why it was called: {call.reasoning}")
         if call.success_criterion:
             lines.append(f"Success criterion: {call.success_criterion}")
+        paths = alternatives(call)
+        if paths:  # lazy plans keep the branch: the choice is made here, at execution (seed 004)
+            lines.append("Output paths (alternatives; pick the one your result belongs to): "
+                         + " || ".join(p.text() for p in paths))
+            lines.append('Reply {"branch": <the path picked>, "result": <the result>}.')
         if context and call.scopes:
             for scope in call.scopes:
                 kind = f"{scope}@{call.instance}" if call.instance and f"{scope}@{call.instance}" in context else scope
@@ -107,7 +141,8 @@ class LLMLatentExecutor:
     async def _run(self, request: LatentRequest, context: dict | None) -> Any:
         spec = request.tool
         schema = spec.output_schema if spec is not None else None
-        send, wrapped = wrap_schema(schema)
+        paths = alternatives(request.call)
+        send, wrapped = (branch_schema(schema, paths), False) if paths else wrap_schema(schema)
         msgs = self.messages(request, context)
         self.requests.append(msgs)
         try:
@@ -118,7 +153,7 @@ class LLMLatentExecutor:
         try:
             value = parse_json_reply(text)
         except ValueError:
-            if not schema or schema.get("type") == "string":
+            if not paths and (not schema or schema.get("type") == "string"):
                 value = text.strip()
                 wrapped = False
             else:
@@ -126,10 +161,13 @@ class LLMLatentExecutor:
                                                     f"{text[:200]!r}") from None
         if wrapped and isinstance(value, dict) and set(value) == {"result"}:
             value = value["result"]
+        picked = None
+        if paths:
+            picked, value = _picked(request.call, paths, value)
         if self.validate and isinstance(schema, dict) and schema:
             err = next(iter(offline_validator(schema).iter_errors(value)), None)
             if err is not None:
                 where = "/".join(str(p) for p in err.absolute_path)
                 raise RunError(TOOL_OUTPUT_INVALID, f"latent {request.call.tool}: {err.message}"
                                                     + (f" (at /{where})" if where else ""))
-        return value
+        return value if picked is None else Branch(picked, value)
