@@ -109,23 +109,12 @@ CODES: dict[str, tuple[Severity, str]] = {
     # E4xx: modes
     "E401": (Severity.ERROR, "inline _output not allowed in lazy mode"),
     "E402": (Severity.ERROR, "inline _output on an activity call"),
-    # E5xx: map over a list
-    "E501": (Severity.ERROR, "malformed map"),
-    "E502": (Severity.ERROR, "map over a value that is not a list"),
-    "E503": (Severity.ERROR, "map body call writes outside the item's local data"),
-    "E504": (Severity.ERROR, "map body reads local data no body call writes"),
-    "E505": (Severity.ERROR, "map item type conflicts with a parameter's schema"),
-    "E506": (Severity.ERROR, "map item path the list's item schema does not have"),
-    "E507": (Severity.ERROR, "duplicate call id in a map body"),
-    "E508": (Severity.ERROR, "map body 'after' names an unknown call"),
-    "E509": (Severity.ERROR, "map body dependency cycle"),
     # W: warnings
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),
     "W304": (Severity.WARNING, "path written both as a list and as an object"),
     "W401": (Severity.WARNING, "branching output path collapsed in eager mode"),
-    "W501": (Severity.WARNING, "map result never collected (no output path and no return)"),
     # N: notes
     "N201": (Severity.NOTE, "tool replaces a standard tool of the same name"),
 }
