@@ -65,22 +65,22 @@ def test_corpus_is_well_formed():
 
 @pytest.mark.parametrize("file_name, file_tools, case", CASES)
 def test_conformance(file_name, file_tools, case):
-    from sophon_dsl import compiler, loader
+    from sophon_dsl import loader
     from sophon_dsl.diagnostics import Severity, render_text
+    from sophon_dsl.fullcheck import check_loaded
 
     tools = {**file_tools, **(case.get("tools") or {})}
     registry = _registry(tools)
     loaded = loader.parse(case["plan"], format=case["form"], file="case")
-    diags = list(loaded.diagnostics)
-    if not any(d.is_error for d in diags):
-        kwargs = {"tools": registry}
-        if "max_calls" in case:
-            kwargs["max_calls"] = case["max_calls"]
-        if case.get("require_executor"):  # no LLM executor available: latent calls are E206
-            kwargs["require_executor"] = True
-        if case.get("require_implementations"):  # about to run: explicit tools need code (E207)
-            kwargs["require_implementations"] = True
-        diags.extend(compiler.check(loaded.plan, **kwargs))
+    kwargs = {"tools": registry}
+    if "max_calls" in case:
+        kwargs["max_calls"] = case["max_calls"]
+    if case.get("require_executor"):  # no LLM executor available: latent calls are E206
+        kwargs["require_executor"] = True
+    if case.get("require_implementations"):  # about to run: explicit tools need code (E207)
+        kwargs["require_implementations"] = True
+    # loading errors do not hide the checks: every problem in one pass (issue 12)
+    diags = check_loaded(loaded, **kwargs)
     got = [d for d in diags if d.severity is not Severity.NOTE]
     shown = render_text(got, case["plan"])
 

@@ -229,7 +229,8 @@ def test_all_problems_reported_and_bad_calls_skipped():
             '  {"_tool": "also_good", "_modelHint": {}}\n'
             ']')
     plan, diags = load(text)
-    assert [c.tool for c in plan.calls] == ["good", "also_good"]
+    # a malformed reference keeps its call (its text stands in), as in the DSL (issue 12)
+    assert [c.tool for c in plan.calls] == ["good", "t", "also_good"]
     got = [(d.code, d.line, d.path) for d in diags]
     assert got == [
         ("E102", 3, "$[1]"),

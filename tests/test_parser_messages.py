@@ -29,7 +29,7 @@ def _only(text: str):
 
 def test_corpus_has_forty_mistakes_each_with_a_message():
     cases = []
-    for path in sorted(CORPUS.glob("dsl_errors*.yaml")):
+    for path in [CORPUS / "dsl_errors.yaml"]:
         cases += yaml.safe_load(path.read_text(encoding="utf-8"))["cases"]
     assert len(cases) >= 40
     for case in cases:

@@ -23,7 +23,7 @@ def _form(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compiler import check
+    from ..fullcheck import check_loaded
     from ..reports import render
 
     form = _form(args)
@@ -35,10 +35,8 @@ def run(args: argparse.Namespace) -> int:
         plan = result.plan
         if plan.file and plan.source is not None:
             sources[plan.file] = plan.source
-        diags = list(result.diagnostics)
-        if result.ok:
-            diags.extend(d.with_file(plan.file) for d in check(plan, tools=registry, max_calls=args.max_calls))
-        all_diags.extend(diags)
+        # loading errors do not hide the checks: every problem of the plan in one pass
+        all_diags.extend(check_loaded(result, tools=registry, max_calls=args.max_calls))
     all_diags.extend(notes)
     errors = sum(1 for d in all_diags if d.is_error)
     warnings = sum(1 for d in all_diags if d.severity is Severity.WARNING)

@@ -23,22 +23,23 @@ from ..tools import ToolSpec
 from .provider import Message
 
 __all__ = [
-    "SYSTEM_DSL", "SYSTEM_JSON", "build_messages", "render_errors", "render_plan", "render_state",
+    "SYSTEM_DSL", "SYSTEM_JSON", "build_messages", "compact_dsl", "compact_plan", "render_errors", "render_plan", "render_state",
     "schema_type", "solution_schema", "token_report", "tool_signature", "tools_json",
 ]
 
 SYSTEM_DSL = """\
 You are an agent that acts by writing plans in the sophon DSL. Reply with DSL statements only, one per line \
 (no prose, no code fences).
-$state.hits = web.search(query="llm agents", limit=3)   # call a tool; its result goes to state.hits
+$state.hits = web.search(query="llm agents",limit=3)    # call a tool; its result goes to state.hits
 summarize(items=$state.hits)                    # $kind.path reads a value: $input.x, $state.x.y, $state.list[0]
 note(text="Found †state.count hits")            # inside strings, † (not $) interpolates a value
 $state.receipt || $state.error = pay(amount=$input.amount)  # branches: an error goes to the last one
 @risk(high) @after(c1) mail.send(to="a@b.c")    # attributes; calls are named c1, c2... or label them: s1: f()
 @instance("①") $state.out = translate(text=$state.text)    # run against instance ①'s input and state
 @delegate("anonymous") @scopes(input) $state.r = research(topic="x")  # run as an isolated sub-request
-return {"answer": $state.summary}               # the final output: the task ends after this turn's calls
-Calls run in parallel as soon as the values they read exist; line order does not matter. Values are JSON. \
+return {answer:$state.summary}                  # the final output: the task ends after this turn's calls
+Calls run in parallel as soon as the values they read exist; line order does not matter. \
+Values are JSON, written without spaces: [1,2], {a:1}. \
 Without `return` (or with `return null`) you get another turn with the new state, your plan and any errors; \
 fix errors by writing corrected calls. Never read a value you have not seen or planned."""
 
@@ -184,11 +185,12 @@ def solution_schema(output_schema: Any = None) -> dict:
 # Context rendering
 
 
-def _compact(value: Any, limit: int = 4000) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    if len(text) > limit:
-        text = text[:limit] + f"... ({len(text) - limit} more characters)"
-    return text
+def _compact(value: Any, limit: int = 8000) -> str:
+    """Compact JSON cut JSON-aware at ``limit`` characters: still valid JSON, saying inside
+    how much was left out (sophon_dsl.planning.truncate; seed 002's 8,000)."""
+    from ..planning.truncate import truncate_json
+
+    return truncate_json(value, limit)
 
 
 def render_state(kinds: dict[str, Any], schema: Any = None, form: str = "dsl") -> str:
@@ -211,12 +213,68 @@ def render_state(kinds: dict[str, Any], schema: Any = None, form: str = "dsl") -
     return "\n".join(lines)
 
 
+_CLOSERS = ")]}"
+
+
+def compact_dsl(text: str) -> str:
+    """Canonical DSL text in the prompt's compact layout: no space after ``,`` or ``:``
+    inside brackets, one line per statement, no trailing commas.  It parses to the same
+    plan; on number lists and nested objects it costs up to a fifth fewer tokens (cl100k
+    counts ``, 7`` as three tokens and ``,7`` as two).  Strings and comments are kept."""
+    out: list[str] = []
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':  # a string literal, copied whole (the printer writes only double quotes)
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        if c == "#":  # a comment runs to the end of the line
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(text[i:j])
+            i = j
+            continue
+        if depth > 0 and c in ",:\n ":
+            j = i + 1
+            while j < n and text[j] in " \n":
+                j += 1
+            if c == "," and j < n and text[j] in _CLOSERS:
+                i = j  # a trailing comma of a call split over lines
+            elif c in ",:":
+                out.append(c)
+                i = j
+            else:  # a line break (and indent) inside brackets: the statement goes on
+                i = j
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in _CLOSERS:
+            depth = max(depth - 1, 0)
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def compact_plan(plan: Plan) -> str:
+    """A plan in the prompt's compact DSL layout (see :func:`compact_dsl`)."""
+    from ..syntax.dsl_printer import print_dsl
+
+    return compact_dsl(print_dsl(plan))
+
+
 def render_plan(plan: Plan | None, calls: Sequence[dict] = (), form: str = "dsl") -> str:
     if plan is None or not plan.calls:
         return ""
-    from ..loader import dumps
+    if form == "dsl":
+        body = compact_plan(plan).rstrip()
+    else:
+        from ..loader import dumps
 
-    body = dumps(plan, "dsl" if form == "dsl" else "json").rstrip()
+        body = _compact(json.loads(dumps(plan, "json")), 10 ** 9)
     status = "; ".join(
         f"{c['id']} {c['status']}" + (f" ({c['error']['error']}: {c['error']['cause']})" if c.get("error") else "")
         + (f" ({c['reason']})" if c.get("status") == "skipped" and c.get("reason") else "")

@@ -124,7 +124,8 @@ class _Reader:
 
     # ------------------------------------------------------------------ values
     def value(self, node: LocatedNode) -> Value | None:
-        """A located node -> value tree; ``None`` after reporting E105."""
+        """A located node -> value tree; a malformed reference (E105, reported) stays its text,
+        as in the DSL, so the call keeps its id and its other checks (fullcheck)."""
         if node.is_object:
             entries, ok = [], True
             for k, v in node.value:
@@ -148,7 +149,7 @@ class _Reader:
                 return parse_string_value(node.value, node.span)
             except ReferenceSyntaxError as exc:
                 self.err("E105", str(exc), self.inner_span(node, exc.offset), node.path)
-                return None
+                return Literal(node.value, node.span)
         return Literal(node.value, node.span)
 
     @staticmethod
@@ -245,8 +246,7 @@ class _Reader:
                     f"; write {param_key(key)!r} for a parameter named {key!r}")
                 self.err("E104", f"unknown meta-property {key!r}{hint}",
                          node.key_span(key), vnode.path)
-                ok = False
-                continue
+                continue  # left out, as in the DSL: the call stays for the other checks
             attr_spans.append((key, vnode.span))
             res: Any = None
             if key == "_tool":
