@@ -109,6 +109,13 @@ CODES: dict[str, tuple[Severity, str]] = {
     # E4xx: modes
     "E401": (Severity.ERROR, "inline _output not allowed in lazy mode"),
     "E402": (Severity.ERROR, "inline _output on an activity call"),
+    # E7xx: where tool calls run (scale-out, docs/scale-out.md)
+    "E701": (Severity.ERROR, "executor spec not valid"),
+    "E702": (Severity.ERROR, "executor config not valid"),
+    "E703": (Severity.ERROR, "Dask cluster unreachable, without workers, or not answering"),
+    "E704": (Severity.ERROR, "tool cannot be shipped to or loaded on the workers"),
+    "E705": (Severity.ERROR, "no worker has the resources a tool needs"),
+    "E706": (Severity.ERROR, "workers lack this sophon-dsl version"),
     # W: warnings
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),

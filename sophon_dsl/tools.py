@@ -145,6 +145,10 @@ class ToolSpec:
     explicit: bool = False
     # The parameter of ``func`` that receives the :class:`CallContext` (not in the schemas).
     context_param: str | None = field(default=None, compare=False)
+    # Scale-out (docs/scale-out.md): what a worker must offer to run it ({"GPU": 1}), and
+    # "local" for a tool that must run in the coordinating process (never sent to a cluster).
+    resources: Mapping[str, float] | None = field(default=None, compare=False)
+    placement: str = field(default="any", compare=False)
 
     @classmethod
     def deferred(cls, name: str, schemas: Callable[[], tuple[dict | None, dict | None]], **fields: Any) -> "ToolSpec":
@@ -321,7 +325,8 @@ class _ArgumentConverter:
 
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
          risk: str | Risk = Risk.NONE, description: str | None = None,
-         input_schema: dict | None = None, output_schema: dict | None = None) -> Any:
+         input_schema: dict | None = None, output_schema: dict | None = None,
+         resources: Mapping[str, float] | None = None, placement: str = "any") -> Any:
     """Declare a Python function as a tool; usable bare (``@tool``) or with keywords.
 
     ``risk`` is a :class:`~sophon_dsl.model.Risk` or its name, case-insensitive.
@@ -333,8 +338,13 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     before calling ``func`` (a parameter typed as a pydantic model or a dataclass, or a
     list / dict / Optional of them, receives instances); a value that does not convert
     raises ``RunError("Tool.InputInvalid", ...)``.  ``func.__wrapped__`` is the function.
+
+    ``resources`` (``{"GPU": 1}``) and ``placement`` (``"any"``, or ``"local"``: never on a
+    cluster) matter only with a tool executor (docs/scale-out.md).
     """
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
+    if placement not in ("any", "local"):
+        raise ValueError(f"placement must be 'any' or 'local', not {placement!r}")
 
     def wrap(fn: Callable[..., Any]) -> ToolSpec:
         tool_name = name or fn.__name__
@@ -358,6 +368,8 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             func=_ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
             context_param=context_parameter(fn),
+            resources=dict(resources) if resources else None,
+            placement=placement,
         )
 
     if func is not None:

@@ -72,6 +72,7 @@ class RunOptions:
     approve_calls: bool = False               # per-call gate before each risky ready call
     approval_risk: Risk = Risk.MEDIUM         # threshold for both gates
     executor: Any = None                      # LatentExecutor for latent calls without _output
+    tool_executor: Any = None                 # where tool calls run: None = here; a DaskExecutor (scaleout)
     validate_output: bool = True
     validate_input: bool = True
     preview_chars: int = 200
@@ -100,6 +101,8 @@ class Scheduler:
         self.bus = bus or EventBus()
         self.store: StateStore = store if store is not None else MemoryStore()
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_workers)
+        if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
+            self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
         self.goal = header.goal
@@ -397,6 +400,9 @@ class Scheduler:
             self._create_task = partial(asyncio.Task, loop=loop)
         else:
             self._create_task = loop.create_task
+        remote = self.opts.tool_executor is not None
+        if remote:  # connect and check the routed tools on the workers: PlanInvalid before anything runs
+            await self.invoker.open()
         self._running = True
         self.emit("plan_start", "running")
         try:
@@ -418,6 +424,8 @@ class Scheduler:
         except asyncio.CancelledError:
             self._stopping = self._stopping or "cancelled"
             await self._shutdown()
+            if remote:
+                await self.invoker.aclose()
             raise
         if self._stopping:
             await self._shutdown()
@@ -426,6 +434,8 @@ class Scheduler:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         self.invoker.close()
+        if remote:
+            await self.invoker.aclose()
         return self._result()
 
     async def _shutdown(self) -> None:

@@ -1,0 +1,199 @@
+"""``DaskRun``: one run's :class:`~sophon_dsl.runtime.invoker.Invoker` on a Dask cluster.
+
+Calls routed to the cluster go there; the others (inline outputs, latent, MCP and delegated
+calls, ``placement="local"``, tools the routing keeps local, tools needing a
+:class:`~sophon_dsl.tools.CallContext`) run in the coordinator through the local invoker.
+
+* Keys are ``{run_id}/{call_id}/{attempt}``: Dask runs a key once, so each attempt has its own.
+* Calls that become ready in the same pass of the event loop are submitted together, one
+  ``client.map`` per resource set.
+* Cancellation (a timeout, ``handle.cancel()``) cancels the remote future; the key leaves
+  the scheduler.  A lost worker or client is ``Executor.Lost``, which retry policies retry.
+* Before anything runs, :meth:`DaskRun.open` checks every routed tool on the workers
+  (``preflight.py``) and refuses the plan with a diagnostic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Callable
+
+from ..model import Call
+from ..runtime.errors import TOOL_FAILED, RunError
+from ..runtime.invoker import Invocation, LocalInvoker
+from ..runtime.protocols import Branch
+from ..tools import ToolSpec
+from .preflight import Route, check_routes, refused_error, route_for
+from .worker import Payload, run_call
+
+__all__ = ["EXECUTOR_LOST", "DaskRun"]
+
+EXECUTOR_LOST = "Executor.Lost"
+_LOST_TYPES = ("KilledWorker", "FutureCancelledError", "CancelledError", "CommClosedError", "FutureLostError")
+
+
+class DaskRun:
+    """See the module docstring.  Made by :meth:`DaskExecutor.invoker_for`."""
+
+    def __init__(self, executor: Any, scheduler: Any, local: Any) -> None:
+        self.executor = executor
+        self.sched = scheduler
+        self.local = local
+        # the durable-runs engineer's run id when the scheduler has one, else one per run
+        self.run_id = getattr(scheduler, "run_id", None) or f"run-{uuid.uuid4().hex[:12]}"
+        self.client: Any = None
+        self._owned = False
+        self._routes: dict[str, Route | None] = {}
+        self._pending: list[tuple[str, Route, Payload, asyncio.Future]] = []
+        self._futures: dict[str, Any] = {}
+        self._cancels: set[asyncio.Task] = set()
+        self._flush_at: Any = None
+        self.submitted: list[str] = []  # every key sent (tests, benchmarks)
+
+    # -- routing ---------------------------------------------------------------------
+
+    def _route(self, code: ToolSpec | None) -> Route | None:
+        if code is None:
+            return None
+        try:
+            return self._routes[code.name]
+        except KeyError:
+            route = self._routes[code.name] = route_for(code, self.executor.routing)
+            return route
+
+    def _code(self, call: Call, spec: ToolSpec | None) -> ToolSpec | None:
+        if call.inline_output is not None or call.delegate is not None:
+            return None
+        if call.activity is None:
+            return spec
+        registry = self.sched.registry
+        return registry.get(call.activity) if registry is not None else None
+
+    def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None:
+        if call.activity is None and self._route(self._code(call, spec)) is None:
+            return self.local.direct(call, spec)
+        return None
+
+    # -- lifetime --------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and check every routed tool of the plan on the workers (PlanInvalid)."""
+        self.client, self._owned = await self.executor.connect()
+        routes = {}
+        for i, call in enumerate(self.sched.calls):
+            route = self._route(self._code(call, self.sched.specs[i]))
+            if route is not None:
+                routes[route.name] = route
+        try:
+            await check_routes(self.client, list(routes.values()), self.run_id, self.executor.preflight_timeout)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def close(self) -> None:
+        self.local.close()
+
+    async def aclose(self) -> None:
+        """Cancel what is still running, release the tools' data, close an owned client."""
+        futures = list(self._futures.values())
+        self._futures.clear()
+        for route in self._routes.values():
+            if route is not None and route.blob_future is not None:
+                futures.append(route.blob_future)
+                route.blob_future = None
+        client = self.client
+        if client is None:
+            return
+        try:
+            if futures:
+                await client.cancel(futures)
+            if self._cancels:
+                await asyncio.gather(*self._cancels, return_exceptions=True)
+        except Exception:  # noqa: BLE001 - a client that is gone has nothing left to cancel
+            pass
+        if self._owned:
+            self.client = None
+            await client.close()
+
+    # -- calls -----------------------------------------------------------------------
+
+    async def invoke(self, inv: Invocation) -> Any:
+        call = inv.call
+        route = self._route(self._code(call, inv.spec))
+        if route is None:
+            return await self.local.invoke(inv)
+        if not route.checked:  # a streamed call brought a tool the preflight did not see
+            await check_routes(self.client, [route], self.run_id, self.executor.preflight_timeout, raise_=False)
+        if route.refused is not None:
+            raise refused_error(route)
+        key = f"{self.run_id}/{inv.call_id}/{inv.attempt}"
+        slot = asyncio.get_running_loop().create_future()
+        self._pending.append((key, route, Payload(route.digest, call.tool, inv.args, route.is_async), slot))
+        if self._flush_at is None:
+            self._flush_at = asyncio.get_running_loop().call_soon(self._flush)
+        future = None
+        try:
+            future = await slot
+            out = await future
+        except asyncio.CancelledError:
+            self._cancel(key, slot)
+            raise
+        except RunError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the cluster failed us, not the tool
+            raise _infrastructure_error(call.tool, exc) from None
+        finally:
+            if future is not None and self._futures.pop(key, None) is not None:
+                future.release()
+        return _unpack(out)
+
+    def _flush(self) -> None:
+        """Submit every call queued in this pass of the loop: one ``client.map`` per resource set."""
+        self._flush_at = None
+        batch, self._pending = self._pending, []
+        groups: dict[tuple, list] = {}
+        for item in batch:
+            if not item[3].done():  # (cancelled before it was sent)
+                groups.setdefault(item[1].resource_key, []).append(item)
+        for resource_key, items in groups.items():
+            keys = [k for k, _, _, _ in items]
+            try:
+                futures = self.client.map(run_call, [r.blob_future for _, r, _, _ in items],
+                                          [p for _, _, p, _ in items], key=keys, pure=False,
+                                          resources=dict(resource_key) or None)
+            except Exception as exc:  # noqa: BLE001 - a closed client: every call of the batch is lost
+                err = _infrastructure_error("the batch", exc)
+                for *_, slot in items:
+                    slot.set_exception(err)
+                continue
+            self.submitted.extend(keys)
+            for (key, _, _, slot), fut in zip(items, futures):
+                self._futures[key] = fut
+                slot.set_result(fut)
+
+    def _cancel(self, key: str, slot: asyncio.Future) -> None:
+        if not slot.done():
+            slot.cancel()  # not sent yet: the flush skips it
+            return
+        future = self._futures.pop(key, None)
+        if future is not None and self.client is not None:
+            task = asyncio.ensure_future(self.client.cancel([future], reason="cancelled by sophon-dsl"))
+            self._cancels.add(task)
+            task.add_done_callback(self._cancels.discard)
+
+
+def _unpack(out: Any) -> Any:
+    tag = out[0]
+    if tag == "ok":
+        return out[1]
+    if tag == "branch":
+        return Branch(out[1], out[2])
+    raise RunError(out[1], out[2])
+
+
+def _infrastructure_error(tool: str, exc: BaseException) -> RunError:
+    name = type(exc).__name__
+    if name in _LOST_TYPES or isinstance(exc, (OSError, EOFError)):
+        return RunError(EXECUTOR_LOST, f"{tool}: the Dask worker or client was lost ({name}: {exc})")
+    return RunError(TOOL_FAILED, f"{tool} failed on the Dask cluster: {name}: {exc}")

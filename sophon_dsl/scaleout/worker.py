@@ -1,0 +1,105 @@
+"""What runs on a Dask worker: the entry function every routed call goes through, and the
+preflight check.  Workers import this module by reference, so they need sophon-dsl (the
+same version; the preflight checks it) and whatever installed modules the tools import.
+
+A call's function arrives as a pickle (``ship.py``), cached here by its hash so a worker
+unpickles each tool once.  Only JSON-ready data goes back: the result converted here
+(pydantic models, dataclasses...), or a named error, or the branch a ``Branch`` picked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any, Callable
+
+__all__ = ["Payload", "preflight", "run_call"]
+
+_FUNCS: dict[str, Callable[..., Any]] = {}
+
+
+class Payload:
+    """One call's arguments as Dask sees them: an opaque object, so Dask never looks inside
+    the arguments for task keys."""
+
+    __slots__ = ("digest", "tool", "args", "is_async")
+
+    def __init__(self, digest: str, tool: str, args: dict, is_async: bool) -> None:
+        self.digest, self.tool, self.args, self.is_async = digest, tool, args, is_async
+
+    def __reduce__(self):
+        return Payload, (self.digest, self.tool, self.args, self.is_async)
+
+
+def function(digest: str, blob: bytes) -> Callable[..., Any]:
+    """The tool function of ``blob``, unpickled once per worker process."""
+    func = _FUNCS.get(digest)
+    if func is None:
+        import cloudpickle
+
+        shipped = cloudpickle.loads(blob)
+        func = _FUNCS[digest] = _rebuild(shipped)
+    return func
+
+
+def _rebuild(shipped: tuple) -> Callable[..., Any]:
+    how, name, func = shipped
+    if how == "convert":  # a @tool function: its arguments are converted here, as locally
+        from ..tools import _ArgumentConverter
+
+        return _ArgumentConverter(func, name).wrap()
+    return func
+
+
+async def _awaited(aw: Any) -> Any:
+    return await aw
+
+
+def run_call(blob: bytes, payload: Payload) -> tuple:
+    """Run one call: ``("ok", json)``, ``("branch", target, json)`` or ``("error", name, cause)``.
+    Nothing the tool raises escapes (a worker must not count a tool's failure as its own)."""
+    from ..runtime.errors import TOOL_FAILED, TOOL_OUTPUT_INVALID, error_from_exception
+    from ..runtime.protocols import Branch
+    from ..runtime.state import to_json_value
+
+    try:
+        func = function(payload.digest, blob)
+        out = func(**payload.args)
+        if inspect.isawaitable(out):
+            # its own loop in this worker thread: the worker's loop (heartbeats) never waits for it
+            out = asyncio.run(_awaited(out))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a named error
+        err = error_from_exception(exc)
+        return ("error", err.error, err.cause)
+    except BaseException as exc:  # SystemExit, a tool's own BaseException: the call failed
+        if payload.is_async and isinstance(exc, SystemExit):
+            return ("error", TOOL_FAILED, f"{payload.tool} raised SystemExit({exc.code!r})")
+        return ("error", TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})")
+    target = None
+    if isinstance(out, Branch):
+        target, out = out.target, out.value
+        if not isinstance(target, (int, str)):
+            target = str(target)
+    if type(out) is not float:  # a NaN is refused by the coordinator, with its own message
+        try:
+            out = to_json_value(out)
+        except (TypeError, ValueError) as exc:
+            return ("error", TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
+    return ("ok", out) if target is None else ("branch", target, out)
+
+
+def preflight(blobs: dict[str, bytes], dask_worker: Any = None) -> dict:
+    """On each worker before a run: sophon-dsl's version, the worker's resources, and the
+    tools that do not unpickle here (``{digest: why}``)."""
+    from .. import __version__
+
+    failed = {}
+    for digest, blob in blobs.items():
+        try:
+            function(digest, blob)
+        except BaseException as exc:  # noqa: BLE001 - reported, the plan is refused
+            failed[digest] = f"{type(exc).__name__}: {exc}"
+    resources = {}
+    if dask_worker is not None:
+        resources = dict(getattr(dask_worker.state, "total_resources", None) or {})
+    return {"version": __version__, "resources": resources, "failed": failed}

@@ -1,0 +1,60 @@
+"""Worker resources and placement on a Dask cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sophon_dsl
+from sophon_dsl.runtime.errors import PlanInvalid
+from sophon_dsl.scaleout import DaskExecutor
+from sophon_dsl.toolsource import load_tool_source
+
+
+@pytest.fixture(scope="module")
+def tools():
+    specs, _ = load_tool_source(str(Path(__file__).with_name("remote_tools.py")))
+    return specs
+
+
+def test_gpu_1_on_one_worker_serialises_the_calls(gpu_cluster, tools):
+    plan = "\n".join(f"†state.i{k} = gpu_interval(seconds=0.05)" for k in range(4))
+    result = sophon_dsl.run(plan, tools, tool_executor=DaskExecutor(gpu_cluster.scheduler_address))
+    assert result.status == "succeeded"
+    spans = sorted(result.state["state"].values())
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end  # four threads, one GPU: never two at once
+
+
+def test_config_resources_apply_too(gpu_cluster, tools):
+    ex = DaskExecutor(gpu_cluster.scheduler_address, routing={"tools": {"sleepy": {"resources": {"GPU": 1}}}})
+    plan = "\n".join(f"†state.s{k} = sleepy(seconds=0.01)" for k in range(2))
+    assert sophon_dsl.run(plan, tools, tool_executor=ex).status == "succeeded"
+    ex = DaskExecutor(gpu_cluster.scheduler_address, routing={"tools": {"sleepy": {"resources": {"GPU": 2}}}})
+    with pytest.raises(PlanInvalid) as info:
+        sophon_dsl.run(plan, tools, tool_executor=ex)
+    assert [d.code for d in info.value.diagnostics] == ["E705"]
+
+
+def test_unsatisfiable_resources_are_refused_before_anything_runs(gpu_cluster, tools):
+    events = []
+    with pytest.raises(PlanInvalid) as info:
+        sophon_dsl.run("†state.w = where()\n†state.t = needs_tpu()", tools,
+                       tool_executor=DaskExecutor(gpu_cluster.scheduler_address), on_event=events.append)
+    [diag] = info.value.diagnostics
+    assert diag.code == "E705" and "needs_tpu" in diag.message and "TPU=1" in diag.message
+    assert "GPU=1" in diag.message  # what the workers do offer
+    assert not [e for e in events if e.type.startswith("plan_step")]
+
+
+def test_routing_keeps_tools_local(gpu_cluster, tools):
+    import os
+
+    ex = DaskExecutor(gpu_cluster.scheduler_address, routing={"tools": {"where*": {"executor": "dask"}},
+                                                               "local": ["where_async"]})
+    result = sophon_dsl.run("†state.a = where_async(n=1)\n†state.b = sleepy(seconds=0)\n†state.c = where()",
+                            tools, tool_executor=ex)
+    assert result.status == "succeeded"
+    assert [k.split("/")[1] for k in ex.last_keys] == ["c3"]  # only `where` went to the cluster
+    assert result.state["state"]["a"]["pid"] == os.getpid()
