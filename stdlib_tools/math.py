@@ -43,8 +43,18 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
+MAX_ROUND_DIGITS = 1000  # round(7, -N) computes 10**N first: N is bounded before it runs
+
+
 def _round(x: Any, ndigits: Any = None) -> Any:
-    return round(x) if ndigits is None else round(x, int(ndigits))
+    if ndigits is None:
+        return round(x)
+    if isinstance(ndigits, float) and not ndigits.is_integer():
+        raise ToolError("Math.TypeError", f"round: ndigits must be an integer, not {ndigits}")
+    n = int(ndigits)
+    if abs(n) > MAX_ROUND_DIGITS:
+        raise ToolError("Math.Overflow", f"round: ndigits {n} is beyond +-{MAX_ROUND_DIGITS}")
+    return round(x, n)
 
 
 _FUNCS: dict[str, tuple[Callable[..., Any], int, int]] = {  # name: (function, min args, max args)
@@ -73,6 +83,24 @@ def _pow(a: Any, b: Any) -> Any:
         if (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
             raise ToolError("Math.Overflow", f"integer result larger than {MAX_INT_BITS} bits")
     return a ** b
+
+
+def _bits(v: Any) -> int:
+    return abs(v).bit_length() if isinstance(v, int) else 0
+
+
+def _bound_result(op: Callable[[Any, Any], Any], a: Any, b: Any) -> None:
+    """Refuse before computing an integer result above MAX_INT_BITS (issue 17: a result is
+    bounded before the work, never checked after it). ``**`` has its own bound in _pow;
+    ``/`` gives a float, ``//`` and ``%`` are no larger than their operands."""
+    if op is operator.mul:
+        grows = _bits(a) + _bits(b) > MAX_INT_BITS + 1
+    elif op in (operator.add, operator.sub):
+        grows = max(_bits(a), _bits(b)) + 1 > MAX_INT_BITS + 1
+    else:
+        grows = False
+    if grows and isinstance(a, int) and isinstance(b, int):
+        raise ToolError("Math.Overflow", f"integer result larger than {MAX_INT_BITS} bits")
 
 
 class _Evaluator:
@@ -111,9 +139,7 @@ class _Evaluator:
             a, b = self.eval(node.left, d), self.eval(node.right, d)
             if op is operator.pow:
                 return _check_number(_pow(a, b))
-            if op is operator.mul and isinstance(a, int) and isinstance(b, int):
-                if abs(a).bit_length() + abs(b).bit_length() > MAX_INT_BITS + 1:
-                    raise ToolError("Math.Overflow", f"integer result larger than {MAX_INT_BITS} bits")
+            _bound_result(op, a, b)
             try:
                 return _check_number(op(a, b))
             except ZeroDivisionError:
