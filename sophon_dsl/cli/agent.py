@@ -113,6 +113,8 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         raise UsageError("REQUEST is empty: say what the agent should do")
     if args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
+    if args.max_turns > 500:  # sophon_dsl.planning.limits.HARD_LIMIT (not imported: --help stays light)
+        raise UsageError("--max-turns must be at most 500 (the hard iteration limit)")
     if args.max_calls is not None and args.max_calls < 1:
         raise UsageError("--max-calls must be at least 1")
     if args.delegate_dir is not None and not os.path.isdir(args.delegate_dir):

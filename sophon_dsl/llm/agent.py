@@ -105,6 +105,7 @@ class AgentResult:
     error: str | None = None
     provider_error: dict | None = None   # the ProviderError that ended the run, as ProviderError.to_json()
     planning: dict | None = None   # PlanningDecision.to_json() when planning was asked for
+    usage: dict | None = None      # tokens and cost of the model calls, when a budget is set
 
     @property
     def ok(self) -> bool:
@@ -119,6 +120,8 @@ class AgentResult:
             out["provider_error"] = self.provider_error
         if self.planning is not None:
             out["planning"] = self.planning
+        if self.usage is not None:
+            out["usage"] = self.usage
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
@@ -150,16 +153,20 @@ class Agent:
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
                  temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
-                 planning: Any = None, _depth: int = 0):
+                 planning: Any = None, guards: Any = None, stream_order: str = "any", _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
             provider = get_provider(provider)
-        self.provider: Provider = provider
+        from ..planning.guards import Guards
+        from ..planning.limits import check_max_turns
+
+        # budget, context window, tool filter, loop detector (sophon_dsl.planning.guards)
+        self.guards = guards if guards is not None else Guards()
+        self.provider: Provider = self.guards.wrap(provider, model)
         self.registry: ToolRegistry = as_registry(tools, stdlib=stdlib)
         self.mode = Mode(mode)
-        if max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
+        check_max_turns(max_turns)   # 1 .. the hard iteration limit (500)
         self.max_turns = max_turns
         self.approve = approve if approve is not None else "no"
         self.max_calls = max_calls
@@ -176,6 +183,7 @@ class Agent:
         self.system = system
         self.run_options = dict(run_options or {})
         self.approval_risk = approval_risk
+        self.stream_order = stream_order  # "any" or "written" (runtime.feed: when streamed reads are decided)
         self._depth = _depth
         # None: no planning asked for, ``mode`` runs every request; else a mode name or a
         # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
@@ -262,10 +270,11 @@ class Agent:
         status, output, error = "failed", None, None
         provider_error: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
+        guard = self.guards.start(self.provider)
         try:
             for n in range(1, self.max_turns + 1):
                 msgs = build_messages(
-                    request, tools=self.prompt_tools(), input=input, state=kinds, state_schema=self.state_schema,
+                    request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls)
@@ -283,16 +292,24 @@ class Agent:
                 if record.output is not None and not record.errors:
                     status, output = "succeeded", record.output
                     break
-                prev_plan, prev_calls, prev_errors = record.plan, record.calls, record.errors
+                told, loop_stop = guard.after_turn(record)
+                if loop_stop is not None:   # the model was told at the stop level a turn before
+                    status, error, output = "failed", loop_stop, record.output
+                    break
+                if guard.checkpoint(n):
+                    self._emit(_agent_event("agent_progress", n, "running", data={
+                        "turn": n, "max_turns": self.max_turns, "calls": sum(len(t.calls) for t in turns),
+                        "usage": guard.usage()}))
+                prev_plan, prev_calls, prev_errors = record.plan, record.calls, record.errors + told
                 output = record.output
             else:
                 error = f"no final output after {self.max_turns} turn(s)"
         except asyncio.CancelledError:
             status, error = "cancelled", "the agent was cancelled"
-            result = AgentResult(status, output, kinds, turns, error, planning=planned)
+            result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage())
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
             raise
-        result = AgentResult(status, output, kinds, turns, error, provider_error, planned)
+        result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage())
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
         return result
 
@@ -312,7 +329,8 @@ class Agent:
 
         turn = StreamTurn(self.registry, mode=mode, input=input, initial=kinds, state_schema=self.state_schema,
                           max_calls=self.max_calls, options=self._options(eager), bus=bus, plan_id=f"turn{n}",
-                          delegate=delegate, instance_inputs=inst_inputs, on_call=on_call)
+                          delegate=delegate, instance_inputs=inst_inputs, on_call=on_call,
+                          order=self.stream_order)
         stop: tuple[str, str] | None = None
         try:
             async for delta in self.provider.stream(msgs, model=self.model, temperature=self.temperature,
