@@ -96,6 +96,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E209": (Severity.ERROR, "call names an activity that is not registered"),
     "E210": (Severity.ERROR, "output path other than the one the tool prescribes"),
     "E211": (Severity.ERROR, "prescribed output path is not an output path"),
+    "E212": (Severity.ERROR, "streamed call writes what an earlier read already consumed"),
     # E3xx: data flow
     "E301": (Severity.ERROR, "read of a path that nothing writes"),
     "E302": (Severity.ERROR, "dependency cycle"),

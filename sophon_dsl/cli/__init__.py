@@ -24,7 +24,8 @@ __all__ = ["COMMANDS", "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "UsageError", "buil
 
 # command -> the module of sophon_dsl.cli that implements it (its ``run(args) -> int``)
 COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run", "dry-run": "dry_run",
-                   "grammar": "grammar", "schema": "schema", "agent": "agent", "goal": "goal"}
+                   "grammar": "grammar", "schema": "schema", "agent": "agent",
+                   "classify": "classify", "goal": "goal"}
 
 
 def _handler(module: str) -> Callable[[argparse.Namespace], int]:

@@ -167,6 +167,12 @@ def schema_args(sub: argparse._SubParsersAction,
                    help="wrap it as an OpenAI response_format object")
 
 
+def _classify_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("classify", help="score a request by the planning classifier: would it be planned?")
+    p.add_argument("request", metavar="REQUEST", help="the request to score")
+    p.add_argument("--json", action="store_true", help='print {"score", "signals", "plan"} as JSON')
+
+
 def agent_args(sub: argparse._SubParsersAction,
                tools_arg: Callable[[argparse.ArgumentParser], None] = add_tools_arg) -> None:
     p = sub.add_parser("agent", help="let a language model plan in the DSL and run its plans, turn after turn")
@@ -185,6 +191,9 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")
+    p.add_argument("--planning", choices=("auto", "llm", "always", "never"), default=None,
+                   help="decide per request whether to plan first (lazy: check, dry-run, approve, run) "
+                        "or run calls as they stream (eager); wins over --mode (docs/planning.md)")
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 
@@ -213,7 +222,7 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
 
 # in the order ``--help`` lists them
 COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _goal_args,
+    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _classify_args, _goal_args,
 )
 
 

@@ -8,9 +8,9 @@ Three pieces:
   (``@risk(high)`` alone on a line) wait for the call they decorate; ``#``
   comments are dropped; Markdown code fences are ignored.
 * :class:`StreamScheduler` is the runtime's :class:`~sophon_dsl.runtime.scheduler.Scheduler`
-  accepting calls while the reply streams.  While the stream is open, a read of a
-  path that has no value yet (or whose known writers all failed / took another
-  branch) *waits*, because a writer may still arrive; ``input`` never waits.
+  accepting calls while the reply streams.  While the stream is open, a read
+  *waits*, because a writer may still arrive (in ``written`` order only a read
+  with no value yet waits; see :mod:`sophon_dsl.runtime.feed`); ``input`` never waits.
   When the stream closes, every waiting read settles exactly as in the runtime
   (missing -> ``Ref.Unresolved``, broken -> skipped).
 * :class:`StreamTurn` ties them together for one turn of the agent loop: each
@@ -45,7 +45,7 @@ from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
 from ..runtime.events import EventBus
-from ..runtime.feed import GrowingPlan
+from ..runtime.feed import LATE_WRITER, ORDERS, GrowingPlan
 from ..runtime.invoker import Invocation, LocalInvoker
 from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
@@ -278,9 +278,9 @@ class StreamScheduler:
 
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, delegate: Any = None) -> None:
+                 plan_id: str | None = None, delegate: Any = None, order: str = "any") -> None:
         opts = options or RunOptions()
-        self.feed = GrowingPlan(header)
+        self.feed = GrowingPlan(header, order)
         invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_workers), delegate, opts.executor)
         self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
                                    options=opts, bus=bus, plan_id=plan_id, invoker=invoker)
@@ -379,7 +379,11 @@ class StreamTurn:
                  initial: dict[str, Any] | None = None, state_schema: Any = None, max_calls: int | None = 20,
                  options: RunOptions | None = None, bus: EventBus | None = None, plan_id: str | None = None,
                  delegate: Any = None, instance_inputs: dict[str, Any] | None = None,
-                 dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None):
+                 dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None,
+                 order: str = "any"):
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        self.order = order
         self.mode = Mode(mode)
         self.registry = registry
         self.input = input
@@ -426,7 +430,7 @@ class StreamTurn:
         self._sched = StreamScheduler(self.header, self.registry.with_plan_decls(self.header.tools),
                                       input=self.input, state=self.initial.get("state"),
                                       context=self._context(), options=self.options, bus=self.bus,
-                                      plan_id=self.plan_id, delegate=self.delegate)
+                                      plan_id=self.plan_id, delegate=self.delegate, order=self.order)
         self._task = asyncio.ensure_future(self._sched.run())
 
     @property
@@ -532,6 +536,16 @@ class StreamTurn:
             self._refuse(i, call, errs, text)
         elif self._sched is not None:
             self._sched.add_call(route_instance(call, self.instance_inputs), cid, arrived=self._arrival)
+            if i in self._sched.feed.late:  # written order: it came after a read of its output
+                self._late_writer(i, call, text)
+
+    def _late_writer(self, i: int, call: Call, text: str | None) -> None:
+        err = self._sched.records[i].error if self._sched is not None else None
+        message = err.cause.removeprefix(f"{LATE_WRITER} ") if err is not None else "written too late"
+        d = Diagnostic(LATE_WRITER, message, call.span or call.tool_span)
+        self.diagnostics.append(d)
+        self.errors.append({"call": text or _call_text(call), "id": self.ids[i], "error": diagnostic_error(d)})
+        self.refused[i] = err if err is not None else ErrorInfo(PLAN_INVALID, message)
 
     def _refuse(self, i: int, call: Call, errs: list[Diagnostic], text: str | None) -> None:
         cid = self.ids[i]

@@ -5,8 +5,14 @@ A :class:`FixedPlan` hands over a whole checked plan at once.  A
 in (``sophon_dsl.llm.stream``): each arriving call is wired into the plan's
 :class:`~sophon_dsl.dataflow.DataFlow` and announced to the scheduler, which
 dispatches it as soon as its inputs are decided.  While a growing plan is open,
-a read that has no value yet waits (a writer may still arrive); when it closes,
-every waiting read settles as in a fixed plan.
+a read waits, because a writer may still arrive and the finished plan's read
+would wait for it wherever it stands in the text (``order="any"``, the default:
+a streamed run decides what a run of the whole plan decides).  With
+``order="written"`` the reply promises writers before readers: a read whose
+writers so far have all ended goes ahead (missing or broken reads still wait),
+and a call arriving later that writes what such a read already consumed is
+refused (:data:`LATE_WRITER`), so the run never silently differs from the whole
+plan's.  When the plan closes, every waiting read settles as in a fixed plan.
 
 A scheduler *attaches* to its feed and is told, through
 :class:`FeedListener`, about arrivals, refusals and the close.
@@ -21,7 +27,12 @@ from ..dataflow import DataFlow
 from ..model import Call, Plan, Value
 from .errors import ErrorInfo
 
-__all__ = ["FeedListener", "FixedPlan", "GrowingPlan", "PlanFeed"]
+__all__ = ["FeedListener", "FixedPlan", "GrowingPlan", "LATE_WRITER", "ORDERS", "PlanFeed"]
+
+#: How a growing plan treats the order of its calls (see the module docstring).
+ORDERS = ("any", "written")
+#: The diagnostic code of a call refused for writing what an earlier read already consumed.
+LATE_WRITER = "E212"
 
 
 class FeedListener(Protocol):
@@ -33,6 +44,10 @@ class FeedListener(Protocol):
     def call_refused(self, i: int, error: ErrorInfo) -> None: ...
 
     def feed_closed(self) -> None: ...
+
+    def is_decided(self, i: int) -> bool:
+        """Call ``i`` was dispatched or has ended (its reads are decided)."""
+        ...
 
 
 class PlanFeed(Protocol):
@@ -78,7 +93,11 @@ class FixedPlan:
 class GrowingPlan:
     """A plan whose calls arrive one at a time (a streamed reply)."""
 
-    def __init__(self, header: Plan) -> None:
+    def __init__(self, header: Plan, order: str = "any") -> None:
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        self.order = order
+        self.late: dict[int, tuple[int, ...]] = {}  # refused call -> the decided readers it came too late for
         self._header = replace(header, calls=(), output=None)
         self.flow = DataFlow()
         self.ids = self.flow.ids
@@ -110,11 +129,26 @@ class GrowingPlan:
         self._header = replace(header, calls=(), output=None)
         self._plan = None
 
+    @property
+    def written_order(self) -> bool:
+        """Reads may be decided while the plan is open (the reply writes writers first)."""
+        return self.order == "written"
+
     def add(self, call: Call, call_id: str, refused: ErrorInfo | None = None) -> int:
-        """Append a call; a ``refused`` one is recorded as failed without running."""
+        """Append a call; a ``refused`` one is recorded as failed without running (and so is,
+        in written order, a call writing what an already decided read consumed)."""
         edges = self.flow.add_call(call, call_id)
         self._plan = None
         i = len(self.flow.calls) - 1
+        if refused is None and edges and self.order == "written" and self._listener is not None:
+            decided = self._listener.is_decided
+            late = tuple(sorted({r for r, w in edges if w == i and r != i and decided(r)}))
+            if late:
+                self.late[i] = late
+                ids = self.flow.ids
+                refused = ErrorInfo("Plan.Invalid", f"{LATE_WRITER} call {call_id} writes what "
+                                    f"{', '.join(ids[r] for r in late)} already read while the reply streamed; "
+                                    "write a call before the calls that read its output")
         if self._listener is not None:
             self._listener.call_arrived(i, edges, refused)
         return i

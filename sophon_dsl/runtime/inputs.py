@@ -12,8 +12,11 @@ Deterministic, whatever the timing (``spec/language.md``, Runtime):
   value is the last;
 * a call with a broken input is skipped (with the reason); otherwise a call
   with a missing input fails with ``Ref.Unresolved``;
-* while a streamed plan is open, a read that is missing or broken waits
-  instead (a writer may still arrive); ``input`` never waits.
+* while a streamed plan is open, every read waits except of ``input``: a
+  writer may still arrive, and the finished plan's read would wait for it
+  wherever it stands in the text (so a streamed run decides what the whole
+  plan's run decides); in ``written`` order (``runtime.feed``) only missing
+  and broken reads wait.
 """
 
 from __future__ import annotations
@@ -90,6 +93,9 @@ class InputResolver:
         self.get = get
         self.stream_open = False
         self._maps: dict[int, dict[int, int]] = {}
+        # a streamed reply that writes writers before readers (GrowingPlan order "written"):
+        # a read with a value may be decided while the stream is open
+        self.written_order = False
 
     # -- one reference ---------------------------------------------------------
 
@@ -127,6 +133,16 @@ class InputResolver:
 
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         writers = self.writers_of(i, ref)
+        if self.stream_open and not ref.kind.startswith("input"):
+            if not self.written_order:
+                # any call still to come may write this path (or one overlapping it), and a
+                # finished plan's read waits for every writer wherever it stands in the text
+                return _PENDING, None
+            st, val = self._settled_state(i, ref)
+            return (_PENDING, None) if st is _MISSING or st is _BROKEN else (st, val)
+        return self._settled_state(i, ref)
+
+    def _settled_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         if writers:
             ended = self.ended
             for j in writers:
@@ -142,13 +158,9 @@ class InputResolver:
                     continue
                 break
             else:
-                if self.stream_open and not kind.startswith("input"):
-                    return _PENDING, None  # a writer may still arrive
                 return _BROKEN, self._broken_reason(ref, writers)
         value = self.get(ref.kind, ref.path)
         if value is MISSING:
-            if self.stream_open and not ref.kind.startswith("input"):
-                return _PENDING, None
             return _MISSING, ref.text()
         return _HAS, value
 

@@ -156,6 +156,7 @@ class Scheduler:
     def _spec(self, tool: str) -> ToolSpec | None:
         spec = self._spec_of.get(tool, self._spec_of)
         if spec is self._spec_of:
+            self.inputs.written_order = getattr(self.feed, "written_order", False)
             spec = self._spec_of[tool] = self.registry.get(tool)
         return spec
 
