@@ -287,14 +287,15 @@ class RunStore:
         stmt = self.sql("UPDATE runs SET spec = ?, plan_hash = ? WHERE run_id = ?")
         return self.submit(lambda cur: cur.execute(stmt, (text, plan_hash, run_id)) and None)
 
-    def acquire_lease(self, run_id: str, owner: str, lease_s: float = 60.0) -> bool:
-        """Take the run's lease unless another owner holds one that has not expired."""
+    def acquire_lease(self, run_id: str, owner: str, lease_s: float = 60.0, stale: str | None = None) -> bool:
+        """Take the run's lease unless another owner holds one that has not expired (``stale``:
+        an owner known to be gone, whose lease may be taken at once)."""
         stmt = self.sql("UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ? AND "
-                        "(lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)")
+                        "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? OR lease_until < ?)")
 
         def op(cur: Any) -> bool:
             now = time.time()
-            cur.execute(stmt, (owner, now + lease_s, run_id, owner, now))
+            cur.execute(stmt, (owner, now + lease_s, run_id, owner, stale or owner, now))
             return cur.rowcount == 1
 
         return self._wait(op)

@@ -1,0 +1,188 @@
+"""The :class:`~sophon_dsl.runtime.store.StateStore` of a durable run: the in-memory log
+(as :class:`~sophon_dsl.runtime.store.MemoryStore`) plus one store transaction per call
+completion, and the barrier the runner waits on.
+
+* ``record_ended`` hands the store, in one transaction, the log entries written since the
+  previous completion (the call's own writes: the runner writes and ends a call without
+  awaiting in between), the call's record and the run's last sequence number.  Completions
+  are queued in log order and the writer commits its queue in order, so the committed log is
+  always a prefix of the in-memory one.  Cancelled calls are not committed: they run again.
+* ``settle_after_commit`` (the barrier): the runner's "this call ended, examine its
+  dependents" waits until that transaction is committed.
+* ``before_start``: a call that is not idempotent commits an intent record before its tool
+  starts; on resume it decides what to do with a call found in doubt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any, Iterable
+
+from ..model import OutputMethod
+from ..runtime.errors import ErrorInfo
+from ..runtime.result import CallRecord
+from ..runtime.state import LogSnapshot, StateLog
+
+__all__ = ["CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
+
+CALL_OUTCOME_UNKNOWN = "Call.OutcomeUnknown"
+STORE_FAILED = "Store.CommitFailed"
+_METHODS = {m.value: m for m in OutputMethod}
+
+
+def entry_json(entry: tuple) -> dict:
+    kind, path, value, method, call, date = entry
+    return {"kind": kind, "path": list(path), "value": value, "method": method, "call": call, "date": date}
+
+
+def record_json(rec: CallRecord, written: tuple[int, ...]) -> dict:
+    """What a committed call keeps: its record and which of its output paths it wrote."""
+    return {"id": rec.id, "index": rec.index, "status": rec.status, "attempts": rec.attempts,
+            "error": rec.error.to_json() if rec.error else None, "reason": rec.reason,
+            "started_at": rec.started_at, "ended_at": rec.ended_at, "caught": rec.caught,
+            "branch": rec.branch, "written": list(written),
+            "output": rec.output if not written else None}
+
+
+def restore_record(rec: CallRecord, data: dict) -> None:
+    rec.status = data["status"]
+    rec.attempts = data["attempts"]
+    err = data.get("error")
+    rec.error = ErrorInfo(err["error"], err.get("cause", "")) if err else None
+    rec.reason = data.get("reason")
+    rec.started_at = data.get("started_at")
+    rec.ended_at = data.get("ended_at")
+    rec.caught = data.get("caught", False)
+    rec.branch = data.get("branch")
+    rec.output = data.get("output")
+
+
+class Journal:
+    """One durable run's state store (see the module docstring)."""
+
+    durable = True
+
+    def __init__(self, backend: Any, run_id: str) -> None:
+        self.backend = backend
+        self.run_id = run_id
+        self.log = StateLog()
+        self.records: list[CallRecord] = []
+        self.write = self.log.write
+        self.get = self.log.get
+        self.sched: Any = None
+        self.failure: BaseException | None = None
+        self.committing: list = []   # futures of the transactions not known to be committed
+        self._sent = 0               # log entries handed to the store so far
+        self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
+
+    # -- StateStore -----------------------------------------------------------------
+
+    def resolved(self, exclude: Iterable[str] = ()) -> dict[str, Any]:
+        return self.log.resolved(exclude)
+
+    def snapshot(self) -> LogSnapshot:
+        return self.log.snapshot()
+
+    def add_record(self, record: CallRecord) -> None:
+        self.records.append(record)
+
+    def record_started(self, record: CallRecord) -> None:
+        pass
+
+    def record_ended(self, rec: CallRecord) -> None:
+        if rec.status == "cancelled" or self.failure is not None:
+            return  # not committed: it runs again on resume (its entries wait for the next commit)
+        entries = self.log._entries
+        start, end = self._sent, len(entries)
+        self._sent = end
+        rows = [(seq, entry_json(entries[seq])) for seq in range(start, end)]
+        out = self.sched.calls[rec.index].output if self.sched is not None else None
+        written = _written_indexes(out, rec) if out is not None else ()
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self._waiting[rec.index] = False
+        try:
+            fut = self.backend.commit_call(self.run_id, rows, record_json(rec, written),
+                                           notify=(self._loop, partial(self._landed, rec.index)))
+        except Exception as exc:  # noqa: BLE001 - a value the store cannot hold: the run stops
+            self._fail(exc)
+            return
+        self.committing.append(fut)
+
+    # -- the barrier ------------------------------------------------------------------
+
+    def settle_after_commit(self, i: int) -> None:
+        """The runner ended call ``i``: its dependents are examined once it is committed."""
+        if i in self._waiting:
+            self._waiting[i] = True
+        elif self.failure is None:
+            self.sched.settled(i)
+
+    def _landed(self, i: int, fut: Any) -> None:
+        if fut.exception() is not None:
+            self._fail(fut.exception())
+            return
+        if self._waiting.pop(i, False) and self.failure is None:
+            self.sched.settled(i)
+
+    def _fail(self, exc: BaseException) -> None:
+        """The store refused a transaction: nothing more is committed and the run stops (what
+        was committed is what a resume starts from)."""
+        if self.failure is None:
+            self.failure = exc
+            if self.sched is not None:
+                self.sched.cancel()
+
+    async def flush(self) -> None:
+        """Wait until every transaction handed to the store has landed."""
+        pending, self.committing = self.committing, []
+        for fut in pending:  # (a landed future's callback may not have run yet: look at each)
+            try:
+                if fut.done():
+                    fut.result()
+                else:
+                    await asyncio.wrap_future(fut)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(exc)
+
+    def failure_error(self) -> ErrorInfo | None:
+        if self.failure is None:
+            return None
+        return ErrorInfo(STORE_FAILED, f"the run store stopped committing: {self.failure}")
+
+    # -- intents ----------------------------------------------------------------------
+
+    async def commit_intent(self, call_id: str) -> ErrorInfo | None:
+        loop = self._loop or asyncio.get_running_loop()
+        self._loop = loop
+        done = loop.create_future()
+
+        def landed(fut: Any) -> None:
+            if not done.done():
+                done.set_result(fut.exception())
+
+        self.backend.put_intent(self.run_id, call_id, f"{self.run_id}:{call_id}", notify=(loop, landed))
+        exc = await done
+        if exc is not None:
+            self._fail(exc)
+            return self.failure_error()
+        return None
+
+
+def _written_indexes(out: Any, rec: CallRecord) -> tuple[int, ...]:
+    """Which of the call's output paths it wrote, by position (the texts as ``written``)."""
+    texts = rec.written
+    if not texts:
+        return ()
+    return tuple(k for k, p in enumerate(out.paths) if p.text() in texts)
+
+
+def replay(journal: Journal, entries: list[dict]) -> None:
+    """Put the committed log back, in order, as the in-memory log's prefix."""
+    write = journal.log.write
+    for e in entries:
+        write(e["kind"], tuple(e["path"]), e["value"], _METHODS[e["method"]], e["call"], e["date"])
+    journal._sent = len(entries)

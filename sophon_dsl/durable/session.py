@@ -1,0 +1,286 @@
+"""One durable run, as the runtime's API drives it (:mod:`sophon_dsl.runtime.api`).
+
+A :class:`DurableRun` registers the run in the store (what a resume needs: the plan text,
+its input, state and context, the tool-source hash), gives the scheduler its
+:class:`~.journal.Journal`, restores what an earlier process committed, keeps approval
+decisions (asked once, reused on resume), decides about calls found in doubt, and records
+how the run ended.  A run whose approver is ``"wait"`` and that needs a decision nobody
+gave yet ends with status ``waiting``; ``sophon-dsl approve`` (or :func:`~.resume.resume`
+with ``approve=...``) continues it later, from any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import os
+import socket
+import uuid
+from typing import Any
+
+from ..model import Plan
+from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
+from ..runtime.errors import ErrorInfo
+from ..runtime.result import RunResult
+from .journal import CALL_OUTCOME_UNKNOWN, Journal, replay, restore_record
+
+__all__ = ["WAIT", "DurableRun", "RunWaiting", "begin", "new_run_id", "owner_id", "plan_hash"]
+
+WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
+
+
+class RunWaiting(BaseException):
+    """Raised through the plan-level approval gate when the run is left waiting (a
+    BaseException: ``decide`` must not turn it into a rejection)."""
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def plan_hash(plan_text: str, registry: Any, plan: Plan) -> str:
+    """Hash of the plan text and of the source of every tool function it calls."""
+    h = hashlib.sha256(plan_text.encode())
+    for name in sorted({c.tool for c in plan.calls} | {c.activity for c in plan.calls if c.activity}):
+        spec = registry.get(name)
+        func = getattr(spec, "func", None) if spec is not None else None
+        func = getattr(func, "__wrapped__", func)
+        try:
+            src = inspect.getsource(func) if func is not None else repr((spec.input_schema, spec.output_schema)
+                                                                         if spec is not None else None)
+        except (OSError, TypeError):
+            src = getattr(func, "__qualname__", repr(func))
+        h.update(f"\0{name}\0{src}".encode())
+    return h.hexdigest()
+
+
+def owner_id() -> str:
+    """Who holds a run's lease: ``host:pid:nonce`` (a resume may take over the lease of a
+    process of this host that no longer exists)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: Any) -> Any:
+    """Make ``handle``'s run durable in ``store`` (a URL or a store); the approver to use."""
+    from . import open_store
+    from ..loader import dumps
+
+    backend = open_store(store)
+    run = DurableRun(backend, handle.run_id)
+    run.owns_backend = backend is not store
+    run.register(dumps(plan, "json"), plan, prep.registry, {**data, "plan_id": handle.plan_id})
+    handle.durable = run
+    return run.approver(approver)
+
+
+def _idempotent(spec: Any) -> bool:
+    return spec is None or spec.func is None or bool(getattr(spec, "idempotent", False))
+
+
+class DurableRun:
+    """See the module docstring.  ``committed`` (resume) maps call ids to their committed
+    records, ``intents`` call ids to idempotency keys, ``decisions`` names to decisions."""
+
+    def __init__(self, backend: Any, run_id: str, *, unknown: str = "fail", base_approver: Any = None,
+                 committed: dict | None = None, log: list | None = None, intents: dict | None = None,
+                 decisions: dict | None = None, owner: str | None = None) -> None:
+        if unknown not in ("ask", "rerun", "fail"):
+            raise ValueError(f"unknown must be 'ask', 'rerun' or 'fail', not {unknown!r}")
+        self.backend = backend
+        self.run_id = run_id
+        self.unknown = unknown
+        self.base_approver = base_approver
+        self.committed = committed or {}
+        self.intents = intents or {}
+        self.decisions = dict(decisions or {})
+        self.owner = owner or owner_id()
+        self.journal = Journal(backend, run_id)
+        self.journal.hooks = self
+        self.resumed = committed is not None
+        self.waiting: dict | None = None
+        self.owns_backend = False  # opened from a URL for this run: closed when it ends
+        self.lease_s = 60.0
+        self.doubt = {cid for cid in self.intents if cid not in self.committed}
+        if log:
+            replay(self.journal, log)
+            # the scheduler writes the run's initial data again: it is in the replayed log
+            self.journal.write = _drop_initial(self.journal)
+
+    # -- starting -------------------------------------------------------------------
+
+    def register(self, plan_text: str, plan: Plan, registry: Any, spec: dict) -> None:
+        """A new run: its row (status running, this process's lease)."""
+        self.backend.create_run(self.run_id, plan_id=plan.id, goal=plan.goal, spec={"plan": plan_text, **spec},
+                                plan_hash=plan_hash(plan_text, registry, plan), owner=self.owner,
+                                lease_s=self.lease_s).result()
+
+    def approver(self, base: Any) -> Any:
+        """The run's approver: a stored decision is reused, a new one is stored."""
+        self.base_approver = base
+
+        async def approve(request: ApprovalRequest) -> ApprovalDecision:
+            name = request.kind if request.kind == "plan" else f"{request.kind}:{request.call_id}"
+            stored = self.decisions.get(name)
+            if stored is not None:
+                return _decision(stored, request)
+            if base == WAIT:
+                return await self._wait(name, request)
+            decision = await decide(base, request, None)
+            self.decisions[name] = _decision_json(decision)
+            await asyncio.wrap_future(self.backend.put_decision(self.run_id, name, self.decisions[name]))
+            return decision
+
+        return approve
+
+    async def _wait(self, name: str, request: ApprovalRequest) -> ApprovalDecision:
+        self.waiting = {"decision": name, "kind": request.kind, "call_id": request.call_id,
+                        "calls": list(request.calls)}
+        if request.kind == "plan":
+            raise RunWaiting(name)
+        sched = self.journal.sched
+        sched.cancel()  # the call stays uncommitted: it asks again when the run continues
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    def attach(self, sched: Any) -> None:
+        """The scheduler is built: hand it the journal's hooks and restore committed calls."""
+        self.journal.sched = sched
+        sched.run_id = self.run_id
+        if not self.resumed:
+            return
+        restored = 0
+        for i, rec in enumerate(sched.records):
+            data = self.committed.get(rec.id)
+            if data is None:
+                continue
+            restore_record(rec, data)
+            out = sched.calls[i].output
+            wrote = tuple(out.paths[k] for k in data.get("written", ())) if out is not None else ()
+            if wrote:
+                rec.add_written(wrote)
+            sched.restore(i, wrote)
+            restored += 1
+        rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(sched, cid)))
+        self.journal.write = self.journal.log.write
+        sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored,
+                                                     "in_doubt": len(self.doubt), "rerun": rerun})
+
+    @staticmethod
+    def _spec(sched: Any, call_id: str) -> Any:
+        i = sched.ids.index(call_id)
+        call = sched.calls[i]
+        return sched.registry.get(call.activity) if call.activity else sched.specs[i]
+
+    # -- per call ---------------------------------------------------------------------
+
+    async def before_start(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
+        """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent."""
+        sched = self.journal.sched
+        cid = sched.records[i].id
+        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        if call.inline_output is not None or _idempotent(spec):
+            return None
+        if cid in self.doubt:
+            self.doubt.discard(cid)
+            return await self._in_doubt(runner, i, call, args)
+        return await self.journal.commit_intent(cid)
+
+    async def _in_doubt(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
+        sched = self.journal.sched
+        cid = sched.records[i].id
+        action = self.unknown
+        if action == "ask":
+            req = ApprovalRequest("unknown", sched.plan, ({"id": cid, "tool": call.tool, "risk": "unknown",
+                                                           "index": i},), call, cid, args, sched.plan_id)
+            decision = await self.approver(self.base_approver)(req)
+            action = "rerun" if decision.action == "approve" else "fail"
+        sched.emit("plan_step_unknown", action, i, reason="started before the crash; its outcome is unknown",
+                   data={"key": f"{self.run_id}:{cid}", "decision": action})
+        if action == "rerun":
+            return None
+        return ErrorInfo(CALL_OUTCOME_UNKNOWN, f"{cid} ({call.tool}) started before the run was interrupted "
+                                               "and its outcome is unknown")
+
+    # -- ending -------------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        """Keep the lease while the run goes on (another process may take an expired one)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            await loop.run_in_executor(None, self.backend.acquire_lease, self.run_id, self.owner, self.lease_s)
+
+    async def guard(self, coro: Any) -> RunResult:
+        """Run the API's coroutine; record how the run ended (or that it waits)."""
+        renew = asyncio.ensure_future(self._renew())
+        try:
+            try:
+                result = await coro
+            except RunWaiting:
+                result = None
+            await self.journal.flush()
+            if self.waiting is not None:
+                result = self._waiting_result(result)
+            if self.journal.failure is None:
+                summary = {"status": result.status, "output": result.output,
+                           "error": result.error.to_json() if result.error else None, "waiting": self.waiting}
+                try:
+                    await asyncio.wrap_future(self.backend.set_status(self.run_id, result.status, summary))
+                except Exception as exc:  # noqa: BLE001 - how it ended is not recorded: resume finds out
+                    self.journal._fail(exc)
+            err = self.journal.failure_error()
+            if err is not None and self.waiting is None:
+                result.status, result.error = "failed", err
+        finally:
+            renew.cancel()
+            try:
+                await asyncio.wrap_future(self.backend.release_lease(self.run_id, self.owner))
+            except Exception:  # noqa: BLE001 - a failed store: the lease expires by itself
+                pass
+            if self.owns_backend:
+                self.backend.close()
+        return result
+
+    def _waiting_result(self, result: RunResult | None) -> RunResult:
+        sched = self.journal.sched
+        if result is None or sched is None:
+            return RunResult("waiting", {}, None, list(self.journal.records), [], run_id=self.run_id)
+        result.status, result.error = "waiting", None
+        return result
+
+
+def _drop_initial(journal: Journal) -> Any:
+    log_write = journal.log.write
+
+    def write(kind: str, path: tuple, value: Any, method: Any = None, call: Any = None) -> None:
+        if call is not None:
+            log_write(kind, path, value, method, call) if method is not None else log_write(kind, path, value, call=call)
+
+    return write
+
+
+def _decision_json(d: ApprovalDecision) -> dict:
+    out: dict[str, Any] = {"action": d.action, "reason": d.reason}
+    if d.plan is not None:
+        from ..loader import dumps
+
+        out["plan"] = dumps(d.plan, "json")
+    if d.call is not None:
+        from ..loader import dumps
+
+        out["call"] = dumps(Plan(calls=(d.call,)), "json")
+    return out
+
+
+def _decision(data: dict, request: ApprovalRequest) -> ApprovalDecision:
+    action, reason = data.get("action", "reject"), data.get("reason", "")
+    if action == "edit" and data.get("plan"):
+        from ..loader import loads
+
+        return ApprovalDecision.edit(loads(data["plan"], "json"), reason)
+    if action == "edit" and data.get("call"):
+        from ..loader import loads
+
+        return ApprovalDecision.edit(loads(data["call"], "json").calls[0], reason)
+    return ApprovalDecision("approve" if action in ("approve", "edit") else "reject", reason or "")

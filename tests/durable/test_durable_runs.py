@@ -1,0 +1,254 @@
+"""Durable runs through the Python API: commits per call, the barrier, intents, resume,
+in-doubt calls, approvals kept, waiting runs, the lease and the plan hash."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+import pytest
+
+import sophon_dsl
+from sophon_dsl import tool
+from sophon_dsl.durable.resume import StoreRunError
+
+from . import plans
+from .faults import FaultyStore, forget_lease
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger():
+    plans.reset_ledger()
+
+
+def _db(tmp_path):
+    path = str(tmp_path / "runs.db")
+    return path, f"sqlite:///{path}"
+
+
+def _rows(path, sql, *params):
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_committed_log_equals_the_run_log_and_run_id_is_in_the_json(store_url):
+    r = sophon_dsl.run(plans.seeded_plan(1, 30), tools=plans.TOOLS, input={"zero": 0}, store=store_url)
+    assert r.to_json()["run_id"] == r.run_id
+    store = sophon_dsl.open_store(store_url)
+    try:
+        committed = store.load_log(r.run_id)
+        run = store.get_run(r.run_id)
+        calls = store.load_calls(r.run_id)
+    finally:
+        store.close()
+    assert [(e["seq"], e["kind"], e["path"], e["value"], e["call"]) for e in committed] == \
+        [(m["seq"], m["kind"], m["path"], m["value"], m["call"]) for m in r.log]
+    assert run["status"] == "succeeded" and run["last_seq"] == len(r.log) - 1 and run["lease_owner"] is None
+    assert {c.id: c.status for c in r.calls} == {cid: rec["status"] for cid, rec in calls.items()}
+
+
+def test_current_call_in_async_and_thread_pool_tools():
+    seen = []
+
+    @tool
+    def sync_tool() -> str:
+        c = sophon_dsl.current_call()
+        seen.append(("main" if threading.current_thread() is threading.main_thread() else "worker", c.call_id, c.key, c.attempt))
+        return "ok"
+
+    @tool
+    async def async_tool() -> str:
+        c = sophon_dsl.current_call()
+        seen.append(("async", c.call_id, c.key, c.attempt))
+        return "ok"
+
+    r = sophon_dsl.run("s1: $state.a = sync_tool()\ns2: $state.b = async_tool()\n", tools=[sync_tool, async_tool])
+    assert sorted(seen) == sorted([("worker", "s1", f"{r.run_id}:s1", 1), ("async", "s2", f"{r.run_id}:s2", 1)])
+    assert sophon_dsl.current_call() is None
+
+
+def test_barrier_and_intents(tmp_path):
+    path, url = _db(tmp_path)
+    seen = {}
+
+    @tool
+    def first() -> int:
+        seen["intent_before_start"] = _rows(path, "SELECT call_id FROM intents")
+        return 1
+
+    @tool(idempotent=True)
+    def second(x: int) -> int:
+        seen["committed_before_dependent"] = _rows(path, "SELECT call_id FROM calls")
+        seen["intents"] = _rows(path, "SELECT call_id FROM intents")
+        return x + 1
+
+    r = sophon_dsl.run("a: $state.a = first()\nb: $state.b = second(x=$state.a)\n", tools=[first, second],
+                       store=url)
+    assert r.ok
+    assert seen["intent_before_start"] == [("a",)]     # not idempotent: intent committed first
+    assert seen["committed_before_dependent"] == [("a",)]  # the barrier
+    assert seen["intents"] == [("a",)]                 # idempotent: no intent
+
+
+def _resume(path, run_id, **kw):
+    forget_lease(path, run_id)
+    return sophon_dsl.resume(run_id, store=f"sqlite:///{path}", tools=plans.TOOLS, **kw)
+
+
+def test_every_crash_point_resumes_to_the_same_result(tmp_path):
+    """Fault injection: a store that stops committing after k transactions, for every k."""
+    plan = plans.seeded_plan(7, 12)
+    reference = plans.comparable(sophon_dsl.run(plan, tools=plans.TOOLS, input={"zero": 0}))
+    k = 1  # (0: the run cannot even be registered: run() raises StoreError)
+    while True:
+        path = str(tmp_path / f"k{k}.db")
+        plans.reset_ledger()
+        store = FaultyStore(path, k)
+        try:
+            first = sophon_dsl.run(plan, tools=plans.TOOLS, input={"zero": 0}, store=store, run_id=f"run{k}")
+        finally:
+            store.close()
+        if first.ok and first.error is None and k > 40:
+            break
+        if first.status == "succeeded":  # the limit was past the run's last transaction
+            assert plans.comparable(first) == reference
+            break
+        assert first.error is not None and first.error.error == "Store.CommitFailed"
+        with sqlite3.connect(path) as conn:
+            committed = {c for (c,) in conn.execute("SELECT call_id FROM calls")}
+        before = [e["call"] for e in plans.ledger_lines()]
+        resumed = _resume(path, f"run{k}", unknown="rerun")
+        assert plans.comparable(resumed) == reference, k
+        after = [e["call"] for e in plans.ledger_lines()][len(before):]
+        assert not committed & set(after), (k, committed & set(after))  # committed calls never ran again
+        k += 1
+    assert k > 3
+
+
+def test_in_doubt_calls_follow_the_unknown_policy(tmp_path):
+    path, url = _db(tmp_path)
+    plan = "a: $state.a || $state.err = act(n=1)\nb: $state.b = look(n=2, x=$state.a || $input.zero)\n"
+    # one transaction is the run row, the next the intent of `a`: then the store stops
+    store = FaultyStore(path, 2)
+    try:
+        first = sophon_dsl.run(plan, tools=plans.TOOLS, input={"zero": 0}, store=store, run_id="r")
+    finally:
+        store.close()
+    assert first.error.error == "Store.CommitFailed"
+    assert _rows(path, "SELECT call_id, idem_key FROM intents") == [("a", "r:a")]
+    assert _rows(path, "SELECT call_id FROM calls") == []
+
+    failed = _resume(path, "r", unknown="fail")  # the branching output catches Call.OutcomeUnknown
+    assert failed.ok and failed.call("a").error.error == "Call.OutcomeUnknown"
+    assert failed.state["state"]["err"]["error"] == "Call.OutcomeUnknown"
+    types = [e.type for e in failed.events]
+    assert types[0] == "plan_resumed" and types.count("plan_step_unknown") == 1
+    assert failed.events[0].data == {"run_id": "r", "restored": 0, "in_doubt": 1, "rerun": 0}
+
+
+def test_in_doubt_rerun_and_ask(tmp_path):
+    for choice, approve, expect in (("rerun", None, "succeeded"), ("ask", True, "succeeded"),
+                                    ("ask", False, "failed")):
+        path = str(tmp_path / f"{choice}{approve}.db")
+        plans.reset_ledger()
+        store = FaultyStore(path, 2)
+        try:
+            sophon_dsl.run("a: $state.a = act(n=1)\n", tools=plans.TOOLS, store=store, run_id="r")
+        finally:
+            store.close()
+        asked = []
+
+        async def approver(req):
+            asked.append(req.kind)
+            return approve
+
+        r = _resume(path, "r", unknown=choice, approve=approver if choice == "ask" else None)
+        assert r.call("a").status == expect
+        assert asked == (["unknown"] if choice == "ask" else [])
+        keys = [e["key"] for e in plans.ledger_lines()]
+        assert keys == ["r:a"] * (2 if expect == "succeeded" else 1)  # one key, even when run twice
+
+
+def test_approval_decisions_are_stored_and_reused(tmp_path):
+    path, url = _db(tmp_path)
+    asked = []
+
+    @tool(risk="high")
+    def pay(amount: int) -> str:
+        return f"paid {amount}"
+
+    async def approver(req):
+        asked.append(req.kind)
+        return True
+
+    r = sophon_dsl.run("$state.p = pay(amount=3)\n", tools=[pay], approve=approver, store=url)
+    assert r.ok and asked == ["plan"]
+    forget_lease(path, r.run_id)
+    again = sophon_dsl.resume(r.run_id, store=url, tools=[pay], approve=approver)
+    assert again.ok and asked == ["plan"]  # not asked twice
+    assert _rows(path, "SELECT name FROM decisions") == [("plan",)]
+
+
+def test_a_run_waits_for_a_person_and_continues_in_another_call(tmp_path):
+    path, url = _db(tmp_path)
+
+    @tool(risk="high")
+    def pay(amount: int) -> str:
+        return f"paid {amount}"
+
+    waiting = sophon_dsl.run("$state.p = pay(amount=3)\n", tools=[pay], approve="wait", store=url)
+    assert waiting.status == "waiting"
+    store = sophon_dsl.open_store(url)
+    try:
+        row = store.get_run(waiting.run_id)
+        assert row["status"] == "waiting" and row["summary"]["waiting"]["decision"] == "plan"
+        store.put_decision(waiting.run_id, "plan", {"action": "approve"}).result()
+    finally:
+        store.close()
+    done = sophon_dsl.resume(waiting.run_id, store=url, tools=[pay], approve="wait")
+    assert done.ok and done.state["state"]["p"] == "paid 3"
+
+
+def test_lease_and_plan_hash(tmp_path):
+    path, url = _db(tmp_path)
+    r = sophon_dsl.run("$state.a = look(n=1)\n", tools=plans.TOOLS, store=url)
+    store = sophon_dsl.open_store(url)
+    try:
+        assert store.acquire_lease(r.run_id, "someone-else:1:x", 60)
+    finally:
+        store.close()
+    with pytest.raises(StoreRunError) as held:
+        sophon_dsl.resume(r.run_id, store=url, tools=plans.TOOLS)
+    assert held.value.error == "Store.LeaseHeld"
+    forget_lease(path, r.run_id)
+
+    @tool(name="look", idempotent=True)
+    def changed(n: int, x: int = 0) -> int:
+        return -1
+
+    with pytest.raises(StoreRunError) as moved:
+        sophon_dsl.resume(r.run_id, store=url, tools=[changed])
+    assert moved.value.error == "Store.PlanChanged"
+    forced = sophon_dsl.resume(r.run_id, store=url, tools=[changed], force=True)
+    assert forced.ok and forced.state["state"]["a"] == 3  # committed: not run again
+    with pytest.raises(StoreRunError) as missing:
+        sophon_dsl.resume("nope", store=url)
+    assert missing.value.error == "Store.RunNotFound"
+
+
+def test_many_concurrent_runs_share_one_store(store_url):
+    async def main():
+        store = sophon_dsl.open_store(store_url)
+        try:
+            plan = plans.seeded_plan(3, 10)
+            results = await asyncio.gather(*(sophon_dsl.arun(plan, tools=plans.TOOLS, input={"zero": 0},
+                                                             store=store) for _ in range(100)))
+            return results, store.list_runs()
+        finally:
+            store.close()
+
+    results, rows = asyncio.run(main())
+    solo = plans.comparable(sophon_dsl.run(plans.seeded_plan(3, 10), tools=plans.TOOLS, input={"zero": 0}))
+    assert all(plans.comparable(r) == solo for r in results)
+    assert len({r.run_id for r in results}) == 100 and {row["status"] for row in rows} == {"succeeded"}
