@@ -71,7 +71,8 @@ def parse_file(path: str | os.PathLike, format: str | None = None) -> LoadResult
     if fmt is None:
         return LoadResult(Plan(file=name), [Diagnostic(
             "E005", f"cannot tell the plan form of {name!r} from its extension; "
-                    "use .plan (DSL), .yaml/.yml or .json, or pass --from", file=name)])
+                    "use .plan (DSL), .yaml/.yml or .json, or give the format ('dsl', 'json' or 'yaml')",
+            file=name)])
     try:
         with open(name, encoding="utf-8") as fh:
             text = fh.read()
@@ -90,7 +91,14 @@ def loads(text: str, format: str = "dsl", *, file: str | None = None) -> Plan:
 
 
 def load(path: str | os.PathLike, format: str | None = None) -> Plan:
-    """Load a plan file; the form comes from the extension unless ``format`` is given."""
+    """Load a plan file; the form comes from the extension unless ``format`` is given.
+
+    FileNotFoundError when there is no such file (as ``open`` raises); DiagnosticError when
+    it does not load."""
+    if not os.path.exists(path):
+        import errno
+
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
     result = parse_file(path, format)
     if not result.ok:
         raise DiagnosticError(result.diagnostics, result.plan.source)

@@ -186,6 +186,34 @@ class ToolSpec:
         return self.func(*args, **kwargs)
 
 
+def _hint_problem(func: Callable[..., Any], exc: Exception) -> str:
+    """Why pydantic refused ``func``'s hints, at the user's own line when a hint names a
+    ``typing.TypedDict`` (pydantic wants ``typing_extensions.TypedDict`` before Python 3.12)."""
+    if getattr(exc, "code", None) != "typed-dict-version":
+        return str(exc)
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception:
+        hints = {}
+    stack, seen = list(hints.values()), set()
+    while stack:
+        hint = stack.pop()
+        if id(hint) in seen:
+            continue
+        seen.add(id(hint))
+        if isinstance(hint, type) and typing.is_typeddict(hint) and type(hint).__module__ == "typing":
+            try:
+                where = f"{inspect.getsourcefile(hint)}:{inspect.getsourcelines(hint)[1]}: "
+            except (OSError, TypeError):
+                where = ""
+            return (f"{where}class {hint.__name__} is a typing.TypedDict; before Python 3.12 pydantic needs "
+                    "typing_extensions.TypedDict (write: from typing_extensions import TypedDict)")
+        stack.extend(typing.get_args(hint))
+        if isinstance(hint, type) and typing.is_typeddict(hint):
+            stack.extend(getattr(hint, "__annotations__", {}).values())
+    return str(exc).split("\n", 1)[0]
+
+
 def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     """The input and output JSON Schemas pydantic derives from ``func``'s type hints."""
     import pydantic
@@ -354,9 +382,9 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
                 return input_schema, output_schema
             try:
                 derived_in, derived_out = schemas_from_function(fn)
-            except Exception as exc:  # pydantic cannot describe a hint: say which tool and why
+            except Exception as exc:  # pydantic cannot describe a hint: say which tool, where and why
                 raise TypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
-                                f"from the type hints: {exc}") from exc
+                                f"from the type hints: {_hint_problem(fn, exc)}") from exc
             return (input_schema if input_schema is not None else derived_in,
                     output_schema if output_schema is not None else derived_out)
 

@@ -6,7 +6,7 @@ import asyncio
 import smtplib
 import ssl
 from email.message import EmailMessage
-from email.utils import formataddr, getaddresses, make_msgid, parseaddr
+from email.utils import formataddr, formatdate, getaddresses, make_msgid, parseaddr
 from typing import Annotated
 
 from pydantic import Field
@@ -106,6 +106,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         if reply_to:
             msg["Reply-To"] = formataddr(("", _addresses(reply_to, "reply_to")[0]))
         msg["Subject"] = subject
+        msg["Date"] = formatdate(localtime=True)  # RFC 5322 requires it; some servers refuse mail without
         domain = parseaddr(sender)[1].rsplit("@", 1)[-1]
         msg["Message-ID"] = make_msgid(domain=domain)
         msg.set_content(body)

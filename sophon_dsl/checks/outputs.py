@@ -105,8 +105,8 @@ class OutputSchema(Rule):
         node = v
         if err.validator == "type":
             exp = err.validator_value
-            what = (f"expects {fmt_types(exp if isinstance(exp, list) else [exp])}, got "
-                    f"{json_type(err.instance)} {short(err.instance)}")
+            got = "null" if err.instance is None else f"{json_type(err.instance)} {short(err.instance)}"
+            what = f"expects {fmt_types(exp if isinstance(exp, list) else [exp])}, got {got}"
         else:
             what = f"does not match the output schema: {err.message}"
         self.report(node, where + inner, what)

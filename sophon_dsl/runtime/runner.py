@@ -281,10 +281,10 @@ class CallRunner:
         tool = call.tool
 
         def check(args: dict) -> ErrorInfo | None:
-            for name, v in checks:
-                msg = v.check(args[name])
-                if msg:
-                    return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: parameter '{name}': {msg}")
+            # every parameter's problems at once, not only the first parameter's
+            problems = [f"parameter '{name}': {msg}" for name, v in checks if (msg := v.check(args[name]))]
+            if problems:
+                return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {'; '.join(problems)}")
             return None
 
         return check

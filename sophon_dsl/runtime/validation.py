@@ -113,11 +113,26 @@ class SchemaValidator:
         fast = self.fast
         if fast is not None and fast(value):
             return None
-        err = next(iter(self.full.iter_errors(value)), None)
-        if err is None:
+        errors = sorted(self.full.iter_errors(value), key=_position)
+        if not errors:
             return None
-        where = "/".join(str(p) for p in err.absolute_path)
-        return f"{err.message}" + (f" (at /{where})" if where else "")
+        # every problem at once (in the value's order), so one fix does not reveal the next
+        shown = [_one_error(e) for e in errors[:_MAX_SHOWN]]
+        if len(errors) > _MAX_SHOWN:
+            shown.append(f"and {len(errors) - _MAX_SHOWN} more")
+        return "; ".join(shown)
+
+
+_MAX_SHOWN = 10  # problems named in one message
+
+
+def _position(err: Any) -> tuple:
+    return tuple((isinstance(s, str), s) for s in err.absolute_path)
+
+
+def _one_error(err: Any) -> str:
+    where = "/".join(str(p) for p in err.absolute_path)
+    return f"{err.message}" + (f" (at /{where})" if where else "")
 
 
 _VALIDATORS: dict[str, SchemaValidator | None] = {}
