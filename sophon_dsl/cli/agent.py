@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, EXIT_OK, UsageError, approver_for, excerpt_lines, on_signals,
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, on_signals,
                      parse_json_arg, provider_usage_error)
 from .registry import registry_for as _default_registry_for
 
@@ -119,6 +119,9 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         raise UsageError("--max-calls must be at least 1")
     if args.delegate_dir is not None and not os.path.isdir(args.delegate_dir):
         raise UsageError(f"--delegate-dir: {args.delegate_dir!r} is not a directory")
+    tool_executor = _tool_executor(args)
+    if tool_executor is False:
+        return EXIT_USAGE
     input_value = parse_json_arg("--input", args.input)
     state_value = parse_json_arg("--state", args.state, object_only=True)
     reg = registry_for(args)
@@ -135,8 +138,13 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
-                  on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None))
-    result = asyncio.run(_until_done_or_interrupted(agent, args, input_value, state_value, final))
+                  on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
+                  run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
+    try:
+        result = asyncio.run(_until_done_or_interrupted(agent, args, input_value, state_value, final))
+    finally:
+        if tool_executor is not None:
+            tool_executor.close()
     if result is None:
         print("agent cancelled", file=sys.stderr)
         return EXIT_FAIL
@@ -150,6 +158,20 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
     return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+
+
+def _tool_executor(args: argparse.Namespace) -> Any:
+    """--executor's DaskExecutor (None: local); False after printing why the flags are bad."""
+    if not (getattr(args, "executor", None) or getattr(args, "executor_config", None)
+            or os.environ.get("SOPHON_DSL_EXECUTOR")):
+        return None  # the local path imports nothing of the scale-out package
+    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
+
+    try:
+        return tool_executor_for(args)
+    except ExecutorConfigError as exc:
+        print_refusal(exc)
+        return False
 
 
 def _provider(spec: str, model: str | None) -> Any:

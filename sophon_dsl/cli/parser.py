@@ -80,6 +80,16 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
 
 
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="where tool calls run: local (default), dask:local, dask:local-threads, "
+                        "dask:tcp://HOST:PORT or dask:scheduler-file:PATH (default: $SOPHON_DSL_EXECUTOR; "
+                        "docs/scale-out.md)")
+    p.add_argument("--executor-config", default=None, metavar="FILE",
+                   help="YAML: which tools go to the cluster and their resources "
+                        "({tools: {PATTERN: {executor: dask, resources: {GPU: 1}}}, local: [NAMES]})")
+
+
 def _check_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="report every problem in one or more plans")
     p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
@@ -129,6 +139,7 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
                         "scripted:FILE, or several comma-separated for failover)")
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
+    add_executor_args(p)
 
 
 def _dry_run_args(sub: argparse._SubParsersAction) -> None:
@@ -191,6 +202,7 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")
+    add_executor_args(p)
     p.add_argument("--planning", choices=("auto", "llm", "always", "never"), default=None,
                    help="decide per request whether to plan first (lazy: check, dry-run, approve, run) "
                         "or run calls as they stream (eager); wins over --mode (docs/planning.md)")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
-from .common import (EXIT_FAIL, EXIT_OK, approver_for, on_signals, parse_json_arg, print_invalid,
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals, parse_json_arg, print_invalid,
                      provider_usage_error, read_plan)
 from .progress import ProgressView
 from .registry import registry_for
@@ -33,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from ..compiler import compile_plan
     from ..runtime import PlanInvalid
 
+    args.tool_executor = _tool_executor(args)
+    if args.tool_executor is False:
+        return EXIT_USAGE
     loaded = load_runnable(args)
     if loaded is None:
         return EXIT_FAIL
@@ -47,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if view is not None:
             view.close()
+        if args.tool_executor is not None:
+            args.tool_executor.close()
     if args.json:
         print(outcome.dumps())
     else:
@@ -69,6 +75,8 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
             options[name] = value
     if args.provider:
         options["executor"] = _latent_executor(args.provider, args.model)
+    if args.tool_executor is not None:
+        options["tool_executor"] = args.tool_executor
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state, object_only=True), **options)
 
@@ -79,6 +87,19 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
 
     with on_signals(interrupt):
         return await handle.result()
+
+
+def _tool_executor(args: argparse.Namespace) -> Any:
+    """--executor's DaskExecutor (None: local); False after printing why the flags are bad."""
+    if not (args.executor or args.executor_config or os.environ.get("SOPHON_DSL_EXECUTOR")):
+        return None  # the local path imports nothing of the scale-out package
+    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
+
+    try:
+        return tool_executor_for(args)
+    except ExecutorConfigError as exc:
+        print_refusal(exc)
+        return False
 
 
 def _latent_executor(spec: str, model: str | None) -> Any:

@@ -72,7 +72,7 @@ def parse_executor_spec(text: str) -> ExecutorSpec:
 
 
 def _bad_spec(text: str, why: str) -> ExecutorConfigError:
-    return _refuse("E701", f"executor {text!r} is not valid: {why}")
+    return _refuse("E701", f"executor {text!r} is not valid: {why}", "--executor")
 
 
 @dataclass(frozen=True)
