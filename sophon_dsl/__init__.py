@@ -37,11 +37,15 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "arun",
+    "aresume",
     "check",
+    "current_call",
     "dry_run",
     "dumps",
     "load",
     "loads",
+    "open_store",
+    "resume",
     "run",
     "start",
     "tool",
@@ -75,6 +79,14 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return getattr(runtime, name)
+    if name in ("open_store", "current_call"):  # durable runs (docs/runtime.md)
+        from . import durable
+
+        return getattr(durable, name)
+    if name in ("resume", "aresume"):
+        from .durable import resume as resuming
+
+        return getattr(resuming, name)
     if name == "Agent":
         from .llm.agent import Agent
 

@@ -145,6 +145,9 @@ class ToolSpec:
     explicit: bool = False
     # The parameter of ``func`` that receives the :class:`CallContext` (not in the schemas).
     context_param: str | None = field(default=None, compare=False)
+    # Safe to run again with the same arguments: a durable run re-runs it, with the same
+    # idempotency key, when its outcome is unknown, and commits no intent before it starts.
+    idempotent: bool = False
     # Scale-out (docs/scale-out.md): what a worker must offer to run it ({"GPU": 1}), and
     # "local" for a tool that must run in the coordinating process (never sent to a cluster).
     resources: Mapping[str, float] | None = field(default=None, compare=False)
@@ -352,7 +355,7 @@ class _ArgumentConverter:
 
 
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
-         risk: str | Risk = Risk.NONE, description: str | None = None,
+         risk: str | Risk = Risk.NONE, description: str | None = None, idempotent: bool = False,
          input_schema: dict | None = None, output_schema: dict | None = None,
          resources: Mapping[str, float] | None = None, placement: str = "any") -> Any:
     """Declare a Python function as a tool; usable bare (``@tool``) or with keywords.
@@ -366,6 +369,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     before calling ``func`` (a parameter typed as a pydantic model or a dataclass, or a
     list / dict / Optional of them, receives instances); a value that does not convert
     raises ``RunError("Tool.InputInvalid", ...)``.  ``func.__wrapped__`` is the function.
+    ``idempotent=True`` declares the tool safe to run again (durable runs, docs/runtime.md).
 
     ``resources`` (``{"GPU": 1}``) and ``placement`` (``"any"``, or ``"local"``: never on a
     cluster) matter only with a tool executor (docs/scale-out.md).
@@ -396,6 +400,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             func=_ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
             context_param=context_parameter(fn),
+            idempotent=idempotent,
             resources=dict(resources) if resources else None,
             placement=placement,
         )

@@ -289,6 +289,8 @@ class RunHandle:
         self._scheduler: Scheduler | None = None
         self._cancel_requested = False
         self._task: asyncio.Task | None = None
+        self.run_id: str | None = None   # minted per run (the store's key when durable)
+        self.durable: Any = None         # a sophon_dsl.durable.session.DurableRun
 
     def events(self, replay: bool = True) -> AsyncIterator[Event]:
         """Async iterator over the run's events; ends after plan_complete / plan_failed."""
@@ -356,8 +358,12 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
             bus.emit(Event("approval_granted", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
                            reason=decision.reason))
     sched = Scheduler(plan_obj, prep.registry, ids=prep.ids, input=input, state=state, context=context,
-                      options=opts, bus=bus, plan_id=plan_id, flow=prep.flow, track_waits=False)
+                      options=opts, bus=bus, plan_id=plan_id, flow=prep.flow, track_waits=False,
+                      store=handle.durable.journal if handle.durable is not None else None)
     handle._scheduler = sched
+    sched.run_id = handle.run_id
+    if handle.durable is not None:
+        handle.durable.attach(sched)  # restores what an earlier process committed
     if handle._cancel_requested:
         sched.cancel()
     return await sched.run()
@@ -390,6 +396,12 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None,
           input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared, Any, Any]:
     opts, rest = _split_options(options)
     approve = rest.pop("approve", None)
+    store, run_id, store_meta = rest.pop("store", None), rest.pop("run_id", None), rest.pop("store_meta", None)
+    wait = isinstance(approve, str) and approve.lower() == "wait"  # durable runs: left waiting
+    if wait:
+        if store is None:
+            raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
+        approve = None
     if approve is not None:
         opts.approver = normalize_approver(approve)
     elif opts.approver is not None:
@@ -409,13 +421,27 @@ def _make(plan: Any, tools: Any, options: dict, state: Any = None,
         _check_json(what, value)
     bus = EventBus(on_event)
     pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
-    return RunHandle(bus, pid), opts, context, prep, input, state
+    handle = RunHandle(bus, pid)
+    handle.run_id = run_id or uuid.uuid4().hex
+    if store is not None:
+        from ..durable.session import begin
+
+        opts.approver = begin(handle, store, _load(plan), prep, {"input": input, "state": state, "context": context,
+                                                                 "meta": store_meta}, "wait" if wait else opts.approver)
+    return handle, opts, context, prep, input, state
+
+
+async def _stamped(handle: RunHandle, coro: Any) -> RunResult:
+    """The run's result with its run id; a durable run records how it ended."""
+    result = await (coro if handle.durable is None else handle.durable.guard(coro))
+    result.run_id = handle.run_id
+    return result
 
 
 async def arun(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
     """Run ``plan`` to the end and return its :class:`RunResult` (see :func:`run` for options)."""
     handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
-    task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
+    task = asyncio.ensure_future(_stamped(handle, _execute(handle, plan, tools, input, state, opts, context, prep)))
     handle._task = task
     try:
         result = await asyncio.shield(task)
@@ -435,7 +461,8 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
     ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s),
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
     ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
-    ``validate_output``, ``validate_input``, ``preview_chars``.
+    ``validate_output``, ``validate_input``, ``preview_chars``; durable runs: ``store`` (a URL
+    or :func:`sophon_dsl.open_store` store), ``run_id``, ``approve="wait"`` (docs/runtime.md).
     ``input`` / ``state`` default to the data of the plan's context list (its ``input`` /
     ``state`` messages, ``Plan.initial``); a caller's value (not None) wins.
     Raises :class:`PlanInvalid` before anything runs if the plan cannot run.
@@ -454,5 +481,6 @@ def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None,
     """
     asyncio.get_running_loop()
     handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
-    handle._task = asyncio.ensure_future(_execute(handle, plan, tools, input, state, opts, context, prep))
+    handle._task = asyncio.ensure_future(_stamped(handle, _execute(handle, plan, tools, input, state, opts, context,
+                                                                   prep)))
     return handle

@@ -5,7 +5,8 @@ cancelled or rejected), ``plan_step_queued`` (ready, waiting for a slot under
 ``max_concurrency``), ``plan_step_start`` (it runs), ``plan_step_complete``,
 ``plan_step_failed``, ``plan_step_skipped``, ``plan_step_cancelled``,
 ``plan_step_retry``, ``approval_requested``, ``approval_granted``,
-``approval_rejected``, ``approval_edited``.
+``approval_rejected``, ``approval_edited``; durable runs add ``plan_resumed`` (data:
+restored / in doubt / re-run counts) and ``plan_step_unknown`` (a call found in doubt).
 
 Every event carries the plan id, goal, step index (0-based position of the
 call in the plan, None for plan-level events), total steps, status and, for
@@ -28,6 +29,7 @@ EVENT_TYPES = (
     "plan_step_queued", "plan_step_start", "plan_step_complete", "plan_step_failed", "plan_step_skipped",
     "plan_step_cancelled", "plan_step_retry",
     "approval_requested", "approval_granted", "approval_rejected", "approval_edited",
+    "plan_resumed", "plan_step_unknown",
 )
 TERMINAL_EVENTS = frozenset({"plan_complete", "plan_failed"})
 

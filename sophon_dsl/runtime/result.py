@@ -11,7 +11,7 @@ from .state import iso_time
 
 __all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "new_record"]
 
-RUN_STATUSES = ("succeeded", "failed", "cancelled", "rejected")
+RUN_STATUSES = ("succeeded", "failed", "cancelled", "rejected", "waiting")
 CALL_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "pending")
 
 
@@ -72,6 +72,7 @@ class RunResult:
     goal: str | None = None
     error: ErrorInfo | None = None
     events: list = field(default_factory=list, repr=False)
+    run_id: str | None = None  # minted per run (a durable run's key in its store)
 
     def __repr__(self) -> str:
         # Short on purpose: asyncio.run() formats the finished main task (and so its
@@ -99,6 +100,7 @@ class RunResult:
             "calls": [c.to_json() for c in self.calls],
             "error": self.error.to_json() if self.error is not None else None,
             "log": self.log,
+            "run_id": self.run_id,
         }
 
     def dumps(self, indent: int | None = 2) -> str:

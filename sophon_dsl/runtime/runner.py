@@ -24,6 +24,7 @@ from .errors import (
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
 )
 from .contracts import state_writes
+from ..durable.current import CURRENT
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import retry_delay
@@ -86,6 +87,11 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
+            CURRENT.set((s.run_id, rec))  # sophon_dsl.current_call() in the tool's code
+            if s.journal is not None and (err := await s.journal.hooks.before_start(self, i, call, args)):
+                self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
+                s.journal.settle_after_commit(i)
+                return
             if self._sem is None:
                 self._started(i)
             else:  # started when a slot under max_concurrency is free (see _attempt)
@@ -155,7 +161,10 @@ class CallRunner:
                 s.finish(i, "failed")
         finally:
             s.task_done(i)
-        s.settled(i)
+        if s.journal is None:
+            s.settled(i)
+        else:  # the barrier: dependents start once this call's completion is committed
+            s.journal.settle_after_commit(i)
 
     def _started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""

@@ -100,6 +100,9 @@ class Scheduler:
         self.opts = opts = options or RunOptions()
         self.bus = bus or EventBus()
         self.store: StateStore = store if store is not None else MemoryStore()
+        # a durable store (sophon_dsl.durable) journals each call: intents and the commit barrier
+        self.journal = self.store if getattr(self.store, "durable", False) else None
+        self.run_id: str | None = getattr(self.store, "run_id", None)
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_workers)
         if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
             self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
@@ -189,6 +192,15 @@ class Scheduler:
     def is_decided(self, i: int) -> bool:
         """Call ``i`` was dispatched or has ended."""
         return self._decided[i]
+
+    def restore(self, i: int, wrote: tuple) -> None:
+        """Call ``i`` ended in an earlier process (a resumed durable run): its record is filled
+        in and its writes are in the store; before ``run()`` it counts as ended, unrun."""
+        self.wrote[i] = wrote
+        self._decided[i] = self._ended[i] = True
+        self._remaining -= 1
+        for j in self.flow.dependents()[i]:
+            self._waiting[j] -= 1
 
     def set_registry(self, registry: ToolRegistry) -> None:
         """Tool declarations that arrived later in a streamed reply."""
@@ -487,4 +499,4 @@ class Scheduler:
             self.emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
         return RunResult(status, self.store.resolved(exclude=("input",)), output, self.records,
                          self.store.snapshot(), self.plan_id, self.feed.plan.goal, self.plan_error,
-                         self.bus.snapshot())
+                         self.bus.snapshot(), run_id=self.run_id)

@@ -83,7 +83,7 @@ def test_data_flow_templates_and_json():
     assert r.state["state"]["c"] == [{"n": 1}, True]
     assert r.output == {"final": 'n=1 obj={"n":1}'}
     j = r.to_json()
-    assert set(j) == {"status", "state", "output", "calls", "error", "log"}
+    assert set(j) == {"status", "state", "output", "calls", "error", "log", "run_id"}  # run_id: issue 13
     assert set(j["calls"][0]) == {"id", "tool", "status", "attempts", "error", "reason", "started_at", "ended_at"}
     assert [m["call"] for m in j["log"] if m["kind"] == "state"] == ["a", "b", "c"] or len(j["log"]) == 4
 
