@@ -68,6 +68,9 @@ class StdlibConfig:
     # text
     truncate_chars: int = 8000
 
+    # what one call of a data / text tool may produce (Result.TooLarge past it)
+    max_result_bytes: int = 16 << 20
+
     def __post_init__(self) -> None:
         hosts = self.http_allow_list or ()
         if isinstance(hosts, str):  # one host given as a string: one entry, never its characters

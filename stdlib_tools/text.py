@@ -16,6 +16,7 @@ from sophon_dsl.tools import ToolSpec
 from ._common import make_tool
 from .config import StdlibConfig
 from .errors import ToolError
+from .limits import Budget, bounded_json_text
 
 __all__ = ["build", "render_template", "truncate_result", "TruncateResult", "Match",
            "DEFAULT_TRUNCATE_CHARS"]
@@ -48,12 +49,16 @@ def _lookup(values: Any, name: str) -> Any:
     return cur
 
 
-def render_template(template: str, values: dict[str, Any], *, strict: bool = True) -> str:
+def render_template(template: str, values: dict[str, Any], *, strict: bool = True,
+                    max_chars: int = 16 << 20) -> str:
     """Replace ``{name}`` / ``{a.b.0}`` with values; ``{{`` and ``}}`` are literal braces.
 
     No format-spec or attribute access: only dictionary keys and list indexes.
     Non-string values are written as JSON.  A missing name raises (``strict``) or stays as is.
+    The text is bounded as it is built: past ``max_chars``, ``Result.TooLarge``.
     """
+    budget = Budget(max_chars, "text.template")
+    budget.charge(len(template))
 
     def sub(m: re.Match[str]) -> str:
         tok = m.group(0)
@@ -63,7 +68,7 @@ def render_template(template: str, values: dict[str, Any], *, strict: bool = Tru
             return "}"
         name = m.group(1).strip()
         try:
-            return _as_text(_lookup(values, name))
+            return bounded_json_text(_lookup(values, name), budget)
         except KeyError:
             if strict:
                 raise ToolError("Text.MissingValue", f"no value for placeholder {{{name}}}") from None
@@ -154,7 +159,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
     def template(template: Annotated[str, Field(description='text with {name} placeholders; '
                                                 '{{ and }} are literal braces')],
                  values: dict[str, Any], strict: bool = True) -> str:
-        return render_template(template, values, strict=strict)
+        return render_template(template, values, strict=strict, max_chars=config.max_result_bytes)
 
     def split(text: str,
               separator: Annotated[str | None, Field(description="None splits on whitespace")] = None,
@@ -177,7 +182,9 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         return parts
 
     def join(items: list[Any], separator: str = "") -> str:
-        return separator.join(_as_text(i) for i in items)
+        budget = Budget(config.max_result_bytes, "text.join")
+        budget.charge(len(separator) * max(len(items) - 1, 0))
+        return separator.join([bounded_json_text(i, budget) for i in items])
 
     def regex_extract(text: str, pattern: str,
                       flags: list[Literal["i", "m", "s", "x"]] | None = None,
@@ -194,7 +201,9 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         except re.error as exc:
             raise ToolError("Text.InvalidRegex", f"invalid regex {pattern!r}: {exc}") from None
         out: list[Match] = []
+        budget = Budget(config.max_result_bytes, "text.regex_extract")
         for m in rx.finditer(text):
+            budget.charge(len(m.group(0)) + sum(len(g) for g in m.groups() if g) + 64)
             out.append(Match(match=m.group(0), groups=list(m.groups()), named=m.groupdict(),
                              start=m.start(), end=m.end()))
             if first_only or len(out) >= MAX_MATCHES:

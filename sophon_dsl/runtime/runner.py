@@ -30,11 +30,12 @@ from .protocols import Branch
 from .retry import retry_delay
 from .risk import effective_risk
 from .state import json_copy, to_json_value
-from .validation import schema_validator, statically_valid
+from .validation import RESULT_TOO_LARGE, json_size, schema_validator, statically_valid
 
 __all__ = ["CallRunner"]
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIXED_SIZE = frozenset({float, bool, type(None)})  # results too small to measure
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 # input-schema keywords about parameter names only (checked before the run) or annotations
 _UNSET: Any = object()
@@ -68,6 +69,7 @@ class CallRunner:
         self._plain: bool | None = None  # no concurrency limit and no default timeout
         # (tool, names of the parameters that read values) -> the run-time input check
         self._read_checks: dict[tuple, Any] = {}
+        self.result_bytes = 0  # the run's results so far, as JSON (max_run_result_bytes)
 
     # -- one call ------------------------------------------------------------------
 
@@ -355,11 +357,20 @@ class CallRunner:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
                                  "alternative of its output path")
             result = result.value
+        measured = type(result) in _FIXED_SIZE
+        if not measured:  # before converting: a result shaped as a bomb never expands
+            size = json_size(result, self._size_room())
+            if size is not None:
+                measured = True
+                if (err := self._charge(call.tool, size)) is not None:
+                    return err
         if branch is not None or type(result) not in _SCALARS:
             try:
                 value = to_json_value(result)
             except (TypeError, ValueError) as exc:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
+            if not measured and (err := self._charge(call.tool, json_size(value, self._size_room()) or 0)):
+                return err
         if self.opts.validate_output and call.inline_output is None:
             spec = s.specs[i]
             v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
@@ -397,6 +408,26 @@ class CallRunner:
             s.wrote[i] = done + targets if done else targets
             rec.add_written(targets)
         rec.error = None
+        return None
+
+    def _size_room(self) -> int:
+        """The most bytes the next result may take: its own bound and what the run has left."""
+        per_call, per_run = self.opts.max_result_bytes, self.opts.max_run_result_bytes
+        room = per_call if per_call is not None else 1 << 62
+        if per_run is not None:
+            room = min(room, max(per_run - self.result_bytes, 0))
+        return room
+
+    def _charge(self, tool: str, size: int) -> ErrorInfo | None:
+        """Result.TooLarge when a result of ``size`` bytes passes a bound, else count it."""
+        per_call, per_run = self.opts.max_result_bytes, self.opts.max_run_result_bytes
+        if per_call is not None and size > per_call:
+            return ErrorInfo(RESULT_TOO_LARGE, f"the result of {tool} is over {per_call:,} bytes as JSON "
+                             "(max_result_bytes)")
+        if per_run is not None and self.result_bytes + size > per_run:
+            return ErrorInfo(RESULT_TOO_LARGE, f"the result of {tool} would bring the run's results over "
+                             f"{per_run:,} bytes as JSON (max_run_result_bytes)")
+        self.result_bytes += size
         return None
 
     def fail(self, i: int, err: ErrorInfo) -> None:

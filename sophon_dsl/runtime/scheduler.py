@@ -76,6 +76,8 @@ class RunOptions:
     validate_output: bool = True
     validate_input: bool = True
     preview_chars: int = 200
+    max_result_bytes: int | None = 16 << 20   # one call's result as JSON -> Result.TooLarge
+    max_run_result_bytes: int | None = 256 << 20  # every result of the run together -> Result.TooLarge
     sleep: Callable[[float], Any] = asyncio.sleep  # for retry delays (tests may replace it)
     rng: random.Random = field(default_factory=random.Random)
 

@@ -13,7 +13,84 @@ from typing import Any, Callable
 from ..checks.schema import always_valid, fast_schema_check, offline_validator
 from ..model import ListValue, Literal, ObjectValue
 
-__all__ = ["SchemaValidator", "schema_validator", "statically_valid"]
+__all__ = ["RESULT_TOO_LARGE", "SchemaValidator", "json_size", "schema_validator", "statically_valid"]
+
+RESULT_TOO_LARGE = "Result.TooLarge"  # a result (or a run's results) over its size bound
+
+
+def json_size(value: Any, limit: int) -> int | None:
+    """About how many bytes ``value`` takes as JSON text, a sub-value shared by several
+    parents counted at each place (as serializing it would: a list holding ten references
+    to one list, nested nine times, is a billion values in JSON) but measured once, so the
+    walk costs the distinct containers, not the expansion; it stops as soon as the size
+    passes ``limit``.  None when ``value`` holds something that is not plain JSON data
+    (or a cycle): measure it converted."""
+    t = type(value)
+    if t is not dict and t is not list and t is not tuple:
+        return _leaf_size(value)
+    memo: dict[int, int] = {}
+    open_ids = {id(value)}
+    frames: list[list[Any]] = [[value, _children(value), _own_size(value)]]
+    while frames:
+        frame = frames[-1]
+        acc = frame[2]
+        descended = False
+        for child in frame[1]:
+            ct = type(child)
+            if ct is dict or ct is list or ct is tuple:
+                known = memo.get(id(child))
+                if known is None:
+                    if id(child) in open_ids:
+                        return None  # a cycle: not JSON data
+                    frame[2] = acc
+                    open_ids.add(id(child))
+                    frames.append([child, _children(child), _own_size(child)])
+                    descended = True
+                    break
+                acc += known
+            else:
+                size = _leaf_size(child)
+                if size is None:
+                    return None
+                acc += size
+            if acc > limit:
+                return acc
+        if descended:
+            continue
+        frames.pop()
+        node = frame[0]
+        open_ids.discard(id(node))
+        memo[id(node)] = acc
+        if not frames:
+            return acc
+        parent = frames[-1]
+        parent[2] += acc
+        if parent[2] > limit:
+            return parent[2]
+    return 0
+
+
+def _leaf_size(v: Any) -> int | None:
+    t = type(v)
+    if t is str:
+        return len(v) + 2
+    if t is int:
+        return v.bit_length() * 30103 // 100000 + 2
+    if t is float or t is bool or v is None:
+        return 5
+    return None
+
+
+def _own_size(node: Any) -> int:
+    """Brackets, separators and (for an object) quoted keys: what a container adds."""
+    if type(node) is dict:
+        return 2 + sum(len(k) + 4 if type(k) is str else 1 << 62 for k in node)
+    return 2 + len(node)
+
+
+def _children(node: Any) -> Any:
+    return iter(node.values()) if type(node) is dict else iter(node)
+
 
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 
