@@ -27,6 +27,10 @@ COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run
                    "grammar": "grammar", "schema": "schema", "agent": "agent",
                    "classify": "classify", "goal": "goal"}
 
+COMMAND_MODULES["runs"] = "runs"          # durable runs (issue 13)
+COMMAND_MODULES["resume"] = "resume"
+COMMAND_MODULES["approve"] = "approve"
+
 
 def _handler(module: str) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:

@@ -127,8 +127,9 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
     add_source_args(p)
     add_tools_arg(p)
     _data_args(p)
-    p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
-                   help="answer for plans with risky calls (default: ask on a terminal, else no)")
+    p.add_argument("--approve", choices=("yes", "no", "ask", "wait"), default=None,
+                   help="answer for plans with risky calls (default: ask on a terminal, else no; "
+                        "wait: leave the run waiting for 'sophon-dsl approve RUN_ID')")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
     p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
                    help="run at most N calls at once")
@@ -139,6 +140,7 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
                         "scripted:FILE, or several comma-separated for failover)")
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
+    add_store_args(p)
     add_executor_args(p)
 
 
@@ -236,6 +238,61 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
 COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _classify_args, _goal_args,
 )
+
+
+def add_store_args(p: argparse.ArgumentParser) -> None:
+    """Durable runs (docs/runtime.md): where the run is recorded."""
+    p.add_argument("--store", default=None, metavar="URL",
+                   help="record the run for resume: sqlite:///PATH.db or postgresql://... (default: "
+                        "$SOPHON_DSL_STORE, else a per-user SQLite file under $XDG_DATA_HOME/sophon-dsl)")
+    p.add_argument("--no-store", action="store_true", help="do not record the run (it cannot be resumed)")
+
+
+def _store_only(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, metavar="URL",
+                   help="the run store (default: $SOPHON_DSL_STORE, else the per-user SQLite file)")
+
+
+def _runs_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list the recorded runs, or show one")
+    which = p.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
+    which.required = True
+    ls = which.add_parser("list", help="the recorded runs, newest first")
+    ls.add_argument("--status", default=None, metavar="S",
+                    help="only runs with this status (running, waiting, succeeded, failed, cancelled, rejected)")
+    ls.add_argument("--json", action="store_true", help="print a JSON list")
+    _store_only(ls)
+    show = which.add_parser("show", help="one run: RunResult-shaped, with run_id and calls in doubt")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--log", action="store_true", help="print the committed log too")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    _store_only(show)
+
+
+def _resume_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("resume", help="continue a recorded run: committed calls are not run again")
+    p.add_argument("run_id", metavar="RUN_ID")
+    add_tools_arg(p)
+    p.add_argument("--approve", choices=("yes", "no", "ask", "wait"), default=None,
+                   help="new approvals (stored decisions are reused): default ask on a terminal, else no")
+    p.add_argument("--unknown", choices=("ask", "rerun", "fail"), default=None,
+                   help="calls that started but whose outcome was not recorded (not idempotent): "
+                        "default ask on a terminal, else fail (Call.OutcomeUnknown)")
+    p.add_argument("--force", action="store_true", help="resume even if the plan or its tools' sources changed")
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    _store_only(p)
+
+
+def _approve_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("approve", help="answer the approval a waiting run waits for, and continue it")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--reject", action="store_true", help="reject instead of approving")
+    p.add_argument("--reason", default="", metavar="TEXT", help="why (kept with the decision)")
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    _store_only(p)
+
+
+COMMAND_ARGS += (_runs_args, _resume_args, _approve_args)
 
 
 def build_parser() -> argparse.ArgumentParser:

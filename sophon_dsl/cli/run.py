@@ -77,8 +77,13 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         options["executor"] = _latent_executor(args.provider, args.model)
     if args.tool_executor is not None:
         options["tool_executor"] = args.tool_executor
+    from ..durable.clistore import run_store_options
+
+    run_store_options(args, options)  # recorded for resume unless --no-store (docs/runtime.md)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state, object_only=True), **options)
+    if "store" in options:
+        print(f"run id: {handle.run_id}", file=sys.stderr)
 
     def interrupt() -> None:
         handle.cancel()
@@ -131,6 +136,8 @@ def _summarise(outcome: Any) -> None:
         counts[rec.status] = counts.get(rec.status, 0) + 1
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"plan {outcome.status}: {parts}", file=sys.stderr)
+    if outcome.status == "waiting":
+        print(f"  waiting for approval: sophon-dsl approve {outcome.run_id} [--reject]", file=sys.stderr)
     if outcome.error is not None and outcome.status != "succeeded":
         err = outcome.error.to_json()
         print(f"  {err.get('error')}: {err.get('cause')}", file=sys.stderr)

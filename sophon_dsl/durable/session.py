@@ -68,7 +68,7 @@ def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: 
 
     backend = open_store(store)
     run = DurableRun(backend, handle.run_id)
-    run.owns_backend = backend is not store
+    run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
     run.register(dumps(plan, "json"), plan, prep.registry, {**data, "plan_id": handle.plan_id})
     handle.durable = run
     return run.approver(approver)

@@ -129,7 +129,8 @@ def test_memory_path_from_stdlib_config(tmp_path):
     env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"), PYTHONPATH=str(ROOT))
     first = _cli("run", str(write), "--approve", "yes", "--stdlib-config", str(config), env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert db.is_file() and not (tmp_path / "xdg").exists()
+    # (the run store, issue 13, lives under xdg too: the memory store must not)
+    assert db.is_file() and not (tmp_path / "xdg" / "sophon-dsl" / "memory.sqlite3").exists()
     second = _cli("run", str(search), "--json", "--stdlib-config", str(config), env=env, cwd=tmp_path)
     assert second.returncode == 0 and "remember the milk" in second.stdout
     third = _cli("run", str(search), "--json", env=env, cwd=tmp_path)  # the default store is another one

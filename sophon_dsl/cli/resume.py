@@ -1,0 +1,77 @@
+"""``sophon-dsl resume RUN_ID``: continue a recorded run (committed calls do not run again)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
+from .registry import registry_for
+
+__all__ = ["continue_run", "run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..durable.clistore import open_cli_store
+
+    store = open_cli_store(args.store)
+    try:
+        unknown = args.unknown or ("ask" if sys.stdin is not None and sys.stdin.isatty() else "fail")
+        return continue_run(args, store, approver_for(args.approve), unknown, args.force)
+    finally:
+        store.close()
+
+
+def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: str, force: bool = False) -> int:
+    """Resume ``args.run_id`` from ``store`` with the tools given now, else the run's own."""
+    from ..durable.clistore import tool_args
+    from ..durable.resume import RUN_NOT_FOUND, StoreRunError
+    from ..runtime import PlanInvalid
+
+    row = store.get_run(args.run_id)
+    if row is None:
+        print(f"sophon-dsl {args.command}: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
+        return EXIT_USAGE
+    meta = row["spec"].get("meta") or {}
+    registry, _notes = registry_for(tool_args(args, meta))
+    options: dict[str, Any] = {}
+    if meta.get("provider"):
+        from .run import _latent_executor
+
+        options["executor"] = _latent_executor(meta["provider"], meta.get("model"))
+    try:
+        outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
+    except StoreRunError as exc:
+        print(f"sophon-dsl {args.command}: {exc.error}: {exc.cause}", file=sys.stderr)
+        return EXIT_USAGE if exc.error == RUN_NOT_FOUND else EXIT_FAIL
+    except PlanInvalid as exc:
+        print(f"sophon-dsl {args.command}: the recorded plan cannot run with these tools: "
+              + "; ".join(d.message for d in exc.diagnostics), file=sys.stderr)
+        return EXIT_FAIL
+    if args.json:
+        print(outcome.dumps())
+    else:
+        from .run import _summarise
+
+        _summarise(outcome)
+    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+
+
+async def _resume(run_id: str, store: Any, registry: Any, approve: str, unknown: str, force: bool,
+                  options: dict) -> Any:
+    from ..durable.resume import aresume
+    from ..runtime.approval import PromptApprover
+
+    prompt = PromptApprover() if approve == "ask" else None
+    task = asyncio.ensure_future(aresume(run_id, store, registry, approve=prompt.ask if prompt else approve,
+                                         unknown=unknown, force=force, **options))
+
+    def interrupt() -> None:
+        task.cancel()
+        if prompt is not None:
+            prompt.interrupt()
+
+    with on_signals(interrupt):
+        return await task

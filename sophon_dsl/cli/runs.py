@@ -1,0 +1,64 @@
+"""``sophon-dsl runs list|show``: the runs recorded in a store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .common import EXIT_OK, EXIT_USAGE
+
+__all__ = ["run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..durable.clistore import open_cli_store
+
+    store = open_cli_store(args.store)
+    try:
+        if args.runs_command == "list":
+            return _list(store, args)
+        return _show(store, args)
+    finally:
+        store.close()
+
+
+def _list(store, args: argparse.Namespace) -> int:
+    from ..durable.report import run_summary
+
+    rows = [run_summary(r) for r in store.list_runs(status=args.status)]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    for r in rows:
+        what = r["goal"] or r["plan_id"] or ""
+        print(f"{r['run_id']}  {r['status']:<9}  {r['created']}  {what}")
+    if not rows:
+        print("no runs recorded" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
+    return EXIT_OK
+
+
+def _show(store, args: argparse.Namespace) -> int:
+    from ..durable.report import stored_result
+
+    row = store.get_run(args.run_id)
+    if row is None:
+        print(f"sophon-dsl runs show: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
+        return EXIT_USAGE
+    data = stored_result(store, row, with_log=args.log)
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        return EXIT_OK
+    print(f"run {data['run_id']}: {data['status']}")
+    for c in data["calls"]:
+        extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
+        err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
+        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}")
+    if data["waiting"]:
+        print(f"  waiting for approval ({data['waiting']['decision']}): sophon-dsl approve {data['run_id']}")
+    print(json.dumps(data["state"], ensure_ascii=False, indent=2, default=str))
+    if args.log:
+        for m in data["log"]:
+            print(f"  #{m['seq']} {m['call'] or '-'}: {m['kind']}.{'.'.join(map(str, m['path']))} "
+                  f"{m['method']} {json.dumps(m['value'], ensure_ascii=False, default=str)}")
+    return EXIT_OK

@@ -1,0 +1,60 @@
+"""What the CLI commands share about durable runs: which store (``--store``, ``--no-store``,
+``$SOPHON_DSL_STORE``, the per-user default), and the flags a resume needs again."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from . import default_store_url, open_store
+
+__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "tool_args"]
+
+# the flags that build a run's tool registry (cli/registry.py), kept with the run
+TOOL_FLAGS = ("tools", "no_stdlib", "stdlib", "sandbox", "stdlib_config", "allow_host")
+
+
+def open_cli_store(url: str | None) -> Any:
+    """The store ``url`` names (default: the per-user one); a bad URL or an unreachable
+    server is a usage error (exit 2), not a traceback."""
+    from ..cli.common import UsageError
+
+    try:
+        return open_store(url or default_store_url())
+    except Exception as exc:  # noqa: BLE001 - a URL we cannot use, a server that is down
+        raise UsageError(f"--store: {exc}") from None
+
+
+def _absolute(source: str) -> str:
+    """A tool source as a resume from another directory finds it again."""
+    return os.path.abspath(source) if os.path.exists(source) else source
+
+
+def run_store_options(args: argparse.Namespace, options: dict) -> None:
+    """``--store`` / the default store into the run's options (nothing with ``--no-store``)."""
+    if getattr(args, "no_store", False):
+        return
+    store = open_cli_store(getattr(args, "store", None))
+    store.close_after_run = True  # the run closes it when it ends
+    meta = {flag: getattr(args, flag, None) for flag in TOOL_FLAGS}
+    meta["tools"] = [_absolute(t) for t in meta["tools"] or ()]
+    for flag in ("sandbox", "stdlib_config"):
+        if meta[flag]:
+            meta[flag] = os.path.abspath(meta[flag])
+    meta["provider"], meta["model"] = getattr(args, "provider", None), getattr(args, "model", None)
+    options["store"] = store
+    options["store_meta"] = meta
+
+
+def tool_args(args: argparse.Namespace, meta: dict | None) -> argparse.Namespace:
+    """The tool flags of a resume: those given now, else the run's own."""
+    out = argparse.Namespace(**vars(args))
+    given = bool(getattr(args, "tools", None))
+    for flag in TOOL_FLAGS:
+        if not given and meta and flag in meta:
+            value = meta[flag]
+            setattr(out, flag, [] if value is None and flag in ("tools", "allow_host") else value)
+        elif not hasattr(out, flag):
+            setattr(out, flag, [] if flag in ("tools", "allow_host") else None)
+    return out
