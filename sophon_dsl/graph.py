@@ -1,9 +1,12 @@
 """Renderings of a compiled plan's dependency graph: Mermaid, Graphviz DOT and JSON.
 
-Every rendering has one node per call (``n0``, ``n1``... by position) and one
-edge per dependency: ``data`` edges (labelled with the reference the reader
-reads; one edge per distinct reference) and ``control`` edges (from ``after``).
-Edges point from the call that runs first to the call that waits.
+Every rendering has one node per call (``n0``, ``n1``... by position).  The data
+(:func:`edges`, JSON) has one edge per dependency: ``data`` edges (labelled with the
+reference the reader reads; one edge per distinct reference) and ``control`` edges
+(from ``after``).  The drawings (Mermaid, DOT) draw one edge per pair of calls, labelled
+with every reference it carries.  Edges point from the call that runs first to the call
+that waits.  Risky calls (their own ``@risk`` or their tool's, medium or more: what
+needs approval by default) are marked.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ import json
 from typing import Any
 
 from .compiler import CompiledPlan
+from .model import Risk
 
-__all__ = ["edges", "to_data", "to_dot", "to_json", "to_mermaid"]
+__all__ = ["edges", "pair_edges", "risks", "to_data", "to_dot", "to_json", "to_mermaid"]
+
+#: the level from which a call is drawn as risky (the runtime's default approval level)
+RISKY = Risk.MEDIUM
 
 
 def edges(compiled: CompiledPlan) -> list[dict[str, Any]]:
@@ -33,6 +40,35 @@ def edges(compiled: CompiledPlan) -> list[dict[str, Any]]:
             out.append({"from": i, "to": j, "kind": "control", "path": None})
     out.sort(key=lambda e: (e["to"], e["from"], e["kind"], e["path"] or ""))
     return out
+
+
+def pair_edges(compiled: CompiledPlan) -> list[dict[str, Any]]:
+    """One edge per pair of calls: ``{"from", "to", "paths": [...], "after": bool}`` (by
+    indexes); ``paths`` the references it carries, ``after`` whether an ``@after`` orders it."""
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    for e in edges(compiled):
+        pair = pairs.setdefault((e["from"], e["to"]), {"from": e["from"], "to": e["to"], "paths": [],
+                                                        "after": False})
+        if e["kind"] == "data":
+            pair["paths"].append(e["path"])
+        else:
+            pair["after"] = True
+    return list(pairs.values())
+
+
+def risks(compiled: CompiledPlan) -> list[Risk]:
+    """Each call's effective risk: its own ``@risk`` or its tool's, whichever is higher."""
+    out = []
+    for call in compiled.plan.calls:
+        spec = compiled.tools.get(call.tool) if compiled.tools is not None else None
+        r = call.risk if call.risk is not None else Risk.NONE
+        tool_risk = getattr(spec, "risk", None)
+        out.append(tool_risk if tool_risk is not None and tool_risk > r else r)
+    return out
+
+
+def _edge_label(pair: dict[str, Any]) -> str:
+    return ", ".join([*pair["paths"], *(["after"] if pair["after"] else [])])
 
 
 def _outputs(call) -> list[str]:
@@ -70,7 +106,9 @@ def to_data(compiled: CompiledPlan) -> dict[str, Any]:
         })
     es = [{"from": ids[e["from"]], "to": ids[e["to"]], "kind": e["kind"], "path": e["path"]}
           for e in edges(compiled)]
-    return {"nodes": nodes, "edges": es, "order": [ids[i] for i in compiled.order], "ok": compiled.ok}
+    risky = [{"id": ids[i], "risk": r.label} for i, r in enumerate(risks(compiled)) if r >= RISKY]
+    return {"nodes": nodes, "edges": es, "order": [ids[i] for i in compiled.order], "ok": compiled.ok,
+            "risky": risky}
 
 
 def to_json(compiled: CompiledPlan, indent: int | None = 2) -> str:
@@ -88,24 +126,32 @@ def _mermaid_text(text: str) -> str:
     return "".join(_MERMAID_ESCAPES.get(c, c) for c in text)
 
 
-def _node_label(compiled: CompiledPlan, i: int, sep: str) -> str:
-    """``<id>: <tool>``, then ``sep`` and the output path when the call has one."""
+def _node_label(compiled: CompiledPlan, i: int, sep: str, risk: Risk = Risk.NONE, risk_sep: str = " ") -> str:
+    """``<id>: <tool>``, then ``sep`` and the output path when the call has one, then
+    ``risk_sep`` and ``⚠ risk <level>`` when the call is risky."""
     call = compiled.plan.calls[i]
     out = _output_text(call)
     label = f"{compiled.ids[i]}: {call.tool}"
-    return f"{label}{sep}{out}" if out else label
+    if out:
+        label = f"{label}{sep}{out}"
+    return f"{label}{risk_sep}⚠ risk {risk.label}" if risk >= RISKY else label
 
 
 def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
-    """A Mermaid ``graph``; data edges are solid and labelled, control edges dotted."""
+    """A Mermaid ``graph``: one edge per pair of calls, solid and labelled with the references
+    it carries (dotted ``after`` when only ``@after`` orders the pair); risky calls in red."""
     lines = [f"graph {direction}"]
-    for i in range(len(compiled.plan.calls)):
-        lines.append(f'    n{i}["{_mermaid_text(_node_label(compiled, i, " → "))}"]')
-    for e in edges(compiled):
-        if e["kind"] == "data":
-            lines.append(f'    n{e["from"]} -->|"{_mermaid_text(e["path"])}"| n{e["to"]}')
+    levels = risks(compiled)
+    for i, risk in enumerate(levels):
+        style = ":::risky" if risk >= RISKY else ""
+        lines.append(f'    n{i}["{_mermaid_text(_node_label(compiled, i, " → ", risk))}"]{style}')
+    for e in pair_edges(compiled):
+        if e["paths"]:
+            lines.append(f'    n{e["from"]} -->|"{_mermaid_text(_edge_label(e))}"| n{e["to"]}')
         else:
             lines.append(f'    n{e["from"]} -.->|"after"| n{e["to"]}')
+    if any(r >= RISKY for r in levels):
+        lines.append("    classDef risky stroke:#d00,stroke-width:3px")
     return "\n".join(lines) + "\n"
 
 
@@ -119,13 +165,15 @@ def _dot_string(text: str) -> str:
 
 
 def to_dot(compiled: CompiledPlan, name: str = "plan") -> str:
-    """A Graphviz ``digraph``; data edges solid and labelled, control edges dashed."""
+    """A Graphviz ``digraph``: one edge per pair of calls (solid and labelled with its
+    references, dashed when only ``@after`` orders it); risky calls in red."""
     lines = [f"digraph {_dot_string(name)} {{", "    rankdir=TB;", "    node [shape=box];"]
-    for i in range(len(compiled.plan.calls)):
-        lines.append(f"    n{i} [label={_dot_string(_node_label(compiled, i, chr(10)))}];")
-    for e in edges(compiled):
-        if e["kind"] == "data":
-            lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(e["path"])}];')
+    for i, risk in enumerate(risks(compiled)):
+        style = ", color=red, penwidth=2" if risk >= RISKY else ""
+        lines.append(f"    n{i} [label={_dot_string(_node_label(compiled, i, chr(10), risk, chr(10)))}{style}];")
+    for e in pair_edges(compiled):
+        if e["paths"]:
+            lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(_edge_label(e))}];')
         else:
             lines.append(f'    n{e["from"]} -> n{e["to"]} [style=dashed, label="after"];')
     lines.append("}")

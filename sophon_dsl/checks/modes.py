@@ -47,7 +47,9 @@ class InlineOutputs(Rule):
                                  f"their output inline", out_span, call=i)
         elif ctx.require_executor and tab.spec is not None and not is_activity:
             ctx.diag("E206", f"call {cid} uses latent tool '{call.tool}' (no implementation) and no LLM "
-                             f"executor is available", ctx.call_span(i), call=i)
+                             f"executor is available: name a model with --provider (sophon-dsl run), pass "
+                             f"executor= (the Python API), or give the call its result inline (-> value)",
+                     ctx.call_span(i), call=i)
 
 
 class MissingImplementations(Rule):

@@ -30,10 +30,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     for warning in report.warnings:  # a mock that matches nothing is a typo more often than not
         print(f"warning: {warning}", file=sys.stderr)
+    output = report.result.output if report.result is not None else None
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str))
+        print(json.dumps({**report.to_json(), "output": output}, ensure_ascii=False, indent=2, default=str))
     else:
         print(report.to_text())
+        if output is not None:  # what the plan would return, from the mocks and samples
+            print("predicted output: " + json.dumps(output, ensure_ascii=False, default=str))
     return EXIT_OK if report.status == "succeeded" else EXIT_FAIL
 
 

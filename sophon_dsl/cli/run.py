@@ -74,7 +74,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         if value is not None:
             options[name] = value
     if args.provider:
-        options["executor"] = _latent_executor(args.provider, args.model)
+        options["executor"] = _latent_executor(args.provider, args.model, view)
     if args.tool_executor is not None:
         options["tool_executor"] = args.tool_executor
     from ..durable.clistore import run_store_options
@@ -107,15 +107,19 @@ def _tool_executor(args: argparse.Namespace) -> Any:
         return False
 
 
-def _latent_executor(spec: str, model: str | None) -> Any:
+def _latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:
     from ..llm.latent import LLMLatentExecutor
     from ..llm.providers import get_provider
 
     try:
-        return LLMLatentExecutor(get_provider(spec, model=model), model=model)
+        provider = get_provider(spec, model=model)
+        if view is not None and isinstance(provider, FailoverProvider):
+            provider.on_event = view  # the view prints a line when a request moves to the next provider
+        return LLMLatentExecutor(provider, model=model)
     except Exception as exc:
         usage = provider_usage_error(spec, exc)
         if usage is None:
+    from ..llm.providers.failover import FailoverProvider
             raise
         raise usage from None
 
@@ -134,7 +138,9 @@ def _summarise(outcome: Any) -> None:
     counts: dict[str, int] = {}
     for rec in outcome.calls:
         counts[rec.status] = counts.get(rec.status, 0) + 1
-    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    # a plan that succeeds despite failed calls caught them (a `||` branch took the error)
+    caught = " (caught)" if outcome.status == "succeeded" else ""
+    parts = ", ".join(f"{n} {status}{caught if status == 'failed' else ''}" for status, n in sorted(counts.items()))
     print(f"plan {outcome.status}: {parts}", file=sys.stderr)
     if outcome.status == "waiting":
         print(f"  waiting for approval: sophon-dsl approve {outcome.run_id} [--reject]", file=sys.stderr)

@@ -42,12 +42,15 @@ class FailoverProvider:
 
     ``sleep`` (an async callable taking seconds) and ``random`` (returning a float in [0, 1)) are
     injectable for tests; ``attempts`` logs ``(provider name, error or None, delay slept)``.
+    ``on_event`` (settable later, e.g. by the CLI's progress view) gets a ``provider_failover``
+    event each time the request moves on to the next provider (``data``: ``from``, ``to``,
+    ``error``, ``attempts``).
     """
 
     def __init__(self, providers: Sequence[Provider], *, base_delay: float = 0.25,
                  max_delay: float = 8.0, jitter: float = 0.2, max_retries: int = 3,
                  sleep: Sleep | None = None, random: Callable[[], float] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, on_event: Callable[[Any], Any] | None = None):
         if not providers:
             raise ValueError("FailoverProvider needs at least one provider")
         self.providers = list(providers)
@@ -59,6 +62,7 @@ class FailoverProvider:
         self._random = random or _random.random
         self.name = name or ",".join(getattr(p, "name", "?") for p in self.providers)
         self.attempts: list[tuple[str, ProviderError | None, float]] = []
+        self.on_event = on_event
 
     def __repr__(self) -> str:
         return f"FailoverProvider({self.providers!r})"
@@ -72,6 +76,22 @@ class FailoverProvider:
         return backoff_delay(attempt, base_delay=self.base_delay, max_delay=self.max_delay,
                              jitter=self.jitter, rand=self._random)
 
+    def _failed_over(self, previous: Provider, to: str, err: ProviderError) -> None:
+        """Tell ``on_event`` the request moves on from ``previous`` to the provider ``to``."""
+        if self.on_event is None:
+            return
+        from ...runtime.events import make_event
+
+        frm = getattr(previous, "name", type(previous).__name__)
+        tries = sum(1 for name, e, _ in self.attempts if name == frm and e is not None)
+        event = make_event("provider_failover", "", None, None, 0, "failover", tool=to,
+                           reason=f"{frm} failed {tries} time(s) ({err}); trying {to}",
+                           data={"from": frm, "to": to, "error": str(err), "attempts": tries})
+        try:
+            self.on_event(event)
+        except Exception:  # noqa: BLE001 - an observer never breaks the request
+            pass
+
     async def stream(self, messages: Sequence[Message], *, model: str | None = None,
                      json_schema: dict | None = None, temperature: float | None = None,
                      max_tokens: int | None = None) -> AsyncIterator[str]:
@@ -79,8 +99,10 @@ class FailoverProvider:
               "max_tokens": max_tokens}
         failures: list[str] = []
         last: ProviderError | None = None
-        for provider in self.providers:
+        for index, provider in enumerate(self.providers):
             pname = getattr(provider, "name", type(provider).__name__)
+            if index and last is not None:
+                self._failed_over(self.providers[index - 1], pname, last)
             for attempt in range(self.max_retries + 1):
                 streamed = 0
                 inner = provider.stream(messages, **kw)
