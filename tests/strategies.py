@@ -258,3 +258,41 @@ def plans(draw, max_calls: int = 5, comments: bool = False) -> Plan:
         output=draw(st.none() | values),
     )
     return _plan_comments(draw, plan) if comments else plan
+
+
+# ---------------------------------------------------------------------------- maps (issue 12)
+# An optional generator: plans whose calls include maps (the strategies above never make one).
+
+_scope_names = identifiers.filter(lambda n: n not in ("input", "state", "data", "local"))
+
+
+@st.composite
+def map_calls(draw, depth: int = 1) -> Call:
+    """A map call with a body of generated calls (and, ``depth`` > 0, maybe a nested map)."""
+    from sophon_dsl.maps import make_map_call
+    from sophon_dsl.model import ListValue, MapSpec
+
+    item = draw(st.just("item") | _scope_names)
+    index = draw((st.just("index") | _scope_names).filter(lambda n: n != item))
+    body = draw(st.lists(calls() | (map_calls(depth - 1) if depth > 0 else calls()), max_size=3))
+    tolerate = draw(st.none() | st.integers(0, 5))
+    percent = draw(st.none() | st.integers(0, 200).map(lambda n: n / 2)) if tolerate is None else None
+    spec = MapSpec(
+        over=draw(references | st.lists(values, max_size=3).map(lambda xs: ListValue(tuple(xs)))),
+        body=tuple(body),
+        item=item,
+        index=index,
+        result=draw(st.none() | values),
+        concurrency=draw(st.none() | st.integers(1, 64)),
+        tolerate=tolerate,
+        tolerate_percent=percent,
+    )
+    opt = lambda s: draw(st.none() | s)  # noqa: E731
+    return make_map_call(spec, output=opt(output_targets), id=opt(ids), risk=opt(st.sampled_from(list(Risk))),
+                         timeout=opt(st.integers(1, 3600)), after=draw(st.lists(ids, max_size=2).map(tuple)))
+
+
+@st.composite
+def plans_with_maps(draw, max_calls: int = 4) -> Plan:
+    """Plans of generated calls and maps (no header: the maps are what is tested)."""
+    return Plan(calls=tuple(draw(st.lists(calls() | map_calls(), max_size=max_calls))))

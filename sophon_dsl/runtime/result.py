@@ -39,8 +39,14 @@ class CallRecord:
     output: Any = None
     started: float | None = None   # monotonic clock, for benchmarks and dry-run
     ended: float | None = None
+    alternative: dict | None = None  # the advisor's proposal after a failure (runtime.retry)
 
     def to_json(self) -> dict:
+        if self.alternative is not None:
+            return {**self._json(), "alternative": self.alternative}
+        return self._json()
+
+    def _json(self) -> dict:
         return {
             "id": self.id,
             "tool": self.tool,

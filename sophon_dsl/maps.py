@@ -1,0 +1,206 @@
+"""What every layer needs to know about ``map`` (``spec/language.md``, "Map over a list").
+
+A map call is a :class:`~sophon_dsl.model.Call` whose ``map`` holds a
+:class:`~sophon_dsl.model.MapSpec`; its ``tool`` is :data:`MAP_TOOL` and its only
+parameter is ``over`` (the list).  Inside the body three names are the item's own
+(the *scope*): the item variable, the index variable and :data:`LOCAL`.  Everything
+else a body reads is an *outer* read: the map call reads it too (so the checks and
+the scheduler see it as the map's input), and waits for its writers.
+
+At run time each item gets its own kind (``c3[2]``: the map call's id and the
+item's index) holding ``{"item", "index", "local"}``; :func:`instantiate` rewrites a
+body call's scoped references into that kind.  Body call ids are the call's label,
+else its tool name (``translate``, then ``translate_2`` for the second call of the
+same tool); an instance's id is ``<kind>.<body id>`` (``c3[2].translate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+from .model import Call, ListValue, MapSpec, OutputTarget, Param, Reference, Value
+from .values import map_references, references
+
+__all__ = [
+    "LOCAL",
+    "MAP_TOOL",
+    "body_ids",
+    "ItemTemplate",
+    "instantiate",
+    "item_kind",
+    "make_map_call",
+    "outer_reads",
+    "scope_names",
+    "tolerance_exceeded",
+]
+
+MAP_TOOL = "map"
+LOCAL = "local"
+ITEM_SLOT, INDEX_SLOT, LOCAL_SLOT = "item", "index", "local"
+
+
+def scope_names(spec: MapSpec) -> frozenset[str]:
+    """The kinds a map's body reads as the item's own: the item, the index, ``local``."""
+    return frozenset((spec.item, spec.index, LOCAL))
+
+
+def outer_reads(spec: MapSpec) -> tuple[Reference, ...]:
+    """The references of the body (nested maps included) that read outside the item."""
+    scope = scope_names(spec)
+    out: list[Reference] = []
+    for call in spec.body:
+        if call.map is not None:
+            out.extend(r for r in references(call.map.over) if r.kind not in scope)
+            out.extend(r for r in outer_reads(call.map) if r.kind not in scope)
+        else:
+            for p in call.params:
+                out.extend(r for r in references(p.value) if r.kind not in scope)
+        out.extend(r for r in references(call.inline_output) if r.kind not in scope)
+    out.extend(r for r in references(spec.result) if r.kind not in scope)
+    return tuple(out)
+
+
+def body_ids(spec: MapSpec) -> list[str]:
+    """Each body call's id within its item (see the module docstring)."""
+    seen: dict[str, int] = {}
+    out = []
+    for call in spec.body:
+        if call.id is not None:
+            out.append(call.id)
+            continue
+        n = seen[call.tool] = seen.get(call.tool, 0) + 1
+        out.append(call.tool if n == 1 else f"{call.tool}_{n}")
+    return out
+
+
+def make_map_call(spec: MapSpec, **fields: Any) -> Call:
+    """The map call of ``spec`` (``fields``: output, id, after, ... as for any call)."""
+    return Call(MAP_TOOL, (Param("over", spec.over, spec.over.span),), map=spec, **fields)
+
+
+def item_kind(map_id: str, k: int) -> str:
+    return f"{map_id}[{k}]"
+
+
+def tolerance_exceeded(spec: MapSpec, failed: int, total: int) -> bool:
+    """Whether ``failed`` of ``total`` items are more than the map tolerates."""
+    if failed == 0:
+        return False
+    if spec.tolerate is None and spec.tolerate_percent is None:
+        return True
+    if spec.tolerate is not None and failed > spec.tolerate:
+        return True
+    return spec.tolerate_percent is not None and failed * 100.0 > spec.tolerate_percent * total
+
+
+# ---------------------------------------------------------------------------- instances
+
+Subst = Callable[[Reference], Reference]
+
+
+def _subst(names: dict[str, str], kind: str) -> Subst:
+    """``†<name>.path`` -> ``†<kind>.<slot>.path`` for each scoped name -> slot."""
+    def fn(r: Reference) -> Reference:
+        slot = names.get(r.kind)
+        if slot is None:
+            return r
+        return Reference(kind, (slot, *r.path), r.span)
+    return fn
+
+
+def _value(v: Value | None, fn: Subst) -> Value | None:
+    return None if v is None else map_references(v, fn)
+
+
+def _rewrite(call: Call, names: dict[str, str], kind: str, after: dict[str, str] | None) -> Call:
+    fn = _subst(names, kind)
+    changes: dict[str, Any] = {}
+    if call.map is not None:
+        inner = call.map
+        # a nested map's own names (and its `local`) shadow the outer item's
+        kept = {n: s for n, s in names.items() if n not in scope_names(inner)}
+        body, result = inner.body, inner.result
+        if kept:
+            body = tuple(_rewrite(b, kept, kind, None) for b in inner.body)
+            result = _value(inner.result, _subst(kept, kind))
+        spec = replace(inner, over=map_references(inner.over, fn), body=body, result=result)
+        changes["map"] = spec
+        changes["params"] = (Param("over", spec.over, spec.over.span),)
+    elif call.params:
+        changes["params"] = tuple([Param(p.name, map_references(p.value, fn), p.span) for p in call.params])
+    if call.output is not None:
+        out = call.output
+        changes["output"] = replace(out, paths=tuple([fn(r) for r in out.paths]))
+    if call.inline_output is not None:
+        changes["inline_output"] = map_references(call.inline_output, fn)
+    if after is not None and call.after:
+        changes["after"] = tuple([after.get(a, a) for a in call.after])
+    return replace(call, **changes)
+
+
+def instantiate(spec: MapSpec, kind: str, ids: list[str]) -> tuple[list[Call], list[str], Value | None]:
+    """The body calls of the item stored under ``kind``, their instance ids, and the
+    item's result value, with the item's names rewritten into ``kind``."""
+    return ItemTemplate(spec, ids).make(kind)
+
+
+class ItemTemplate:
+    """:func:`instantiate` for many items of one map: what to rewrite in each body call
+    is worked out once, so an item costs the new references and calls, little more."""
+
+    __slots__ = ("spec", "ids", "names", "plans")
+
+    def __init__(self, spec: MapSpec, ids: list[str]) -> None:
+        self.spec = spec
+        self.ids = ids
+        self.names = names = {spec.item: ITEM_SLOT, spec.index: INDEX_SLOT, LOCAL: LOCAL_SLOT}
+        self.plans = [self._plan(c, names) for c in spec.body]
+
+    @staticmethod
+    def _plan(call: Call, names: dict[str, str]) -> Any:
+        """None: rewrite the call in full (_rewrite); else per parameter either the Param
+        kept as is, or ``(name, slot, path, span)`` for a whole-value scoped reference;
+        and the output paths likewise."""
+        plain = (call.map is None and call.inline_output is None and call.id is None and not call.after
+                 and call == Call(call.tool, call.params, call.output))
+        if not plain:
+            return None
+        params: list[Any] = []
+        for p in call.params:
+            v = p.value
+            if type(v) is Reference and v.kind in names:
+                params.append((p.name, names[v.kind], v.path, p.span, v.span))
+            elif any(r.kind in names for r in references(v)):
+                return None
+            else:
+                params.append(p)
+        outs: list[Any] = []
+        if call.output is not None:
+            for r in call.output.paths:
+                outs.append((names[r.kind], r.path, r.span) if r.kind in names else r)
+        return call, tuple(params), tuple(outs)
+
+    def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
+        spec, names = self.spec, self.names
+        prefixed = {b: f"{kind}.{b}" for b in self.ids}
+        calls = []
+        for call, plan in zip(spec.body, self.plans):
+            if plan is None:
+                calls.append(_rewrite(call, names, kind, prefixed))
+                continue
+            c, params, outs = plan
+            ps = tuple([p if type(p) is Param else Param(p[0], Reference(kind, (p[1], *p[2]), p[4]), p[3])
+                        for p in params])
+            out = c.output
+            if out is not None:
+                out = OutputTarget(tuple([r if type(r) is Reference else Reference(kind, (r[0], *r[1]), r[2])
+                                          for r in outs]), out.op, out.method, out.span)
+            calls.append(Call(c.tool, ps, out, span=c.span, tool_span=c.tool_span))
+        result = _value(spec.result, _subst(names, kind))
+        return calls, [prefixed[b] for b in self.ids], result
+
+
+def uses_value(spec: MapSpec) -> ListValue:
+    """The outer reads as one list value (what a map waits for besides its list)."""
+    return ListValue(outer_reads(spec))

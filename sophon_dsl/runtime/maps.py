@@ -1,0 +1,241 @@
+"""Map calls at run time: items expanded inside the one scheduler (``docs/runtime.md``, "Maps").
+
+When a map call's inputs are decided (its list, and the outer paths its body reads),
+the :class:`MapDriver` takes it instead of the invoker: for each item it stores
+``{"item", "index"}`` under the item's own kind (``c3[2]``), instantiates the body's
+calls with their scoped references rewritten into that kind
+(:func:`sophon_dsl.maps.instantiate`), adds them to the run's data flow (as a
+streamed plan's arrivals are added) and lets the scheduler dispatch them like any
+call.  No child run, no second loop: an item's calls cost what any call costs.
+
+At most ``concurrency`` items are in flight; the next item is expanded when one
+ends.  An item *fails* when one of its calls fails uncaught, or its result has no
+value; its slot of the result then holds ``{error, cause}``.  Once more items fail
+than the map tolerates, the map fails (``Map.Failed``) and no further item starts;
+items in flight finish.  When every item has ended, the results, in item order, are
+the map call's result, written like any call's (so ``||`` catches a failed map).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..maps import ItemTemplate, body_ids, item_kind, tolerance_exceeded
+from ..model import MapSpec, OutputMethod
+from .contracts import final_output
+from .errors import REF_UNRESOLVED, ErrorInfo
+from .state import MISSING, json_copy
+
+__all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MapDriver"]
+
+MAP_FAILED = "Map.Failed"
+MAP_NOT_A_LIST = "Map.NotAList"
+_TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+
+
+class _MapRun:
+    """One map call in progress."""
+
+    __slots__ = ("j", "cid", "spec", "items", "template", "n", "limit", "next", "inflight", "done", "failed",
+                 "left", "errors", "result_values", "results", "ended", "filling", "first_error")
+
+    def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
+        self.j = j
+        self.cid = cid
+        self.spec = spec
+        self.items = items
+        self.template = ItemTemplate(spec, body_ids(spec))
+        self.n = n = len(items)
+        self.limit = spec.concurrency or n
+        self.next = 0          # the next item to expand
+        self.inflight = 0
+        self.done = 0
+        self.failed = 0
+        self.left: dict[int, int] = {}            # item -> its calls not ended yet
+        self.errors: dict[int, ErrorInfo] = {}    # item -> its first uncaught failure
+        self.result_values: dict[int, Any] = {}   # item -> its result value (rewritten)
+        self.results: list[Any] = [None] * n
+        self.ended = False
+        self.filling = False
+        self.first_error: ErrorInfo | None = None
+
+
+class MapDriver:
+    """Expands the map calls of one scheduler (see the module docstring).  It wraps the
+    scheduler's ``_start`` (a map call starts here, not in the invoker) and ``finish``
+    (an item's calls ending)."""
+
+    def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
+        self.s = sched
+        self.owner: dict[int, tuple[_MapRun, int]] = {}  # instance call -> (its map, item)
+        self.hidden: set[str] = set()                     # item kinds (not in the run's state)
+        self._start = sched._start
+        self._finish = sched.finish
+        sched._start = self.start
+        sched.finish = self.finish
+
+    # -- the scheduler's hooks -------------------------------------------------------
+
+    def start(self, j: int, args: dict, inline: Any) -> None:
+        s = self.s
+        call = s.calls[j]
+        if call.map is None:
+            self._start(j, args, inline)
+            return
+        s.runner._started(j)
+        s.records[j].attempts = 1
+        cid = s.ids[j]
+        over = args.get("over")
+        if type(over) is not list:
+            err = ErrorInfo(MAP_NOT_A_LIST, f"map {cid} goes over {_describe(over)}, not a list")
+            s._loop.call_soon(self._end, j, err, None)
+            return
+        run = _MapRun(j, cid, call.map, over)
+        s.emit("map_start", "running", j, data={"items": run.n})
+        if run.n == 0:
+            run.ended = True
+            s._loop.call_soon(self._end, j, None, [])
+            return
+        self._fill(run)
+
+    def finish(self, i: int, status: str) -> None:
+        self._finish(i, status)
+        own = self.owner.pop(i, None)
+        if own is None:
+            return
+        run, k = own
+        if status == "failed" or status == "cancelled":
+            rec = self.s.records[i]
+            if not rec.caught:
+                if k not in run.errors:
+                    run.errors[k] = rec.error or ErrorInfo(MAP_FAILED, rec.reason or status)
+                if status == "failed":
+                    # the map answers for its items: it fails when they exceed its tolerance
+                    rec.caught = True
+                    rec.reason = f"item {k} of map {run.cid} failed: " + (rec.reason or rec.error.cause
+                                                                          if rec.error else "")
+        left = run.left[k] = run.left[k] - 1
+        if left == 0:
+            self._item_done(run, k)
+
+    # -- items -------------------------------------------------------------------------
+
+    def _fill(self, run: _MapRun) -> None:
+        """Expand items while fewer than the limit are in flight (never re-entered: an item
+        that ends while another is expanded only counts off, the loop below goes on)."""
+        if run.filling:
+            return
+        run.filling = True
+        try:
+            s = self.s
+            while not run.ended and not s._stopping and run.next < run.n and run.inflight < run.limit:
+                k = run.next
+                run.next += 1
+                run.inflight += 1
+                self._expand(run, k)
+        finally:
+            run.filling = False
+
+    def _expand(self, run: _MapRun, k: int) -> None:
+        s = self.s
+        kind = item_kind(run.cid, k)
+        self.hidden.add(kind)
+        s.store.write(kind, (), {"item": run.items[k], "index": k}, OutputMethod.SET, run.cid)
+        calls, ids, result = run.template.make(kind)
+        run.result_values[k] = result
+        if not calls:
+            self._item_done(run, k)
+            return
+        flow = s.flow
+        first = len(flow.calls)
+        for call, cid in zip(calls, ids):
+            flow.add_call(call, cid)
+        run.left[k] = len(calls)
+        owner = self.owner
+        for _ in calls:
+            owner[s._grow()] = (run, k)  # every call first: a body call may read a later one
+        decided, waiting, eager = s._decided, s._waiting, s._eager
+        for i in range(first, first + len(calls)):
+            if s._stopping:
+                return
+            if not decided[i] and (waiting[i] <= 0 or eager[i]) and s._consider(i):
+                s.settled(i)
+
+    def _item_done(self, run: _MapRun, k: int) -> None:
+        s = self.s
+        run.inflight -= 1
+        run.done += 1
+        if run.ended:
+            return  # the map already failed: a late item changes nothing
+        err = run.errors.get(k)
+        if err is None:
+            value, err = self._result(run, k)
+        if err is not None:
+            run.results[k] = err.to_json()
+            run.failed += 1
+            if run.first_error is None:
+                run.first_error = err
+            s.emit("map_item_failed", "failed", run.j, error=err.to_json(), data={"item": k})
+        else:
+            run.results[k] = value
+            s.emit("map_item_complete", "succeeded", run.j, data={"item": k})
+        if tolerance_exceeded(run.spec, run.failed, run.n):
+            run.ended = True
+            first = run.first_error
+            why = f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)})"
+            if first is not None:
+                why += f"; first: {first.error}: {first.cause}"
+            s._loop.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
+            return
+        if run.done == run.n:
+            run.ended = True
+            s._loop.call_soon(self._end, run.j, None, run.results)
+            return
+        self._fill(run)
+
+    def _result(self, run: _MapRun, k: int) -> tuple[Any, ErrorInfo | None]:
+        get = self.s.store.get
+        value = run.result_values.pop(k, None)
+        if value is None:  # no `return`: the item's local data
+            local = get(item_kind(run.cid, k), ("local",))
+            return ({} if local is MISSING else json_copy(local)), None
+        out, err = final_output(value, get, None, False)
+        if err is not None:
+            cause = err.cause.replace("the plan's output", f"the result of item {k} of map {run.cid}")
+            return out, ErrorInfo(REF_UNRESOLVED, cause)
+        return json_copy(out), None
+
+    def _end(self, j: int, err: ErrorInfo | None, results: list | None) -> None:
+        """The map call ends: its result written (or its error delivered) as any call's."""
+        s = self.s
+        rec = s.records[j]
+        if rec.status in _TERMINAL or s._stopping:
+            return
+        if err is None:
+            err = s.runner.accept(j, s.calls[j], results)
+        if err is None:
+            s.finish(j, "succeeded")
+        else:
+            rec.reason = err.cause
+            s.runner.fail(j, err)  # (finishes it)
+        s.settled(j)
+
+
+def _describe(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, bool):
+        return "a boolean"
+    return "a number"
+
+
+def _tolerated(spec: MapSpec) -> str:
+    if spec.tolerate is not None:
+        return f"tolerated: {spec.tolerate}"
+    if spec.tolerate_percent is not None:
+        return f"tolerated: {spec.tolerate_percent:g}%"
+    return "none tolerated"
