@@ -53,6 +53,7 @@ from .checks import Checker
 from .checks.schema import fast_schema_check  # re-exported: the runtime's fast schema path
 from .dataflow import BUILTIN_KINDS, DataFlow
 from .diagnostics import Diagnostic, has_errors, sort_key
+from .maps import MAP_TOOL
 from .model import Call, Plan, Reference
 from .outputpath import prescribe_plan
 from .tools import ToolRegistry, ToolSpec, as_registry
@@ -87,6 +88,22 @@ AGENT_STEP = ToolSpec(
         "additionalProperties": True,
     },
     output_schema=None,
+    origin="builtin",
+)
+
+
+def _map_runs_in_the_scheduler(**_: Any) -> Any:
+    raise RuntimeError("a map call is expanded by the scheduler, never invoked")
+
+
+#: The builtin tool of map calls (``sophon_dsl.maps``): code, no parameter checks (the map's
+#: options are checked by checks/maps.py), a list as its result.
+MAP_SPEC = ToolSpec(
+    name=MAP_TOOL,
+    description="Run the body's calls once per item of a list; the items' results, in order.",
+    input_schema=None,
+    output_schema={"type": "array"},
+    func=_map_runs_in_the_scheduler,
     origin="builtin",
 )
 
@@ -160,9 +177,18 @@ def effective_registry(plan: Plan, tools: Any = None) -> ToolRegistry:
     # library only to learn it has no agent.step.
     if reg.given(AGENT_STEP.name) is None:
         reg = reg.with_tools([AGENT_STEP])
+    if reg.given(MAP_TOOL) is None and _has_map(plan):
+        reg = reg.with_tools([MAP_SPEC])
     if plan.tools:
         reg = reg.with_plan_decls(plan.tools)
     return reg
+
+
+def _has_map(plan: Plan) -> bool:
+    for call in plan.calls:
+        if call.map is not None:
+            return True
+    return False
 
 
 def check(plan: Plan, tools: Any = None, **kw: Any) -> list[Diagnostic]:

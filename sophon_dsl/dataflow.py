@@ -32,6 +32,7 @@ from bisect import bisect_left
 from typing import Any, Iterable, Sequence
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
+from .maps import outer_reads
 from .values import references
 
 __all__ = [
@@ -255,6 +256,7 @@ class DataFlow:
         self.unknown_after: list[tuple[int, str]] = []
         self.readonly_writes: list[tuple[int, int]] = []
         self.backward = True          # every dependency points to an earlier call
+        self.has_maps = False         # some call is a map (sophon_dsl.maps)
         self._dependents: list[Any] | None = None
         self._readers: dict[tuple, list[int]] | None = None   # streaming: key -> read slots
         self._readers_below: dict[tuple, list[int]] | None = None
@@ -305,6 +307,11 @@ class DataFlow:
                             wire_value(i, x)
                 elif tv is not Literal:
                     wire_value(i, v)
+            if call.map is not None:  # a map also reads what its body reads outside the item
+                self.has_maps = True
+                for r in outer_reads(call.map):
+                    ref_add(r)
+                    ws_add(resolve(r.kind, r.path, i))
             end = len(refs)
             offs_add(end)
             if call.after:
@@ -369,6 +376,11 @@ class DataFlow:
                         self._wire_value(i, x)
             elif tv is not Literal:
                 self._wire_value(i, v)
+        if call.map is not None:  # (as in _wire_all)
+            self.has_maps = True
+            for r in outer_reads(call.map):
+                refs.append(r)
+                wss.append(resolve(r.kind, r.path, i))
         end = len(refs)
         self.read_offs.append(end)
         ctl = self._after(i, call) if call.after else _NO_CALLS
@@ -672,4 +684,3 @@ class DataFlow:
             for k in range(1, len(key)):
                 below.add(key[:k])
         return keys, below
-

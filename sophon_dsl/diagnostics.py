@@ -117,6 +117,16 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E704": (Severity.ERROR, "tool cannot be shipped to or loaded on the workers"),
     "E705": (Severity.ERROR, "no worker has the resources a tool needs"),
     "E706": (Severity.ERROR, "workers lack this sophon-dsl version"),
+    # E5xx: map over a list
+    "E501": (Severity.ERROR, "malformed map"),
+    "E502": (Severity.ERROR, "map over a value that is not a list"),
+    "E503": (Severity.ERROR, "map body call writes outside the item's local data"),
+    "E504": (Severity.ERROR, "map body reads local data no body call writes"),
+    "E505": (Severity.ERROR, "map item type conflicts with a parameter's schema"),
+    "E506": (Severity.ERROR, "map item path the list's item schema does not have"),
+    "E507": (Severity.ERROR, "duplicate call id in a map body"),
+    "E508": (Severity.ERROR, "map body 'after' names an unknown call"),
+    "E509": (Severity.ERROR, "map body dependency cycle"),
     # W: warnings
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),

@@ -28,6 +28,7 @@ __all__ = [
     "InitialData",
     "ListValue",
     "Literal",
+    "MapSpec",
     "Mode",
     "ObjectValue",
     "OutputMethod",
@@ -273,6 +274,8 @@ class Call:
     after: tuple[str, ...] = ()
     model_hint: Any = None
     success_criterion: str | None = None
+    # a map over a list (``tool`` is then "map" and ``params`` hold only ``over``): see MapSpec
+    map: "MapSpec | None" = None
     span: Span | None = _span()
     tool_span: Span | None = _span()
     # Span of each attribute / meta-property by its JSON name (e.g. "_after").
@@ -295,6 +298,29 @@ class Call:
             if k == name:
                 return s
         return self.span
+
+
+@dataclass(frozen=True, slots=True)
+class MapSpec:
+    """``map``: the calls of ``body`` run once per item of the list ``over``.
+
+    In the body, ``†<item>`` reads the item, ``†<index>`` its position and ``†local`` the
+    item's own data, which the body's calls write.  Each item's result is ``result``
+    evaluated against its data (absent: the item's ``†local`` object); the results, in item
+    order, are the map call's result.  ``concurrency`` bounds the items in flight;
+    ``tolerate`` / ``tolerate_percent`` how many items may fail before the map fails
+    (absent: none).  ``spec/language.md``, "Map over a list".
+    """
+
+    over: Value
+    body: tuple[Call, ...] = ()
+    item: str = "item"
+    index: str = "index"
+    result: Value | None = None
+    concurrency: int | None = None
+    tolerate: int | None = None
+    tolerate_percent: float | None = None
+    span: Span | None = _span()
 
 
 @dataclass(frozen=True, slots=True)

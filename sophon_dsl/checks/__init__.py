@@ -17,6 +17,7 @@ from .context import CheckContext
 from .cycles import Cycles
 from .ids import DuplicateIds
 from .limits import CallLimit
+from .maps import MapBodies
 from .modes import Activities, InlineOutputs, MissingImplementations
 from .outputs import OutputSchema
 from .params import ToolParams
@@ -46,6 +47,7 @@ RULES: tuple[type[Rule], ...] = (
     Activities,              # E209
     CollapsedBranches,       # W401
     MissingImplementations,  # E207
+    MapBodies,               # E502-E509 (a map's list and body)
     ReadSources,             # E301 W303 (whole plan)
     Cycles,                  # E302 (whole plan)
     ConcurrentWriters,       # W301 (whole plan)

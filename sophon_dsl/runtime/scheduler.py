@@ -34,6 +34,7 @@ from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
 from .invoker import Invoker, LocalInvoker
+from .maps import MapDriver
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner
@@ -95,6 +96,8 @@ class Scheduler:
                  plan_id: str | None = None, flow: DataFlow | None = None,
                  store: StateStore | None = None, invoker: Invoker | None = None,
                  track_waits: bool = True) -> None:
+        if flow is not None and flow.has_maps:
+            flow = None  # a map adds its items' calls to the flow: this run gets its own
         self.feed: PlanFeed = FixedPlan(plan, flow, ids) if isinstance(plan, Plan) else plan
         self.flow = self.feed.flow
         self.calls = self.flow.calls
@@ -155,6 +158,8 @@ class Scheduler:
             self.inputs.stream_open = True
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
+        # map calls expand their items into this loop (runtime/maps.py)
+        self.maps: MapDriver | None = MapDriver(self) if self.flow.has_maps else None
 
     # ------------------------------------------------------------------ per-call bookkeeping
 
@@ -499,6 +504,7 @@ class Scheduler:
             self.emit("plan_complete", status, preview=preview(output, self.opts.preview_chars))
         else:
             self.emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
-        return RunResult(status, self.store.resolved(exclude=("input",)), output, self.records,
+        hidden = ("input",) if self.maps is None else ("input", *self.maps.hidden)
+        return RunResult(status, self.store.resolved(exclude=hidden), output, self.records,
                          self.store.snapshot(), self.plan_id, self.feed.plan.goal, self.plan_error,
                          self.bus.snapshot(), run_id=self.run_id)

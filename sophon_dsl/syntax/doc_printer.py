@@ -36,15 +36,19 @@ import yaml
 
 from ..model import Call, InitialData, OutputMethod, Plan, value_to_json
 from .attributes import param_key
+from .map_syntax import MAP_KEY, map_document
 from .documents import inferred_input_schema
 
 __all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
 
 
 def call_to_document(call: Call) -> dict[str, Any]:
-    out: dict[str, Any] = {"_tool": call.tool}
-    for p in call.params:
-        out[param_key(p.name)] = value_to_json(p.value)
+    if call.map is not None:
+        out: dict[str, Any] = {MAP_KEY: map_document(call.map, call_to_document, value_to_json)}
+    else:
+        out = {"_tool": call.tool}
+        for p in call.params:
+            out[param_key(p.name)] = value_to_json(p.value)
     if call.output is not None:
         sep = f" {call.output.op} " if call.output.op else " "
         out["_outputPath"] = sep.join(r.text() for r in call.output.paths)

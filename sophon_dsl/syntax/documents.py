@@ -56,6 +56,8 @@ from ..model import (Call, InitialData, ListValue, Literal, Mode, ObjectValue, O
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute, param_key, param_name
+from .map_syntax import MAP_KEY, map_from_node
+from ..maps import MAP_TOOL
 from .declarations import DECL_FIELDS, refine, schema_problems
 from .located import LazySpanPaths, LocatedNode
 
@@ -213,7 +215,13 @@ class _Reader:
         ok = True
         tool_node = node.get("_tool")
         tool = None
-        if tool_node is None:
+        map_node = node.get(MAP_KEY)
+        if map_node is not None:  # a map: `_map` stands for `_tool` (map_syntax)
+            if tool_node is not None:
+                self.err("E501", "a call has either \"_tool\" or \"_map\", not both", map_node)
+                return None
+            tool = MAP_TOOL
+        elif tool_node is None:
             keys = ", ".join(node.keys()[:5])
             self.err("E102", f"call lacks \"_tool\" (keys: {keys or 'none'})", node)
             ok = False
@@ -240,6 +248,8 @@ class _Reader:
                     ks, vs = key_spans.get(key), vnode.span
                     span = vs if ks is None else Span(ks.line, ks.column, vs.end_line, vs.end_column)
                     params.append(Param(param_name(key), val, span))
+                continue
+            if key == MAP_KEY:
                 continue
             if key not in _META_SET:
                 hint = _suggest(key, META_PROPERTIES) or (
@@ -273,8 +283,19 @@ class _Reader:
         if method_node is not None and path_node is None:
             self.err("E103", OUTPUT_METHOD_WITHOUT_PATH, method_node)
             ok = False
+        spec = None
+        if map_node is not None:
+            if params:
+                self.err("E501", f"a map takes no parameters (got {params[0].name!r}); its options go in "
+                                 "\"_map\"", params[0].span)
+                return None
+            spec = map_from_node(self, map_node)
+            ok = ok and spec is not None
         if not ok or tool is None:
             return None
+        if spec is not None:
+            params = [Param("over", spec.over, spec.over.span)]
+            kw["map"] = spec
         output = None
         if path_node is not None:
             paths, op = parsed_path

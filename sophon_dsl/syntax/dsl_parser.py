@@ -42,8 +42,10 @@ from ..model import (
     value_to_json,
 )
 from .. import refs as _refs
+from ..maps import make_map_call
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
+from .map_syntax import map_from_dsl
 from .declarations import declaration_problems, refine, value_span
 from .dsl_messages import badref_message, explain
 from .json_source import LONE_SURROGATE, lone_surrogate_message
@@ -157,13 +159,17 @@ class _PostLex:
         depth = 0
         prev_sep = True
         off = self.line_offset
+        # a map body (`{` right after `)`) separates statements as the top level does:
+        # the bracket depth each open body started at
+        blocks: list[int] = []
+        prev = None
         for tok in stream:
             if off:
                 tok.line += off
                 tok.end_line += off
             t = tok.type
             if t == "_NL" or t == "_SEMI":
-                if depth:
+                if depth and not (blocks and blocks[-1] == depth):
                     if t == "_SEMI":
                         yield tok
                     continue
@@ -177,8 +183,14 @@ class _PostLex:
             prev_sep = False
             if t in _OPEN:
                 depth += 1
+                if t == "LBRACE" and prev == "RPAR":
+                    blocks.append(depth)
+                    prev_sep = True  # no separator right after the body's `{`
             elif t in _CLOSE and depth:
+                if blocks and blocks[-1] == depth:
+                    blocks.pop()
                 depth -= 1
+            prev = t
             yield tok
 
 
@@ -271,6 +283,7 @@ class _Builder(Transformer):
     def __init__(self) -> None:
         super().__init__(visit_tokens=False)
         self.ctx = _Ctx()
+        self._blocks: list[tuple] = []  # open map bodies (see block_open)
 
     # -- helpers ----------------------------------------------------------
 
@@ -540,6 +553,27 @@ class _Builder(Transformer):
         ctx.output_seen = True
         ctx.output = value
 
+    # -- map bodies -------------------------------------------------------
+
+    def block_open(self, c):
+        """A map body starts: its calls and its `return` are collected apart."""
+        ctx = self.ctx
+        # the map's own arguments wait for the map's statement (the body's calls end first)
+        self._blocks.append((len(ctx.calls), ctx.output, ctx.output_seen, ctx.bad, ctx.raw))
+        ctx.output, ctx.output_seen, ctx.bad, ctx.raw = None, False, {}, {}
+        return c[0]
+
+    def block(self, c):
+        ctx = self.ctx
+        start, output, seen, bad, raw = self._blocks.pop()
+        self._flush_bad()
+        ctx.bad, ctx.raw = bad, raw
+        body = tuple(ctx.calls[start:])
+        del ctx.calls[start:]
+        result = ctx.output if ctx.output_seen else None
+        ctx.output, ctx.output_seen = output, seen
+        return ("block", body, result, _join(_tspan(c[0]), _tspan(c[-1])))
+
     # -- calls ------------------------------------------------------------
 
     def decorator(self, c):
@@ -599,9 +633,11 @@ class _Builder(Transformer):
         tok = c[0]
         ref = self.ref(c)
         if not ref.path or not isinstance(ref.path[-1], str):
-            self._err("E001", f"positional argument {str(tok)!r} must be a reference ending in a name "
-                      "(it passes `name=†kind...name`); write name=value", ref.span)
-            return _SKIP
+            # an error unless this is the list of a map (`map(†row) {...}`, see map_syntax)
+            self.ctx.bad[id(ref)] = (ref, Diagnostic(
+                "E001", f"positional argument {str(tok)!r} must be a reference ending in a name "
+                "(it passes `name=†kind...name`); write name=value", ref.span))
+            return Param("", ref, ref.span)
         return Param(ref.path[-1], ref, ref.span)
 
     def qarg(self, c):
@@ -624,6 +660,7 @@ class _Builder(Transformer):
         start = None
         end = None
         inline = None
+        block = None
         it = iter(c)
         for ch in it:
             tp = type(ch)
@@ -644,6 +681,10 @@ class _Builder(Transformer):
                         start = _tspan(ch)
             elif tp is tuple:
                 if ch is _SKIP:
+                    continue
+                if ch[0] == "block":
+                    block = ch
+                    end = ch[3]
                     continue
                 if ch[0] == "meta":
                     attrs.append(ch)
@@ -728,6 +769,14 @@ class _Builder(Transformer):
                 if p.name in seen:
                     self._err("E108", f"duplicate parameter {p.name!r} in call to {tool!r}", p.span)
                 seen.add(p.name)
+        if block is not None:
+            spec = map_from_dsl(self, tool, params, block, tool_span, span)
+            self._flush_bad()
+            if spec is not None:
+                call = make_map_call(spec, output=output, span=span, tool_span=tool_span,
+                                     attr_spans=tuple(spans), **fields)
+                self.ctx.calls.append(call)
+            return
         self._flush_bad()
         call = Call(tool, tuple(params), output, span=span, tool_span=tool_span,
                     attr_spans=tuple(spans), **fields)
@@ -1073,6 +1122,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
     with _LOCK if not locked else contextlib.nullcontext():
         parser, builder = _get_parser()
         ctx = builder.ctx = _Ctx()
+        builder._blocks.clear()
         try:
             _run(parser, builder, text)
         except Exception as e:  # pragma: no cover - defensive

@@ -47,6 +47,7 @@ from ..model import (
     Value,
 )
 from ..refs import literal_string_to_source, template_to_string
+from .map_syntax import map_args
 
 __all__ = ["print_dsl", "format_value", "format_comment", "CANONICAL_DAGGER", "MAX_WIDTH"]
 
@@ -244,7 +245,10 @@ def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WID
     if call.output is not None:
         head += _target(call.output, dagger) + " "
     head += call.tool if _DOTTED_RE.match(call.tool) else _q(call.tool)
-    args = [_arg(p.name, p.value, dagger) for p in call.params]
+    if call.map is not None:
+        args = map_args(call.map, lambda v: format_value(v, dagger))
+    else:
+        args = [_arg(p.name, p.value, dagger) for p in call.params]
     tail = ""
     if call.inline_output is not None:
         tail = " -> " + format_value(call.inline_output, dagger)
@@ -252,6 +256,13 @@ def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WID
     if len(one) > width and args:
         one = head + "(\n" + "".join(f"{INDENT}{a},\n" for a in args) + ")" + tail
     lines.append(one)
+    if call.map is not None:
+        lines[-1] += " {"
+        for b in call.map.body:
+            lines += [INDENT + line for line in format_call(b, dagger, width - len(INDENT), comments).split("\n")]
+        if call.map.result is not None:
+            lines.append(INDENT + "return " + format_value(call.map.result, dagger))
+        lines.append("}")
     if comments and (call.comments or call.trailing_comment is not None):
         lines = _with_comments(lines, call.comments, call.trailing_comment)
     return "\n".join(lines)
