@@ -132,7 +132,6 @@ class InputResolver:
         return _NO_WRITERS
 
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
-        writers = self.writers_of(i, ref)
         if self.stream_open and not ref.kind.startswith("input"):
             if not self.written_order:
                 # any call still to come may write this path (or one overlapping it), and a
@@ -143,6 +142,7 @@ class InputResolver:
         return self._settled_state(i, ref)
 
     def _settled_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
+        writers = self.writers_of(i, ref)
         if writers:
             ended = self.ended
             for j in writers:

@@ -156,6 +156,7 @@ class Scheduler:
         self.runner = CallRunner(self)
         if self.feed.is_open:
             self.inputs.stream_open = True
+            self.inputs.written_order = getattr(self.feed, "written_order", False)
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)
@@ -166,7 +167,6 @@ class Scheduler:
     def _spec(self, tool: str) -> ToolSpec | None:
         spec = self._spec_of.get(tool, self._spec_of)
         if spec is self._spec_of:
-            self.inputs.written_order = getattr(self.feed, "written_order", False)
             spec = self._spec_of[tool] = self.registry.get(tool)
         return spec
 
