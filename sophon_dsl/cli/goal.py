@@ -7,7 +7,8 @@
 
 Progress goes to stderr (plans, verdicts, replans); ``--json`` prints only the result
 ``{"status", "output", "facts", "goal_execution": {...}}``. Exit codes: 0 complete,
-1 failed / blocked / hitl / cancelled, 2 usage errors.
+1 failed / blocked / hitl / cancelled (Ctrl-C or SIGTERM: the steps reached are
+printed), 2 usage errors.
 """
 
 from __future__ import annotations
@@ -74,7 +75,15 @@ def run(args: argparse.Namespace) -> int:
     registry = reg[0] if isinstance(reg, tuple) else reg
     provider = _provider(args.provider, args.model)
     planner, evaluator = _provider(args.planner_provider), _provider(args.evaluator_provider)
-    progress = None if args.json else GoalProgress()
+    shown = None if args.json else GoalProgress()
+    final: dict[str, Any] = {}
+
+    def progress(ev: Any) -> None:
+        if ev.type == "goal_done":
+            final["result"] = ev.data
+        if shown is not None:
+            shown(ev)
+
     approve = approver_for(args.approve)
     # A step that needs a person asks only a person (or the explicit --approve answer):
     # off a terminal and without --approve the run stops 'hitl' rather than guessing.
@@ -87,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                             subagent_turns=args.max_turns, approve=person, on_event=progress)
     except ValueError as exc:       # MAX_GOAL_STEPS / MAX_REPLAN_ATTEMPTS that are not numbers
         raise UsageError(str(exc)) from None
-    result = asyncio.run(_until_done_or_interrupted(runner, args.goal, input_value))
+    result = asyncio.run(_until_done_or_interrupted(runner, args.goal, input_value, final))
     if result is None:
         print("goal cancelled", file=sys.stderr)
         return EXIT_FAIL
@@ -102,10 +111,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
-async def _until_done_or_interrupted(runner: Any, goal: str, input_value: Any) -> Any:
+async def _until_done_or_interrupted(runner: Any, goal: str, input_value: Any, final: dict[str, Any]) -> Any:
+    """The goal's result; on Ctrl-C (or SIGTERM) the result it had reached (status cancelled)."""
     task = asyncio.ensure_future(runner.arun(goal, input=input_value))
     with on_signals(task.cancel):
         try:
             return await task
         except asyncio.CancelledError:
-            return None
+            return final.get("result")

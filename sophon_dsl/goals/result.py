@@ -15,6 +15,7 @@ class GoalStatus(str, Enum):
     FAILED = "failed"         # planner or evaluator error, or the replan limit was reached
     BLOCKED = "blocked"       # the goal step limit stopped the loop with work left
     HITL = "hitl"             # a step needs a person and no approver was given
+    CANCELLED = "cancelled"   # stopped from outside (Ctrl-C, task.cancel()); the steps reached are kept
 
 
 class StepStatus(str, Enum):
@@ -22,6 +23,7 @@ class StepStatus(str, Enum):
     FAILED = "failed"         # verdict fail (or the step's own error)
     SKIPPED = "skipped"       # a step it depends on failed
     WAITING = "waiting"       # verdict hitl, no person to ask
+    CANCELLED = "cancelled"   # the goal was cancelled before the step finished
 
 
 @dataclass

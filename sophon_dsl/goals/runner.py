@@ -118,9 +118,15 @@ class GoalRunner:
     async def arun(self, goal: str, *, input: Any = None) -> GoalResult:
         started = time.perf_counter()
         loop = _Loop(self, goal, input)
-        status, error = await loop.drive()
-        result = GoalResult(status, loop.output(), dict(loop.facts), loop.step_records(), loop.replans,
-                            loop.steps_run, time.perf_counter() - started, error, loop.plans)
+        try:
+            status, error = await loop.drive()
+        except asyncio.CancelledError:
+            # what was reached goes out with the last event, so a caller that cancelled
+            # (Ctrl-C on the CLI) can still show it
+            partial = loop.result(GoalStatus.CANCELLED, "the goal was cancelled", started)
+            self.emit("goal_done", goal, partial.status.value, reason=partial.error, data=partial)
+            raise
+        result = loop.result(status, error, started)
         self.emit("goal_done", goal, status.value, reason=error, data=result)
         return result
 
@@ -325,8 +331,19 @@ class _Loop:
 
     # -- the result ---------------------------------------------------------------------
 
+    def result(self, status: GoalStatus, error: str | None, started: float) -> GoalResult:
+        return GoalResult(status, self.output(), dict(self.facts), self.step_records(), self.replans,
+                          self.steps_run, time.perf_counter() - started, error, self.plans)
+
     def step_records(self) -> list[StepRecord]:
-        return list(self.records.values())
+        records = dict(self.records)
+        last = self.last
+        if last is not None and any(s.id not in records for s in last.steps):
+            # the loop stopped inside a plan (cancelled): its steps so far, the rest marked so
+            for s in last.steps:
+                records[s.id] = last.records.get(s.id) or StepRecord(s.id, s.task, StepStatus.CANCELLED,
+                                                                      note="not finished", plan=last.number)
+        return list(records.values())
 
     def output(self) -> Any:
         """The results of the last plan's final steps (those no other step of it depends on):

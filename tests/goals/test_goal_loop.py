@@ -223,3 +223,28 @@ def test_routing_hint_restricts_the_sub_agents_tools():
     assert "search(q" in shown["[one]"] and "send(to" not in shown["[one]"]
     assert "send(to" in shown["[two]"] and "search(q" not in shown["[two]"]
     assert "search(q" in shown["[three]"] and "send(to" in shown["[three]"]
+
+
+def test_cancelling_keeps_the_steps_reached():
+    import asyncio
+
+    evaluator = keyed((r"Task:", verdict("pass", "ok", first=1)))
+    sub = keyed((r"Request: .*\[one\]", 'return 1'), (r"Request: .*\[two\]", 'return 2'),
+                (r"Request: .*\[three\]", {"reply": "return 3", "tokens_per_second": 2, "chunk_size": 1}))
+    done = []
+
+    async def go():
+        runner = GoalRunner(_agent(sub), planner_provider=keyed((r"Goal:", _three())), evaluator_provider=evaluator,
+                            on_event=lambda e: done.append(e.data) if e.type == "goal_done" else None)
+        task = asyncio.ensure_future(runner.arun("g"))
+        while len(evaluator.calls) < 2:          # s1 and s2 judged; s3 is streaming slowly
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    partial = done[-1]
+    assert partial.status is GoalStatus.CANCELLED and partial.facts == {"first": 1}
+    assert [(s.id, s.status.value) for s in partial.steps] == [("s1", "done"), ("s2", "done"), ("s3", "cancelled")]
