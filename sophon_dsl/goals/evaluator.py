@@ -11,18 +11,17 @@ person refused is ``hitl``. An answer that cannot be read raises
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from ..errors import SophonError
 from ..llm.provider import Message, Provider, ProviderError, collect
+from .replies import strict_json
 from .steps import PlannedStep
 
 __all__ = ["EvaluatorError", "StepEvaluator", "StepOutcome", "SubAgentStatus", "Verdict", "VerdictKind"]
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*?)\n\s*```\s*$", re.S)
 _PREVIEW = 4000   # characters of a step's output shown to the evaluator
 
 _SYSTEM = """You judge whether one step of a plan met its success criterion. Reply with JSON only:
@@ -86,14 +85,7 @@ def shortcut(outcome: StepOutcome) -> Verdict | None:
 
 
 def parse_verdict(reply: str) -> Verdict:
-    body = reply.strip()
-    m = _FENCE.match(body)
-    if m:
-        body = m.group(1).strip()
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise EvaluatorError(f"the evaluator's reply is not valid JSON: {exc}") from None
+    data = strict_json(reply, EvaluatorError, "evaluator")
     if not isinstance(data, dict):
         raise EvaluatorError(f"the evaluator's reply must be an object, not {type(data).__name__}")
     try:

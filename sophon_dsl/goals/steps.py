@@ -10,12 +10,12 @@ to reject a plan.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SophonError
+from .replies import strict_json
 
 __all__ = ["HINTS", "PlannedStep", "PlannerError", "normalize_hint", "parse_steps"]
 
@@ -35,7 +35,6 @@ _ALIASES = {
 }
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
-_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*?)\n\s*```\s*$", re.S)
 
 
 class PlannerError(SophonError):
@@ -77,17 +76,6 @@ def normalize_hint(hint: Any) -> str | None:
     if close:
         return close[0] if close[0] in HINTS else _ALIASES[close[0]]
     return None
-
-
-def _json(reply: str) -> Any:
-    body = reply.strip()
-    m = _FENCE.match(body)
-    if m:
-        body = m.group(1).strip()
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise PlannerError(f"the planner's reply is not valid JSON: {exc}") from None
 
 
 def _text(step: dict, key: str, where: str) -> str:
@@ -158,7 +146,7 @@ def parse_steps(reply: str, *, first_number: int = 1, min_steps: int = 3, max_st
                 completed: frozenset[str] = frozenset()) -> list[PlannedStep]:
     """The steps of a planner reply (``{"steps": [...]}`` or a bare list), numbered from
     ``s{first_number}``; ``completed`` are ids of earlier steps a replan may depend on."""
-    data = _json(reply)
+    data = strict_json(reply, PlannerError, "planner")
     items = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise PlannerError("the planner's reply holds no 'steps' array")
