@@ -57,6 +57,15 @@ def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
 
 
+def _cancelled_by_the_run() -> bool:
+    """Whether a CancelledError reaching a call is the run's (its time limit, a cancel):
+    then this task is being cancelled.  A tool that raises CancelledError itself (or
+    KeyboardInterrupt: asyncio.run turns the user's Ctrl-C into a cancellation of the
+    main task, never into an exception inside a tool) only fails its own call."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class CallRunner:
     """Runs the calls of one scheduler (see the module docstring)."""
 
@@ -130,9 +139,11 @@ class CallRunner:
                         err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
                     except Exception as exc:  # noqa: BLE001
                         err = error_from_exception(exc)
-                    except (asyncio.CancelledError, KeyboardInterrupt):
-                        raise  # the run's cancellation, or the user's Ctrl-C
-                    except BaseException as exc:  # SystemExit or a tool's own: the call failed
+                    except asyncio.CancelledError as exc:
+                        if _cancelled_by_the_run():
+                            raise
+                        err = _base_failure(call.tool, exc)
+                    except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's own
                         err = _base_failure(call.tool, exc)
                     else:
                         err = self.accept(i, call, result)
@@ -317,9 +328,11 @@ class CallRunner:
             return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001
             return error_from_exception(exc)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise  # the run's cancellation, or the user's Ctrl-C
-        except BaseException as exc:  # SystemExit or a tool's own: the call failed
+        except asyncio.CancelledError as exc:
+            if _cancelled_by_the_run():
+                raise
+            return _base_failure(call.tool, exc)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's own
             return _base_failure(call.tool, exc)
         return self.accept(i, call, result)
 
@@ -369,7 +382,12 @@ class CallRunner:
                 value = to_json_value(result)
             except (TypeError, ValueError) as exc:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {exc}")
-            if not measured and (err := self._charge(call.tool, json_size(value, self._size_room()) or 0)):
+        if not measured:
+            size = json_size(value, self._size_room())
+            if size is None:  # converted JSON data that is still not JSON: an integer past the limit
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {call.tool} returned an integer "
+                                 "over 4,300 digits, which JSON readers refuse")
+            if (err := self._charge(call.tool, size)) is not None:
                 return err
         if self.opts.validate_output and call.inline_output is None:
             spec = s.specs[i]

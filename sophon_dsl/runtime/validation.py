@@ -75,10 +75,22 @@ def _leaf_size(v: Any) -> int | None:
     if t is str:
         return len(v) + 2
     if t is int:
-        return v.bit_length() * 30103 // 100000 + 2
+        return v.bit_length() * 30103 // 100000 + 2 if _int_fits(v) else None
     if t is float or t is bool or v is None:
         return 5
     return None
+
+
+MAX_INT_DIGITS = 4300  # Python's int <-> str limit: a longer integer cannot be written as JSON
+_INT_LIMIT: list[int] = []
+
+
+def _int_fits(value: int) -> bool:
+    if value.bit_length() < 14_000:  # under 4,215 digits: no big comparison needed
+        return True
+    if not _INT_LIMIT:
+        _INT_LIMIT.append(10 ** MAX_INT_DIGITS)
+    return abs(value) < _INT_LIMIT[0]
 
 
 def _own_size(node: Any) -> int:

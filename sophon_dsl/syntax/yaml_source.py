@@ -10,6 +10,7 @@ It never raises.  Refused with ``E004``:
 * aliases that expand the document by more than :data:`MAX_NODES` nodes beyond
   those written (billion laughs), and recursive aliases;
 * nesting deeper than :data:`MAX_DEPTH` levels;
+* integers over :data:`MAX_INT_DIGITS` digits in any spelling (``0x`` + 5,000 digits);
 * non-scalar mapping keys.
 
 Timestamps stay strings (their source text) so every document is JSON data.
@@ -111,6 +112,20 @@ def _compose(text: str):
         loader.dispose()
 
 
+MAX_INT_DIGITS = 4300  # Python's int <-> str limit: a longer integer cannot be written back as JSON
+_INT_LIMIT: list[int] = []
+
+
+def _int_fits(value: int) -> bool:
+    """Whether ``value`` has at most MAX_INT_DIGITS decimal digits (PyYAML reads ``0x``,
+    ``0o``, ``0b`` and base-60 spellings of any length, which Python's limit lets through)."""
+    if value.bit_length() < 14_000:  # fewer than 4,215 digits: the common case, no big compare
+        return True
+    if not _INT_LIMIT:
+        _INT_LIMIT.append(10 ** MAX_INT_DIGITS)
+    return abs(value) < _INT_LIMIT[0]
+
+
 class _Refused(Exception):
     def __init__(self, message: str, node, path: str):
         super().__init__(message)
@@ -139,7 +154,12 @@ class _Converter:
             return _paired(node.value) if self.pair else node.value
         try:
             if tag == _CORE + "int":
-                return self.loader.construct_yaml_int(node)
+                value = self.loader.construct_yaml_int(node)
+                if not _int_fits(value):
+                    raise _Refused(f"integer {node.value[:40]!r}... has more than {MAX_INT_DIGITS:,} digits "
+                                   "(hexadecimal, octal and binary spellings included): JSON readers "
+                                   "refuse it", node, path)
+                return value
             if tag == _CORE + "float":
                 return self.loader.construct_yaml_float(node)
             if tag == _CORE + "bool":
@@ -304,7 +324,10 @@ class _Events:
             return None
         node = ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style)
         if tag == _INT:
-            return self.loader.construct_yaml_int(node)
+            value = self.loader.construct_yaml_int(node)
+            if not _int_fits(value):
+                raise _Unusual  # the converter refuses it with its position
+            return value
         if tag == _FLOAT:
             return self.loader.construct_yaml_float(node)
         if tag == _BOOL:
