@@ -9,6 +9,13 @@
     4-character pieces) with tools of 200-800 ms (seeded).  Target >= 1.3x faster.
     Several plan shapes are measured; the ratio depends on how much of the plan's
     critical path can overlap the stream.
+    Streamed reads are decided as textual order allows (issue 10 item 16): in the
+    default order ("any") a call that reads another's result waits for the end of the
+    reply; in "written" order (``Agent(stream_order="written")``) it goes as soon as
+    its writers have ended.  Both are measured.
+(j) The same for JSON replies (issue 11 item 1): the seed's solution shape
+    ``{"calls": [...], "output": ...}``, one call object per line, each dispatched
+    when its closing brace arrives: (a)'s latency and (b)'s end to end.
 (c) Checking as the reply arrives (issue 9): a 1,000-call DSL reply (``random-list``
     shape of ``_shapes.py``: each call reads 1-3 earlier results through a list
     parameter) fed token by token to a lazy ``StreamTurn`` that dispatches nothing
@@ -16,7 +23,7 @@
     ``sophon_dsl.loads`` of the whole text once.  Target <= 2x.  Sizes climb by
     doubling from 125 calls; one predicted to exceed ``--budget`` seconds is skipped.
 
-Run: python benchmarks/bench_streaming.py [--rate 50] [--seed 1] [--quick] [--parts abc]
+Run: python benchmarks/bench_streaming.py [--rate 50] [--seed 1] [--quick] [--parts abjc]
                                           [--check-calls 1000] [--budget 60]
 (``--quick`` runs 4x faster: 4x the token rate and a quarter of the latencies; ratios are
 the same up to scheduling noise.)
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import time
@@ -115,6 +123,23 @@ def plan_text(shape: list[tuple[str, list[str]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plan_json(shape: list[tuple[str, list[str]]]) -> str:
+    """The same plan as a seed-shaped JSON solution, one call object per line."""
+    lines = []
+    for tag, reads in shape:
+        call: dict[str, Any] = {"_tool": "work", "tag": tag}
+        if reads:
+            call["inputs"] = [f"†state.{r}" for r in reads]
+        call["_outputPath"] = f"†state.{tag}"
+        lines.append("  " + json.dumps(call, ensure_ascii=False))
+    return ('{"calls": [\n' + ",\n".join(lines) + "\n],\n"
+            + f' "output": "†state.{shape[-1][0]}.tag"}}\n')
+
+
+def reply_of(shape: list[tuple[str, list[str]]], form: str) -> str:
+    return plan_json(shape) if form == "json" else plan_text(shape)
+
+
 def critical_path(shape: list[tuple[str, list[str]]], lat: dict[str, float]) -> float:
     fin: dict[str, float] = {}
     for tag, reads in shape:
@@ -125,10 +150,10 @@ def critical_path(shape: list[tuple[str, list[str]]], lat: dict[str, float]) -> 
 # ---------------------------------------------------------------------------
 
 
-async def dispatch_latency(rate: float, n: int = 20) -> dict:
+async def dispatch_latency(rate: float, n: int = 20, form: str = "dsl") -> dict:
     warm_up()
     shape = shape_independent(n)
-    tokens = tokenize(plan_text(shape))
+    tokens = tokenize(reply_of(shape, form))
     starts: dict[str, float] = {}
     reg = make_tools({}, starts)
     turn = StreamTurn(reg)
@@ -153,18 +178,24 @@ async def dispatch_latency(rate: float, n: int = 20) -> dict:
     return {"calls": n, "to_dispatch": stats(created), "to_tool_start": stats(started)}
 
 
-async def end_to_end(shape: list[tuple[str, list[str]]], rate: float, lat: dict[str, float]) -> dict:
-    text = plan_text(shape)
-    tokens = tokenize(text)
-    # streamed: the agent loop, eager mode
+async def streamed_run(tokens: list[str], rate: float, lat: dict[str, float], order: str) -> tuple[float, float]:
+    """The agent loop, eager mode, on the paced reply: (seconds, seconds the stream took)."""
     starts: dict[str, float] = {}
     provider = PacedProvider(tokens, rate)
-    agent = Agent(provider, tools=make_tools(lat, starts), max_calls=None, max_turns=1)
+    agent = Agent(provider, tools=make_tools(lat, starts), max_calls=None, max_turns=1, stream_order=order)
     t0 = time.perf_counter()
     res = await agent.arun("bench")
     streamed = time.perf_counter() - t0
     assert res.status == "succeeded", [t.errors for t in res.turns]
-    stream_time = (provider.finished_at or t0) - t0
+    return streamed, (provider.finished_at or t0) - t0
+
+
+async def end_to_end(shape: list[tuple[str, list[str]]], rate: float, lat: dict[str, float],
+                     form: str = "dsl") -> dict:
+    text = reply_of(shape, form)
+    tokens = tokenize(text)
+    streamed, stream_time = await streamed_run(tokens, rate, lat, "any")
+    written, _ = await streamed_run(tokens, rate, lat, "written")
     # parse-then-run: the same stream collected, then parsed, checked and run
     starts2: dict[str, float] = {}
     provider2 = PacedProvider(tokens, rate)
@@ -176,7 +207,8 @@ async def end_to_end(shape: list[tuple[str, list[str]]], rate: float, lat: dict[
     assert result.status == "succeeded"
     return {"calls": len(shape), "tokens": len(tokens), "stream_s": round(stream_time, 3),
             "critical_path_s": round(critical_path(shape, lat), 3), "streamed_s": round(streamed, 3),
-            "parse_then_run_s": round(baseline, 3), "speedup": round(baseline / streamed, 3)}
+            "written_s": round(written, 3), "parse_then_run_s": round(baseline, 3),
+            "speedup": round(baseline / streamed, 3), "speedup_written": round(baseline / written, 3)}
 
 
 # ---------------------------------------------------------------------------
@@ -238,26 +270,38 @@ def check_as_it_arrives(n: int, seed: int, budget: float, repeat: int = 3) -> No
         say(f"    {n:>7,} {ladder.why_not(n)}")
 
 
-async def main_async(rate: float, seed: int, scale: float, parts: str = "ab") -> None:
+async def latency_lines(rate: float, form: str, label: str) -> None:
+    lat_res = await dispatch_latency(rate, form=form)
+    print(f"({label}) last token -> dispatch: median {{median_ms}} ms, p95 {{p95_ms}} ms, max {{max_ms}} ms".format(
+        **lat_res["to_dispatch"]) + "   (target <= 5 ms)")
+    print("    last token -> tool start: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
+        **lat_res["to_tool_start"]))
+
+
+async def end_to_end_lines(rate: float, seed: int, scale: float, form: str, label: str) -> None:
     rng = random.Random(seed)
-    print(f"stream: {rate:g} tokens/s; tools {200 * scale:g}-{800 * scale:g} ms; seed {seed}")
-    if "a" in parts:
-        lat_res = await dispatch_latency(rate)
-        print("(a) last token -> dispatch: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
-            **lat_res["to_dispatch"]) + "   (target <= 5 ms)")
-        print("    last token -> tool start: median {median_ms} ms, p95 {p95_ms} ms, max {max_ms} ms".format(
-            **lat_res["to_tool_start"]))
-    if "b" not in parts:
-        return
     shapes = {"independent x10": shape_independent(10), "chain x10": shape_chain(10),
               "pipeline 3x3+1": shape_pipeline(3, 3), "pipeline 2x5+1": shape_pipeline(2, 5)}
-    print("(b) end to end, streamed dispatch vs parse-then-run   (target >= 1.3x)")
+    print(f"({label}) end to end, streamed dispatch (any order / written order) vs parse-then-run"
+          "   (target >= 1.3x)")
     for name, shape in shapes.items():
         lat = {tag: rng.uniform(0.2, 0.8) * scale for tag, _ in shape}
-        r = await end_to_end(shape, rate, lat)
+        r = await end_to_end(shape, rate, lat, form)
         print(f"    {name:16s} {r['tokens']:4d} tokens, stream {r['stream_s']:.2f} s, critical path "
-              f"{r['critical_path_s']:.2f} s: streamed {r['streamed_s']:.2f} s, parse-then-run "
-              f"{r['parse_then_run_s']:.2f} s -> {r['speedup']:.2f}x")
+              f"{r['critical_path_s']:.2f} s: streamed {r['streamed_s']:.2f} / {r['written_s']:.2f} s, "
+              f"parse-then-run {r['parse_then_run_s']:.2f} s -> {r['speedup']:.2f}x / {r['speedup_written']:.2f}x")
+
+
+async def main_async(rate: float, seed: int, scale: float, parts: str = "ab") -> None:
+    print(f"stream: {rate:g} tokens/s; tools {200 * scale:g}-{800 * scale:g} ms; seed {seed}")
+    if "a" in parts:
+        await latency_lines(rate, "dsl", "a")
+    if "b" in parts:
+        await end_to_end_lines(rate, seed, scale, "dsl", "b")
+    if "j" in parts:
+        print("JSON replies ({\"calls\": [...], \"output\": ...}, one call object per line):")
+        await latency_lines(rate, "json", "j-a")
+        await end_to_end_lines(rate, seed, scale, "json", "j-b")
 
 
 def main() -> None:
@@ -265,13 +309,14 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second (default 50)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="4x the rate, a quarter of the latencies")
-    ap.add_argument("--parts", default="abc", help="which of (a) latency, (b) end to end, (c) checking")
+    ap.add_argument("--parts", default="abjc",
+                    help="which of (a) latency, (b) end to end, (j) both for JSON replies, (c) checking")
     ap.add_argument("--check-calls", type=int, default=1000, help="reply size for (c) (default 1000)")
     ap.add_argument("--budget", type=float, default=60.0,
                     help="seconds one (c) measurement may take; larger sizes are skipped (default 60)")
     args = ap.parse_args()
     rate, scale = (args.rate * 4, 0.25) if args.quick else (args.rate, 1.0)
-    if "a" in args.parts or "b" in args.parts:
+    if set("abj") & set(args.parts):
         asyncio.run(main_async(rate, args.seed, scale, args.parts))
     if "c" in args.parts:
         check_as_it_arrives(args.check_calls, args.seed, args.budget)

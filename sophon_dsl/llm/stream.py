@@ -23,8 +23,11 @@ Three pieces:
   (Streaming) and ``docs/llm.md``.
 
 A reply may also be seed-shaped JSON (``{"calls": [...], "output": ...}`` or a
-list of calls): it is detected from its first character, parsed when complete
-and then fed through the same per-call checks, so both forms obey one rule.
+list of calls): it is detected from its first character and scanned as it
+arrives (:mod:`.json_stream`): each call object is read, checked and dispatched
+the moment its closing brace arrives, through the same per-call checks as a DSL
+statement, so both forms obey one rule; the output comes from the whole
+document at the end.
 In lazy mode (``dispatch=False``) nothing runs while streaming: the whole plan
 is checked first and :meth:`StreamTurn.execute` runs it only if it is clean.
 """
@@ -46,6 +49,7 @@ from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
 from ..runtime.events import EventBus
 from ..runtime.feed import LATE_WRITER, ORDERS, GrowingPlan
+from .json_stream import JsonItem, JsonReplyScanner
 from ..runtime.invoker import Invocation, LocalInvoker
 from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
@@ -407,6 +411,7 @@ class StreamTurn:
         self._text: list[str] = []
         self._form: str | None = None
         self._splitter = StatementSplitter()
+        self._json: JsonReplyScanner | None = None
         self._known_kinds = {k for k in self.initial} | {"input", "state", "data"}
         self._known_kinds |= {k.split("@", 1)[0] for k in self.initial}
         self._sched: StreamScheduler | None = None
@@ -453,10 +458,17 @@ class StreamTurn:
             if self._form == "dsl":
                 for st in self._splitter.feed(self.text):
                     self._statement(st)
+            elif self._form == "json":
+                self._json = JsonReplyScanner()
+                for item in self._json.feed(self.text):
+                    self._json_item(item)
             return
         if self._form == "dsl":
             for st in self._splitter.feed(delta):
                 self._statement(st)
+        elif self._json is not None:
+            for item in self._json.feed(delta):
+                self._json_item(item)
 
     def _plan_now(self, calls: Iterable[Call] | None = None, output: Value | None = None) -> Plan:
         return replace(self.header, calls=tuple(self.calls if calls is None else calls), output=output,
@@ -479,6 +491,25 @@ class StreamTurn:
             self.output = plan.output
         for call in plan.calls:
             self._arrive(call, st.text)
+
+    def _json_item(self, item: JsonItem) -> None:
+        """A call object (or a header member) of a JSON reply just closed: read it in place,
+        then the call goes through the same checks and dispatch as a DSL statement."""
+        from ..loader import parse
+
+        res = parse(item.document, "json")
+        errs = [d for d in res.diagnostics if d.is_error]
+        if item.kind == "member":
+            if not errs:  # (a broken member is reported by the whole document at the end)
+                self._merge_header(replace(res.plan, calls=(), output=None))
+            return
+        if errs:
+            self.diagnostics.extend(res.diagnostics)
+            for d in errs:
+                self.errors.append({"call": item.text, "error": diagnostic_error(d)})
+            return
+        for call in res.plan.calls:
+            self._arrive(call, item.text)
 
     def _merge_header(self, plan: Plan) -> None:
         changes: dict[str, Any] = {}
@@ -562,6 +593,24 @@ class StreamTurn:
 
     # -- the end of the reply ---------------------------------------------------
 
+    def _finish_json(self) -> None:
+        """The end of a JSON reply: its output (and anything the scan could not place) from
+        the whole document; calls read while it streamed are not read again."""
+        from ..loader import parse
+
+        if self._json is None or self._json.calls_seen == 0:
+            self._parse_json()
+            return
+        res = parse(strip_fences(self.text), "json")
+        told = {_where(d) for d in self.diagnostics}
+        for d in res.diagnostics:
+            if _where(d) in told:
+                continue
+            self.diagnostics.append(d)
+            if d.is_error:
+                self.errors.append({"call": None, "error": diagnostic_error(d)})
+        self.output = res.plan.output
+
     def _parse_json(self) -> None:
         from ..loader import parse
 
@@ -594,7 +643,7 @@ class StreamTurn:
             for st in self._splitter.close():
                 self._statement(st)
         else:
-            self._parse_json()
+            self._finish_json()
         plan = self._plan_now(output=self.output)
         checker = self._check()
         found = [(i, d) for i, d in checker.finish(self.output) if self._keep(d)]
@@ -671,6 +720,10 @@ class StreamTurn:
                 lat[self.ids[i]] = t - self._sched.arrived_at.get(i, t)
         return TurnOutcome(plan, self.text, self._form or "dsl", errors, list(self.diagnostics), result, output,
                            status, [self.ids[i] for i in sorted(self.refused)], lat)
+
+
+def _where(d: Diagnostic) -> tuple:
+    return (d.code, d.span.line, d.span.column) if d.span is not None else (d.code, d.message)
 
 
 def _call_text(call: Call) -> str:
