@@ -140,6 +140,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
                         "scripted:FILE, or several comma-separated for failover)")
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
+    p.add_argument("--smart-retry", action="store_true",
+                   help="after a call's retries, let --provider suggest one alternative call (docs/planning.md)")
     add_store_args(p)
     add_executor_args(p)
 
@@ -208,6 +210,8 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--planning", choices=("auto", "llm", "always", "never"), default=None,
                    help="decide per request whether to plan first (lazy: check, dry-run, approve, run) "
                         "or run calls as they stream (eager); wins over --mode (docs/planning.md)")
+    p.add_argument("--smart-retry", action="store_true",
+                   help="after a call's retries, let the model suggest one alternative call")
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 

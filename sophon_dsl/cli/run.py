@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals, parse_json_arg, print_invalid,
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
                      provider_usage_error, read_plan)
 from .progress import ProgressView
 from .registry import registry_for
@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from ..compiler import compile_plan
     from ..runtime import PlanInvalid
 
+    if getattr(args, "smart_retry", False) and not args.provider:
+        raise UsageError("--smart-retry needs --provider (the model that suggests alternatives)")
     args.tool_executor = _tool_executor(args)
     if args.tool_executor is False:
         return EXIT_USAGE
@@ -75,6 +77,10 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
             options[name] = value
     if args.provider:
         options["executor"] = _latent_executor(args.provider, args.model, view)
+        if getattr(args, "smart_retry", False):
+            from ..planning.advisor import LLMAdvisor
+
+            options["advisor"] = LLMAdvisor(options["executor"].provider, args.model)
     if args.tool_executor is not None:
         options["tool_executor"] = args.tool_executor
     from ..durable.clistore import run_store_options
@@ -110,6 +116,7 @@ def _tool_executor(args: argparse.Namespace) -> Any:
 def _latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:
     from ..llm.latent import LLMLatentExecutor
     from ..llm.providers import get_provider
+    from ..llm.providers.failover import FailoverProvider
 
     try:
         provider = get_provider(spec, model=model)
@@ -119,7 +126,6 @@ def _latent_executor(spec: str, model: str | None, view: ProgressView | None = N
     except Exception as exc:
         usage = provider_usage_error(spec, exc)
         if usage is None:
-    from ..llm.providers.failover import FailoverProvider
             raise
         raise usage from None
 

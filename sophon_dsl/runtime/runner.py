@@ -27,7 +27,7 @@ from .contracts import state_writes
 from ..durable.current import CURRENT
 from .invoker import Invocation
 from .protocols import Branch
-from .retry import retry_delay
+from .retry import alternative_for, retry_delay
 from .risk import effective_risk
 from .state import json_copy, to_json_value
 from .validation import RESULT_TOO_LARGE, json_size, schema_validator, statically_valid
@@ -158,6 +158,14 @@ class CallRunner:
                     if delay > 0:
                         await opts.sleep(delay)
                     continue
+                if opts.advisor is not None and rec.alternative is None:
+                    # one alternative after the policy (runtime.retry): same output path, own attempt
+                    swapped = await alternative_for(s, i, call, err)
+                    if swapped is not None:
+                        call, args, inline = swapped
+                        func, check_input, pristine = self._direct(i, call), None, None
+                        max_attempts = rec.attempts + 1
+                        continue
                 self.fail(i, err)
                 break
         except asyncio.CancelledError:

@@ -73,6 +73,7 @@ class RunOptions:
     approve_calls: bool = False               # per-call gate before each risky ready call
     approval_risk: Risk = Risk.MEDIUM         # threshold for both gates
     executor: Any = None                      # LatentExecutor for latent calls without _output
+    advisor: Any = None                       # retry.Advisor: one alternative call after the retry policy
     tool_executor: Any = None                 # where tool calls run: None = here; a DaskExecutor (scaleout)
     validate_output: bool = True
     validate_input: bool = True
