@@ -102,15 +102,18 @@ def test_check_prints_diagnostics_on_stdout(ws, capsys):
     code, out, err = cli(capsys, "check", "bad.plan", "--tools", "tools.py", "--no-stdlib")
     assert code == 1
     assert "bad.plan:2:12: error[E201]: unknown tool 'ecoh'" in out and "did you mean 'echo'" in out
-    assert "1 plan(s) checked: 1 error(s), 0 warning(s)" in out
     assert "E201" not in err
+    # the summary stays where it was: after diagnostics on stderr (grep sees only diagnostics)
+    assert "1 plan(s) checked: 1 error(s), 0 warning(s)" in err and "checked" not in out
+    code, out, err = cli(capsys, "check", "good.plan", "--tools", "tools.py", "--no-stdlib")
+    assert code == 0 and out == "1 plan(s) checked: 0 error(s), 0 warning(s)\n" and err == ""
 
 
 def test_strict_makes_warnings_fail(ws, capsys):
     code, out, _ = cli(capsys, "check", "warn.plan", "--tools", "tools.py", "--no-stdlib")
     assert code == 0 and "warning[W303]" in out
-    code, out, _ = cli(capsys, "check", "warn.plan", "--tools", "tools.py", "--no-stdlib", "--strict")
-    assert code == 1 and "warning[W303]" in out and "--strict" in out
+    code, out, err = cli(capsys, "check", "warn.plan", "--tools", "tools.py", "--no-stdlib", "--strict")
+    assert code == 1 and "warning[W303]" in out and "--strict: warnings fail" in err
     assert cli(capsys, "check", "good.plan", "--tools", "tools.py", "--no-stdlib", "--strict")[0] == 0
 
 

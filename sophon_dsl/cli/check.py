@@ -43,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
     out = render(all_diags, form, sources)
     if out and (all_diags or form != "text"):
         print(out)
+    sys.stdout.flush()  # the diagnostics before the summary, whichever stream shows it
     if form == "text":
         strict = " (--strict: warnings fail)" if args.strict and warnings else ""
-        print(f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s){strict}")
-    sys.stdout.flush()
+        # on stdout for a clean run; after diagnostics on stderr, so that `check | grep` sees
+        # only diagnostics (where it went before diagnostics moved to stdout)
+        print(f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s){strict}",
+              file=sys.stderr if all_diags else sys.stdout)
     return EXIT_FAIL if errors or (args.strict and warnings) else EXIT_OK
