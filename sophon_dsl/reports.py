@@ -96,8 +96,9 @@ def sarif_log(diagnostics: Iterable[Diagnostic], version: str | None = None) -> 
     driver: dict = {"name": "sophon-dsl", "rules": _rules()}
     if version:
         driver["version"] = version
+    # columns count code points (a dagger is one column), not SARIF's default UTF-16 units
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0",
-            "runs": [{"tool": {"driver": driver}, "results": results}]}
+            "runs": [{"tool": {"driver": driver}, "columnKind": "unicodeCodePoints", "results": results}]}
 
 
 def render_sarif(diagnostics: Iterable[Diagnostic]) -> str:

@@ -50,6 +50,7 @@ SARIF_SHAPE = {
                         "name": {"type": "string"}, "version": {"type": "string"},
                         "rules": {"type": "array", "items": {"$ref": "#/definitions/rule"}}}}}},
                 "results": {"type": "array", "items": {"$ref": "#/definitions/result"}},
+                "columnKind": {"enum": ["utf16CodeUnits", "unicodeCodePoints"]},
             },
         },
         "rule": {"type": "object", "required": ["id"], "properties": {
