@@ -15,7 +15,9 @@ import json
 from typing import Any
 
 from .compiler import CompiledPlan
-from .model import Risk
+from .dataflow import DataFlow
+from .maps import body_ids
+from .model import Reference, Risk
 
 __all__ = ["edges", "pair_edges", "risks", "to_data", "to_dot", "to_json", "to_mermaid"]
 
@@ -104,11 +106,28 @@ def to_data(compiled: CompiledPlan) -> dict[str, Any]:
             "output_method": call.output.method.value if call.output is not None else None,
             "reads": [ref.text() for ref, _ in compiled.data_deps[i]],
         })
+        if call.map is not None:
+            nodes[-1]["map"] = _map_data(call, ids[i])
     es = [{"from": ids[e["from"]], "to": ids[e["to"]], "kind": e["kind"], "path": e["path"]}
           for e in edges(compiled)]
     risky = [{"id": ids[i], "risk": r.label} for i, r in enumerate(risks(compiled)) if r >= RISKY]
     return {"nodes": nodes, "edges": es, "order": [ids[i] for i in compiled.order], "ok": compiled.ok,
             "risky": risky}
+
+
+def _map_data(call, name: str) -> dict[str, Any]:
+    """A map node's body for the JSON graph: its calls (ids ``<map>[*].<body id>``) and edges."""
+    spec = call.map
+    nodes, edges = _body(call, name)
+    body = []
+    for (label, c), b in zip(nodes, body_ids(spec)):
+        entry: dict[str, Any] = {"id": f"{name}[*].{b}", "tool": c.tool, "outputs": _outputs(c)}
+        if c.map is not None:
+            entry["map"] = _map_data(c, f"{name}[*].{b}")
+        body.append(entry)
+    return {"item": spec.item, "index": spec.index, "concurrency": spec.concurrency,
+            "calls": body, "edges": [{"from": body[a]["id"], "to": body[b]["id"], "label": label}
+                                     for a, b, label in edges]}
 
 
 def to_json(compiled: CompiledPlan, indent: int | None = 2) -> str:
@@ -137,6 +156,69 @@ def _node_label(compiled: CompiledPlan, i: int, sep: str, risk: Risk = Risk.NONE
     return f"{label}{risk_sep}⚠ risk {risk.label}" if risk >= RISKY else label
 
 
+# -- map bodies (drawn once, as a subgraph: what every item runs) -------------------------
+
+
+def _body(call, name: str) -> tuple[list[tuple[str, Any]], list[tuple[int, int, str]]]:
+    """A map call's body: ``[(label, body call)]`` (ids ``<map>[*].<body id>``) and the edges
+    among them ``(from, to, label)``: the ``†local`` paths they pass on, or ``after``."""
+    spec = call.map
+    ids = body_ids(spec)
+    flow = DataFlow.build(spec.body, ids)
+    nodes = []
+    for b, c in zip(ids, spec.body):
+        out = _output_text(c)
+        nodes.append((f"{name}[*].{b}: {c.tool}" + (f" → {out}" if out else ""), c))
+    edges: dict[tuple[int, int], list[str]] = {}
+    for j in range(len(spec.body)):
+        for ref, writers in flow.reads(j):
+            for w in writers:
+                labels = edges.setdefault((w, j), [])
+                if ref.text() not in labels:
+                    labels.append(ref.text())
+        for w in flow.control[j]:
+            edges.setdefault((w, j), []).append("after")
+    return nodes, [(a, b, ", ".join(labels)) for (a, b), labels in sorted(edges.items())]
+
+
+def _each(call) -> str:
+    spec = call.map
+    over = spec.over.text() if isinstance(spec.over, Reference) else "a list"
+    return f"each item of {over} (†{spec.item}, †{spec.index})"
+
+
+def _mermaid_body(lines: list[str], call, node: str, name: str, pad: str) -> None:
+    nodes, edges = _body(call, name)
+    lines.append(f'{pad}subgraph {node}_body["{_mermaid_text(name + ": " + _each(call))}"]')
+    for k, (label, c) in enumerate(nodes):
+        lines.append(f'{pad}    {node}_{k}["{_mermaid_text(label)}"]')
+        if c.map is not None:
+            _mermaid_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ")
+    for a, b, label in edges:
+        arrow = f'-->|"{_mermaid_text(label)}"|' if label != "after" else '-.->|"after"|'
+        lines.append(f"{pad}    {node}_{a} {arrow} {node}_{b}")
+    lines.append(f"{pad}end")
+    lines.append(f'{pad}{node} -.->|"each item"| {node}_body')
+
+
+def _dot_body(lines: list[str], call, node: str, name: str, pad: str) -> None:
+    nodes, edges = _body(call, name)
+    lines.append(f"{pad}subgraph cluster_{node} {{")
+    lines.append(f"{pad}    label={_dot_string(name + ': ' + _each(call))}; style=dashed;")
+    for k, (label, c) in enumerate(nodes):
+        lines.append(f"{pad}    {node}_{k} [label={_dot_string(label)}];")
+        if c.map is not None:
+            _dot_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ")
+    for a, b, label in edges:
+        style = "style=dashed, " if label == "after" else ""
+        lines.append(f"{pad}    {node}_{a} -> {node}_{b} [{style}label={_dot_string(label)}];")
+    lines.append(f"{pad}}}")
+    waits = {b for _, b, _ in edges}
+    for k in range(len(nodes)):
+        if k not in waits:  # the body's first calls: where each item starts
+            lines.append(f'{pad}{node} -> {node}_{k} [style=dotted, label="each item"];')
+
+
 def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
     """A Mermaid ``graph``: one edge per pair of calls, solid and labelled with the references
     it carries (dotted ``after`` when only ``@after`` orders the pair); risky calls in red."""
@@ -145,6 +227,8 @@ def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
     for i, risk in enumerate(levels):
         style = ":::risky" if risk >= RISKY else ""
         lines.append(f'    n{i}["{_mermaid_text(_node_label(compiled, i, " → ", risk))}"]{style}')
+        if compiled.plan.calls[i].map is not None:
+            _mermaid_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ")
     for e in pair_edges(compiled):
         if e["paths"]:
             lines.append(f'    n{e["from"]} -->|"{_mermaid_text(_edge_label(e))}"| n{e["to"]}')
@@ -171,6 +255,8 @@ def to_dot(compiled: CompiledPlan, name: str = "plan") -> str:
     for i, risk in enumerate(risks(compiled)):
         style = ", color=red, penwidth=2" if risk >= RISKY else ""
         lines.append(f"    n{i} [label={_dot_string(_node_label(compiled, i, chr(10), risk, chr(10)))}{style}];")
+        if compiled.plan.calls[i].map is not None:
+            _dot_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ")
     for e in pair_edges(compiled):
         if e["paths"]:
             lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(_edge_label(e))}];')

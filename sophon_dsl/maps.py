@@ -7,9 +7,10 @@ parameter is ``over`` (the list).  Inside the body three names are the item's ow
 else a body reads is an *outer* read: the map call reads it too (so the checks and
 the scheduler see it as the map's input), and waits for its writers.
 
-At run time each item gets its own kind (``c3[2]``: the map call's id and the
-item's index) holding ``{"item", "index", "local"}``; :func:`instantiate` rewrites a
-body call's scoped references into that kind.  Body call ids are the call's label,
+At run time item *k* of map ``c3`` (its *item key* ``c3[k]``) has its own kinds, one per
+scoped name, ``<name>@c3[k]`` (``text@c3[2]``, ``index@c3[2]``, ``local@c3[2]``, read as
+the instance kinds ``state@X`` are); :func:`instantiate` rewrites a body call's scoped
+references into them.  Body call ids are the call's label,
 else its tool name (``translate``, then ``translate_2`` for the second call of the
 same tool); an instance's id is ``<kind>.<body id>`` (``c3[2].translate``).
 """
@@ -37,7 +38,6 @@ __all__ = [
 
 MAP_TOOL = "map"
 LOCAL = "local"
-ITEM_SLOT, INDEX_SLOT, LOCAL_SLOT = "item", "index", "local"
 
 
 def scope_names(spec: MapSpec) -> frozenset[str]:
@@ -100,12 +100,9 @@ Subst = Callable[[Reference], Reference]
 
 
 def _subst(names: dict[str, str], kind: str) -> Subst:
-    """``†<name>.path`` -> ``†<kind>.<slot>.path`` for each scoped name -> slot."""
+    """``†<name>.path`` -> ``†<name>@<item key>.path`` for each scoped name."""
     def fn(r: Reference) -> Reference:
-        slot = names.get(r.kind)
-        if slot is None:
-            return r
-        return Reference(kind, (slot, *r.path), r.span)
+        return r if r.kind not in names else Reference(f"{r.kind}@{kind}", r.path, r.span)
     return fn
 
 
@@ -154,7 +151,7 @@ class ItemTemplate:
     def __init__(self, spec: MapSpec, ids: list[str]) -> None:
         self.spec = spec
         self.ids = ids
-        self.names = names = {spec.item: ITEM_SLOT, spec.index: INDEX_SLOT, LOCAL: LOCAL_SLOT}
+        self.names = names = dict.fromkeys(scope_names(spec), "")
         self.plans = [self._plan(c, names) for c in spec.body]
 
     @staticmethod
@@ -170,7 +167,7 @@ class ItemTemplate:
         for p in call.params:
             v = p.value
             if type(v) is Reference and v.kind in names:
-                params.append((p.name, names[v.kind], v.path, p.span, v.span))
+                params.append((p.name, v.kind, v.path, p.span, v.span))
             elif any(r.kind in names for r in references(v)):
                 return None
             else:
@@ -178,7 +175,7 @@ class ItemTemplate:
         outs: list[Any] = []
         if call.output is not None:
             for r in call.output.paths:
-                outs.append((names[r.kind], r.path, r.span) if r.kind in names else r)
+                outs.append((r.kind, r.path, r.span) if r.kind in names else r)
         return call, tuple(params), tuple(outs)
 
     def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
@@ -190,11 +187,12 @@ class ItemTemplate:
                 calls.append(_rewrite(call, names, kind, prefixed))
                 continue
             c, params, outs = plan
-            ps = tuple([p if type(p) is Param else Param(p[0], Reference(kind, (p[1], *p[2]), p[4]), p[3])
+            at = "@" + kind
+            ps = tuple([p if type(p) is Param else Param(p[0], Reference(p[1] + at, p[2], p[4]), p[3])
                         for p in params])
             out = c.output
             if out is not None:
-                out = OutputTarget(tuple([r if type(r) is Reference else Reference(kind, (r[0], *r[1]), r[2])
+                out = OutputTarget(tuple([r if type(r) is Reference else Reference(r[0] + at, r[1], r[2])
                                           for r in outs]), out.op, out.method, out.span)
             calls.append(Call(c.tool, ps, out, span=c.span, tool_span=c.tool_span))
         result = _value(spec.result, _subst(names, kind))
@@ -204,3 +202,69 @@ class ItemTemplate:
 def uses_value(spec: MapSpec) -> ListValue:
     """The outer reads as one list value (what a map waits for besides its list)."""
     return ListValue(outer_reads(spec))
+
+
+def called_tools(calls: Any) -> list[str]:
+    """The tools ``calls`` call, map bodies included (nested ones too), in order of first call."""
+    out: dict[str, None] = {}
+    for call in calls:
+        out[call.tool] = None
+        if call.map is not None:
+            out.update(dict.fromkeys(called_tools(call.map.body)))
+    return list(out)
+
+
+def expansion(cid: str, records: Any, latency: Callable[[str], float], concurrency: int | None) -> dict:
+    """What a map call ``cid`` expanded to in a run (dry-run's report): per item, its calls'
+    ids and statuses, and a predicted duration: each item's calls one after the other, the
+    items on ``concurrency`` slots (all at once when None), each in the first free slot."""
+    head = cid + "["
+    items: dict[int, list] = {}
+    for rec in records:
+        if rec.id.startswith(head):
+            k = int(rec.id[len(head):rec.id.index("]", len(head))])
+            items.setdefault(k, []).append(rec)
+    durs = [sum(latency(r.id) for r in items[k]) for k in sorted(items)]
+    slots = [0.0] * (min(concurrency, len(durs)) if concurrency else len(durs))
+    for d in durs:
+        j = slots.index(min(slots))
+        slots[j] += d
+    return {
+        "id": cid,
+        "items": [{"item": k, "calls": [{"id": r.id, "status": r.status} for r in items[k]]} for k in sorted(items)],
+        "failed_items": sum(1 for k in items if any(r.status == "failed" for r in items[k])),
+        "predicted": max(slots, default=0.0),
+    }
+
+
+def outer_values(spec: MapSpec) -> list[Value]:
+    """The values of the body (nested maps included) that read outside the item, for the
+    checks that look at values (E301, E306): a value reading nothing of the item whole (so
+    ``†state.a || †state.b`` keeps its fallback), else its outer references one by one."""
+    scope = scope_names(spec)
+    out: list[Value] = []
+
+    def add(v: Value | None, inner: frozenset[str] = frozenset()) -> None:
+        if v is None or v.node_kind == "literal":
+            return
+        refs = list(references(v))
+        mine = [r for r in refs if r.kind not in scope and r.kind not in inner]
+        if len(mine) == len(refs):
+            out.append(v)
+        else:
+            out.extend(mine)
+
+    def walk(body: tuple, inner: frozenset[str]) -> None:
+        for call in body:
+            if call.map is not None:
+                add(call.map.over, inner)
+                walk(call.map.body, inner | scope_names(call.map))
+                add(call.map.result, inner | scope_names(call.map))
+                continue
+            for p in call.params:
+                add(p.value, inner)
+            add(call.inline_output, inner)
+
+    walk(spec.body, frozenset())
+    add(spec.result)
+    return out

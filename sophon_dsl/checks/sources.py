@@ -14,6 +14,7 @@ from bisect import bisect_right
 from typing import Any
 
 from ..dataflow import BUILTIN_KINDS, base_kind
+from ..maps import outer_values
 from ..model import Call, Reference, Value
 from ..values import ValueVisitor
 from .rule import Rule, Scope
@@ -63,6 +64,9 @@ def _where_values(ctx: Any, i: int, call: Call):
     for p in call.params:
         if p.value.node_kind != "literal":
             yield p.value, f"parameter '{p.name}' of call {ctx.ids[i]}", p.span or ctx.call_span(i)
+    if call.map is not None:  # what its body reads outside the item (sophon_dsl.maps)
+        for value in outer_values(call.map):
+            yield value, f"the body of map {ctx.ids[i]}", value.span or ctx.call_span(i)
 
 
 class UnknownKinds(Rule):

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..maps import called_tools, expansion
 from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
 from .api import _load, _risky_calls, _validate_input, prepare, seeded
@@ -181,6 +182,8 @@ class DryRunReport:
     # what the samples could not stand for: {"id", "tool", "reason"} (+ "ref" for a read)
     unknown_samples: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)   # mock keys that match nothing
+    # each map call's expansion: {"id", "items": [{"item", "calls": [{"id", "status"}]}], ...}
+    maps: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -190,7 +193,7 @@ class DryRunReport:
             "sequential_time": round(self.sequential_time, 6),
             "calls": [c.to_json() for c in self.result.calls] if self.result else [],
             "state": self.result.state if self.result else {},
-            "unknown_samples": self.unknown_samples, "warnings": self.warnings,
+            "unknown_samples": self.unknown_samples, "warnings": self.warnings, "maps": self.maps,
         }
 
     def to_text(self) -> str:
@@ -206,6 +209,11 @@ class DryRunReport:
                 lines.append(f"  branch {b['id']}: none taken ({b.get('status', 'not run')})")
             else:
                 lines.append(f"  branch {b['id']}: took {b['taken']}; not taken: {', '.join(b['not_taken']) or '-'}")
+        for m in self.maps:
+            calls = [c["id"] for item in m["items"][:2] for c in item["calls"]]
+            more = ", ..." if len(m["items"]) > 2 else ""
+            lines.append(f"  map {m['id']}: {len(m['items'])} item(s), {m['failed_items']} failed: "
+                         f"{', '.join(calls)}{more}")
         for u in self.unknown_samples:
             lines.append(f"  unknown sample {u['id']} ({u['tool']}): {u['reason']}")
         for s in self.skipped:
@@ -363,10 +371,16 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
     start = [0.0] * len(order)
     end = [0.0] * len(order)
     sequential = 0.0
+    maps = []
     for i in order:
         rec = result.calls[i]
         lat = ex.latency.get(rec.id, [])
         dur = sum(lat)
+        spec = prep.plan.calls[i].map
+        if spec is not None:  # the items' calls, as the map expanded them
+            maps.append(expansion(rec.id, result.calls, lambda c: sum(ex.latency.get(c, ())), spec.concurrency))
+            dur = maps[-1]["predicted"]
+            sequential += sum(sum(ex.latency.get(c["id"], ())) for it in maps[-1]["items"] for c in it["calls"]) - dur
         pol = sched.policy(i)
         if pol is not None and rec.attempts > 1:
             dur += sum(retry_delay(pol, k) for k in range(1, rec.attempts))
@@ -406,12 +420,13 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
         arguments=ex.arguments,
         unknown_samples=samples.unknown,
         warnings=mock_key_warnings(mocks, prep.ids, called),
+        maps=maps,
     )
 
 
 def _called(plan: Plan) -> dict[str, None]:
     """The tools the plan calls, in order of first call."""
-    return dict.fromkeys(call.tool for call in plan.calls)
+    return dict.fromkeys(called_tools(plan.calls))  # map bodies' tools too
 
 
 def dry_run(plan: Any, tools: Any = None, **kw: Any) -> DryRunReport:

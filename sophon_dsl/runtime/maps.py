@@ -1,8 +1,9 @@
 """Map calls at run time: items expanded inside the one scheduler (``docs/runtime.md``, "Maps").
 
 When a map call's inputs are decided (its list, and the outer paths its body reads),
-the :class:`MapDriver` takes it instead of the invoker: for each item it stores
-``{"item", "index"}`` under the item's own kind (``c3[2]``), instantiates the body's
+the :class:`MapDriver` takes it instead of the invoker: for each item it stores the
+item and its index under the item's own kinds (``text@c3[2]``, ``index@c3[2]``),
+instantiates the body's
 calls with their scoped references rewritten into that kind
 (:func:`sophon_dsl.maps.instantiate`), adds them to the run's data flow (as a
 streamed plan's arrivals are added) and lets the scheduler dispatch them like any
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..maps import ItemTemplate, body_ids, item_kind, tolerance_exceeded
+from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, tolerance_exceeded
 from ..model import MapSpec, OutputMethod
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
@@ -57,7 +58,7 @@ class _MapRun:
         self.results: list[Any] = [None] * n
         self.ended = False
         self.filling = False
-        self.first_error: ErrorInfo | None = None
+        self.first_error: tuple[int, ErrorInfo] | None = None
 
 
 class MapDriver:
@@ -139,8 +140,11 @@ class MapDriver:
     def _expand(self, run: _MapRun, k: int) -> None:
         s = self.s
         kind = item_kind(run.cid, k)
-        self.hidden.add(kind)
-        s.store.write(kind, (), {"item": run.items[k], "index": k}, OutputMethod.SET, run.cid)
+        spec = run.spec
+        item, index, local = f"{spec.item}@{kind}", f"{spec.index}@{kind}", f"{LOCAL}@{kind}"
+        self.hidden.update((item, index, local))
+        s.store.write(item, (), run.items[k], OutputMethod.SET, run.cid)
+        s.store.write(index, (), k, OutputMethod.SET, run.cid)
         calls, ids, result = run.template.make(kind)
         run.result_values[k] = result
         if not calls:
@@ -173,18 +177,17 @@ class MapDriver:
         if err is not None:
             run.results[k] = err.to_json()
             run.failed += 1
-            if run.first_error is None:
-                run.first_error = err
+            if run.first_error is None or k < run.first_error[0]:
+                run.first_error = (k, err)  # the failed item first in item order (not in time)
             s.emit("map_item_failed", "failed", run.j, error=err.to_json(), data={"item": k})
         else:
             run.results[k] = value
             s.emit("map_item_complete", "succeeded", run.j, data={"item": k})
         if tolerance_exceeded(run.spec, run.failed, run.n):
             run.ended = True
-            first = run.first_error
-            why = f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)})"
-            if first is not None:
-                why += f"; first: {first.error}: {first.cause}"
+            first = run.first_error[1]  # type: ignore[index]
+            why = (f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)}); "
+                   f"first: {first.error}: {first.cause}")
             s._loop.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
             return
         if run.done == run.n:
@@ -197,7 +200,7 @@ class MapDriver:
         get = self.s.store.get
         value = run.result_values.pop(k, None)
         if value is None:  # no `return`: the item's local data
-            local = get(item_kind(run.cid, k), ("local",))
+            local = get(f"{LOCAL}@{item_kind(run.cid, k)}", ())
             return ({} if local is MISSING else json_copy(local)), None
         out, err = final_output(value, get, None, False)
         if err is not None:

@@ -14,8 +14,12 @@ import asyncio
 import copy
 import inspect
 import json
+import re
 from typing import Any
 
+from dataclasses import replace
+
+from ..maps import body_ids, outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
 from ..checks.schema import offline_registry, offline_validator, write_schema
@@ -99,16 +103,20 @@ def _text(v: Any) -> str:
 
 
 async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, state: Any = None,
-                         retry: Any = None, executor: Any = None, validate_output: bool = True) -> RunResult:
+                         retry: Any = None, executor: Any = None, validate_output: bool = True,
+                         _context: dict | None = None, _messages: list | None = None) -> RunResult:
+    # (_context: the data of one map item's run, by kind; _messages: that run's log, given back)
     registry = as_registry(tools).with_plan_decls(plan.tools)
     calls = list(plan.calls)
     n = len(calls)
     ids = plan.call_ids()
-    messages: list = []
+    messages: list = [] if _messages is None else _messages
     if input is not None:
         messages.append(("input", (), copy.deepcopy(input), OutputMethod.SET, None))
     if state is not None:
         messages.append(("state", (), copy.deepcopy(state), OutputMethod.SET, None))
+    for kind, data in (_context or {}).items():
+        messages.append((kind, (), copy.deepcopy(data), OutputMethod.SET, None))
     outputs = [[r.key for r in c.output.paths] if c.output else [] for c in calls]
 
     def writers(i: int, key: tuple) -> list[int]:
@@ -118,11 +126,13 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     for i, c in enumerate(calls):
         d = {ids.index(a) for a in c.after if a in ids and ids.index(a) != i}
         vals = [p.value for p in c.params] + ([c.inline_output] if c.inline_output is not None else [])
+        if c.map is not None:  # a map waits for what its body reads outside the item
+            vals += list(outer_reads(c.map))
         for v in vals:
             for r in _refs(v):
                 d.update(writers(i, r.key))
         deps.append(d)
-    if plan.state_schema is None:
+    if plan.state_schema is None and _context is None:
         _refuse_unresolvable(plan, calls, writers, messages)
     # topological order, smallest position first
     order, done = [], set()
@@ -134,6 +144,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         done.add(ready[0])
 
     recs = [CallRecord(ids[i], c.tool, i) for i, c in enumerate(calls)]
+    items_recs: list[CallRecord] = []  # the calls of map items, after the plan's own
     wrote: list[list[tuple]] = [[] for _ in range(n)]
 
     for i in order:
@@ -199,12 +210,18 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         if policy is None and retry is not None:
             policy = retry if not isinstance(retry, dict) else retry.get(call.tool)
         max_attempts = policy.max_attempts if policy else 1
+        if call.map is not None:
+            max_attempts = 1  # a map is not retried (its items' calls are)
         while True:
             rec.attempts += 1
             err = None
             target = 0
             try:
-                if call.inline_output is not None:
+                if call.map is not None:
+                    result = await _map(plan, call, ids[i], args["over"], messages, items_recs, tools,
+                                        retry=retry, executor=executor, validate_output=validate_output)
+                    spec = None
+                elif call.inline_output is not None:
                     result = inline
                 elif spec is not None and spec.func is not None:
                     result = spec.func(**copy.deepcopy(args))
@@ -254,6 +271,8 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     bad = _state_error(plan.state_schema, chosen, result, method)
                     if bad is not None:
                         raise _StateInvalid(bad)
+            except _MapFailed as exc:
+                err = exc.info
             except _StateInvalid as exc:
                 err = ErrorInfo(STATE_INVALID, str(exc))
             except _Invalid as exc:
@@ -310,7 +329,66 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         if plan_error is not None:
             status = "failed"
     log = [{"kind": k, "path": list(p), "value": v, "method": m.value, "call": c} for k, p, v, m, c in messages]
-    return RunResult(status, final, output, recs, log, plan.id or "plan", plan.goal, plan_error)
+    return RunResult(status, final, output, recs + items_recs, log, plan.id or "plan", plan.goal, plan_error)
+
+
+class _MapFailed(Exception):
+    def __init__(self, info: ErrorInfo) -> None:
+        self.info = info
+
+
+async def _map(plan: Plan, call: Any, cid: str, over: Any, messages: list, out_recs: list, tools: Any,
+               **kw: Any) -> list:
+    """A map call, one item after the other: each item's body runs as a plan of its own, seeded
+    with the data of every kind so far and the item's names; its records join ``out_recs``."""
+    spec = call.map
+    if not isinstance(over, list):
+        what = {dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(type(over), "a number")
+        raise _MapFailed(ErrorInfo("Map.NotAList", f"map {cid} goes over {what}, not a list"))
+    shadowed = {"local", spec.item, spec.index}
+    kinds = [k for k, *_ in messages if k not in shadowed]
+    base = {k: _read(messages, k, ()) for k in dict.fromkeys(kinds)}
+    base = {k: v for k, v in base.items() if v is not _NOTHING}
+    body = tuple(replace(c, id=b) for c, b in zip(spec.body, body_ids(spec)))
+    results: list = []
+    failed: list[tuple[int, ErrorInfo]] = []
+    for k, item in enumerate(over):
+        kind = f"{cid}[{k}]"
+        sub_messages: list = []
+        res = await areference_run(Plan(body, state_schema=plan.state_schema), tools,
+                                   _context={**base, spec.item: item, spec.index: k}, _messages=sub_messages, **kw)
+        err = None
+        for r in res.calls:
+            r.id = f"{kind}.{r.id}"
+            if r.status == "failed" and not r.caught:
+                err = err or r.error
+                r.caught = True
+            out_recs.append(r)
+        value = None
+        if err is None and spec.result is None:
+            local = _read(sub_messages, "local", ())
+            value = {} if local is _NOTHING else local
+        elif err is None:
+            missing: list[str] = []
+            value = _final(spec.result, sub_messages, missing)
+            if missing:  # named as the scheduler names the item's data: †local@c1[0].x
+                named = [re.sub(rf"^†({'|'.join(map(re.escape, shadowed))})(?=[.\[]|$)", rf"†\1@{kind}", m)
+                         for m in missing]
+                err = ErrorInfo(REF_UNRESOLVED, f"the result of item {k} of map {cid} has no value at "
+                                + ", ".join(named))
+        if err is not None:
+            failed.append((k, err))
+            results.append(err.to_json())
+            if tolerance_exceeded(spec, len(failed), len(over)):
+                first = failed[0][1]
+                limit = (f"tolerated: {spec.tolerate}" if spec.tolerate is not None else
+                         f"tolerated: {spec.tolerate_percent:g}%" if spec.tolerate_percent is not None
+                         else "none tolerated")
+                raise _MapFailed(ErrorInfo("Map.Failed", f"{len(failed)} of {len(over)} items of map {cid} failed "
+                                           f"({limit}); first: {first.error}: {first.cause}"))
+        else:
+            results.append(value)
+    return results
 
 
 def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:
