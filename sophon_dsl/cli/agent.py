@@ -56,14 +56,10 @@ class AgentProgress:
             err = ev.error or {}
             self._print(f"  [{ev.call_id}] {ev.tool}: refused ({err.get('code')}: {err.get('message')})")
         elif t in _STEP and ev.call_id:
-            detail = ""
-            if ev.error:
-                detail = f"  {ev.error.get('error')}: {ev.error.get('cause')}"
-            elif ev.reason:
-                detail = f"  {ev.reason}"
-            elif ev.preview:
-                detail = f"  {ev.preview}"
-            self._print(f"  [{ev.call_id}] {ev.tool}: {_STEP[t]}{detail}")
+            from .progress import step_detail
+
+            detail = step_detail(ev)
+            self._print(f"  [{ev.call_id}] {ev.tool}: {_STEP[t]}" + (f"  {detail}" if detail else ""))
         elif t == "agent_dry_run" and isinstance(ev.data, dict):
             self._print("  " + str(ev.data.get("text") or f"dry-run: {ev.data.get('status')}").replace("\n", "\n  "))
         elif t == "approval_requested" and getattr(ev.data, "kind", None) == "plan":
@@ -74,6 +70,8 @@ class AgentProgress:
             self._print(f"  approval: {t.removeprefix('approval_')}" + (f" ({ev.reason})" if ev.reason else ""))
         elif t == "agent_turn_end":
             self._turn_end(ev.data)
+        elif t == "provider_failover":
+            self._print(f"  provider: {ev.reason}")
 
     def _turn_end(self, rec: Any) -> None:
         counts: dict[str, int] = {}
@@ -136,6 +134,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         if progress is not None:
             progress(ev)
 
+    _listen_to_failover(provider, on_event)
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
@@ -176,6 +175,14 @@ def _tool_executor(args: argparse.Namespace) -> Any:
     except ExecutorConfigError as exc:
         print_refusal(exc)
         return False
+
+
+def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:
+    """A provider list (``openai,anthropic``) tells ``on_event`` when it moves to the next one."""
+    from ..llm.providers.failover import FailoverProvider
+
+    if isinstance(provider, FailoverProvider) and provider.on_event is None:
+        provider.on_event = on_event
 
 
 def _provider(spec: str, model: str | None) -> Any:
