@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ..checks.schema import offline_validator
+from ..planning.routing import route_for
 from ..runtime.errors import RunError, TOOL_OUTPUT_INVALID
 from ..runtime.protocols import Branch, LatentRequest
 from .provider import Message, Provider, ProviderError, collect
@@ -145,8 +146,10 @@ class LLMLatentExecutor:
         send, wrapped = (branch_schema(schema, paths), False) if paths else wrap_schema(schema)
         msgs = self.messages(request, context)
         self.requests.append(msgs)
+        # a model hint picks a capable model, or fails the call (Routing.NoQualifiedModel)
+        provider, model = route_for(self.provider, request.call.model_hint, self.model)
         try:
-            text = await collect(self.provider, msgs, model=self.model, json_schema=send,
+            text = await collect(provider, msgs, model=model, json_schema=send,
                                  temperature=self.temperature, max_tokens=self.max_tokens)
         except ProviderError as exc:
             raise RunError(LATENT_FAILED, f"the model call failed: {exc}") from exc

@@ -431,7 +431,7 @@ def test_unknown_spec_names_every_registered_form():
     with pytest.raises(ProviderError) as info:
         get_provider("gemini")
     assert str(info.value) == ("unknown provider 'gemini'; expected 'openai[:MODEL]', 'anthropic[:MODEL]', "
-                               "'scripted:FILE', or several of them separated by commas")
+                               "'scripted:FILE', 'config:FILE', or several of them separated by commas")
     assert not info.value.retryable
 
 
@@ -445,7 +445,7 @@ def test_a_registry_line_is_all_a_new_provider_needs(monkeypatch):
     assert deltas(get_provider("echo:hi", model="m")) == ["hi/m"]
     pair = get_provider("Echo:a, echo:b")  # prefixes are case-insensitive, as before
     assert isinstance(pair, FailoverProvider) and [p.name for p in pair.providers] == ["echo", "echo"]
-    with pytest.raises(ProviderError, match="'scripted:FILE', 'echo:TEXT', or several"):
+    with pytest.raises(ProviderError, match="'config:FILE', 'echo:TEXT', or several"):
         get_provider("gemini")
 
 

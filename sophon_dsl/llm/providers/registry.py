@@ -24,7 +24,17 @@ PROVIDERS: dict[str, ProviderFactory] = {
     "openai": ProviderFactory("openai[:MODEL]", openai.from_spec),
     "anthropic": ProviderFactory("anthropic[:MODEL]", anthropic.from_spec),
     "scripted": ProviderFactory("scripted:FILE", scripted.from_spec),
+    "config": ProviderFactory("config:FILE", lambda arg, model: _routes(arg)),
 }
+
+
+def _routes(path: str) -> Provider:
+    """``config:FILE``: several models with their capabilities (sophon_dsl.planning.routing)."""
+    from ...planning.routing import load_routes
+
+    if not path:
+        raise ProviderError("config provider needs a file: 'config:FILE'", provider="config", retryable=False)
+    return load_routes(path, build=get_provider)
 
 
 def _single(spec: str, model: str | None) -> Provider:
