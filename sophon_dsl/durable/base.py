@@ -20,7 +20,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable
 
-__all__ = ["MIGRATIONS", "RunStore", "StoreError", "dumps"]
+__all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
 # version it finds, in one transaction, and records each in schema_migrations.
@@ -132,7 +132,12 @@ class RunStore:
     def _transaction(self, conn: Any, ops: list) -> Any:
         try:
             cur = self._begin(conn)
-            out = [op(cur) for op in ops]
+            merged = [op for op in ops if type(op) is _RowsOp]
+            if len(merged) > 1:  # group commit: one executemany per statement for the whole batch
+                _RowsOp.run_merged(cur, merged)
+                out = [None if type(op) is _RowsOp else op(cur) for op in ops]
+            else:
+                out = [op(cur) for op in ops]
             self._commit(conn)
             self.transactions += 1
             return out
@@ -185,6 +190,18 @@ class RunStore:
             return fut
         self._queue.put((op, fut, notify))
         return fut
+
+    def submit_rows(self, op: "_RowsOp", notify: tuple) -> "Landing":
+        """:meth:`submit` for the per-call operations: a :class:`Landing` instead of a
+        Future (no lock per operation: ``notify`` is how the caller learns the outcome)."""
+        landing = Landing()
+        if self._closed:
+            landing.set_exception(StoreError("the store is closed"))
+            loop, callback = notify
+            loop.call_soon_threadsafe(callback, landing)
+            return landing
+        self._queue.put((op, landing, notify))
+        return landing
 
     def _wait(self, op: Op) -> Any:
         return self.submit(op).result()
@@ -250,26 +267,29 @@ class RunStore:
         """One call's completion: its log entries ``(seq, entry dict)``, its record and the
         run's last sequence number, in one transaction (batched with others)."""
         rows = [(run_id, seq, dumps(e)) for seq, e in entries]
-        rec_text = dumps(record)
-        last = rows[-1][1] if rows else None
-        upsert = self.sql("INSERT INTO calls (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
-                          "DO UPDATE SET record = excluded.record")
-        add_log = self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)")
-        set_last = self.sql("UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?")
-
-        def op(cur: Any) -> None:
-            if rows:
-                cur.executemany(add_log, rows)
-                cur.execute(set_last, (last, run_id, last))
-            cur.execute(upsert, (run_id, record["id"], rec_text))
-
-        return self.submit(op, notify)
+        op = _RowsOp(self._statements(), rows, [(run_id, record["id"], dumps(record))], ())
+        return self.submit(op) if notify is None else self.submit_rows(op, notify)
 
     def put_intent(self, run_id: str, call_id: str, key: str, notify: tuple | None = None) -> Future:
         """The call is about to start its tool (committed before the tool runs)."""
-        stmt = self.sql("INSERT INTO intents (run_id, call_id, idem_key, created) VALUES (?,?,?,?) "
-                        "ON CONFLICT (run_id, call_id) DO NOTHING")
-        return self.submit(lambda cur: cur.execute(stmt, (run_id, call_id, key, time.time())) and None, notify)
+        op = _RowsOp(self._statements(), (), (), [(run_id, call_id, key, time.time())])
+        return self.submit(op) if notify is None else self.submit_rows(op, notify)
+
+    def barrier(self) -> Future:
+        """Done once every operation queued before it is done (the queue is run in order)."""
+        return self.submit(lambda cur: None)
+
+    def _statements(self) -> tuple[str, str, str, str]:
+        st = self.__dict__.get("_stmts")
+        if st is None:
+            st = self._stmts = (
+                self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)"),
+                self.sql("INSERT INTO calls (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
+                         "DO UPDATE SET record = excluded.record"),
+                self.sql("INSERT INTO intents (run_id, call_id, idem_key, created) VALUES (?,?,?,?) "
+                         "ON CONFLICT (run_id, call_id) DO NOTHING"),
+                self.sql("UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?"))
+        return st
 
     def put_decision(self, run_id: str, name: str, decision: dict) -> Future:
         text = dumps(decision)
@@ -334,6 +354,61 @@ class RunStore:
     def load_decisions(self, run_id: str) -> dict[str, dict]:
         stmt = self.sql("SELECT name, decision FROM decisions WHERE run_id = ?")
         return {n: json.loads(d) for n, d in self._wait(lambda cur: _all(cur, stmt, (run_id,)))}
+
+
+class Landing:
+    """The outcome of a per-call operation, set by the writer thread before the caller is
+    notified (see :meth:`RunStore.submit_rows`)."""
+
+    __slots__ = ("_done", "_exc")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._exc: BaseException | None = None
+
+    def set_result(self, _value: Any) -> None:
+        self._done = True
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._exc = exc
+        self._done = True
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+
+class _RowsOp:
+    """Rows to insert (log entries, call records, intents): the common operations, which a
+    batch merges into one ``executemany`` per statement."""
+
+    __slots__ = ("stmts", "log", "calls", "intents")
+
+    def __init__(self, stmts: tuple, log: Any, calls: Any, intents: Any) -> None:
+        self.stmts, self.log, self.calls, self.intents = stmts, log, calls, intents
+
+    def __call__(self, cur: Any) -> None:
+        self.run_merged(cur, [self])
+
+    @staticmethod
+    def run_merged(cur: Any, ops: list) -> None:
+        add_log, add_call, add_intent, set_last = ops[0].stmts
+        log = [r for op in ops for r in op.log]
+        last: dict[str, int] = {}
+        for run_id, seq, _ in log:
+            if seq > last.get(run_id, -1):
+                last[run_id] = seq
+        if log:
+            cur.executemany(add_log, log)
+            cur.executemany(set_last, [(seq, run_id, seq) for run_id, seq in last.items()])
+        calls = [r for op in ops for r in op.calls]
+        if calls:
+            cur.executemany(add_call, calls)
+        intents = [r for op in ops for r in op.intents]
+        if intents:
+            cur.executemany(add_intent, intents)
 
 
 def _run_callbacks(callbacks: list) -> None:

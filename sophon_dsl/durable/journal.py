@@ -139,14 +139,14 @@ class Journal:
     async def flush(self) -> None:
         """Wait until every transaction handed to the store has landed."""
         pending, self.committing = self.committing, []
-        for fut in pending:  # (a landed future's callback may not have run yet: look at each)
+        if pending and not all(p.done() for p in pending):
             try:
-                if fut.done():
-                    fut.result()
-                else:
-                    await asyncio.wrap_future(fut)
+                await asyncio.wrap_future(self.backend.barrier())
             except Exception as exc:  # noqa: BLE001
                 self._fail(exc)
+        for landing in pending:  # (its callback may not have run yet: look at each)
+            if landing.exception() is not None:
+                self._fail(landing.exception())
 
     def failure_error(self) -> ErrorInfo | None:
         if self.failure is None:

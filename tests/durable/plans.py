@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 
 import sophon_dsl
 from sophon_dsl import tool
@@ -32,10 +33,11 @@ def reset_ledger() -> None:
 def _note(tool_name: str) -> None:
     cur = sophon_dsl.current_call()
     entry = {"tool": tool_name, "call": cur.call_id, "key": cur.key, "attempt": cur.attempt}
-    if LEDGER:
+    if LEDGER:  # (a subprocess of the kill test: each call takes a moment, so kills land mid-run)
         with open(LEDGER, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
             f.flush()
+        time.sleep(0.001)
     else:
         _memory.append(entry)
 
