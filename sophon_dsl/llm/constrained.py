@@ -49,6 +49,8 @@ _RECOVERY_TERMINALS = {"BADREF"}
 # grammar spells it `NAME "="` (same language, and no `[ \t]*` inside a lexeme,
 # which a greedy lexer could not give back).
 _SPLIT_TERMINALS = {"KW": ("NAME", "_EQ")}
+# The rules of a map body (`map(...) { ... }`): the post-lexer keeps line breaks inside them.
+_BLOCK_RULES = {"block", "block_open"}
 _LOOKAROUND_AT_END = re.compile(r"\(\?<?[!=](?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[])*\)$")
 
 
@@ -132,7 +134,9 @@ def _llguidance_grammar() -> str:
                         break
                     used_terms.add(sym)
                     parts.append(("BNL? " if depth else "") + _tname(sym))
-                    if sym in _OPEN:
+                    if name in _BLOCK_RULES:
+                        pass  # a map body's braces: statements inside are separated as at top level
+                    elif sym in _OPEN:
                         depth += 1
                     elif sym in _CLOSE:
                         depth -= 1
