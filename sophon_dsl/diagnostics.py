@@ -73,6 +73,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E004": (Severity.ERROR, "YAML feature refused (unsafe tag, alias bomb or nesting too deep)"),
     "E005": (Severity.ERROR, "unreadable file or unknown format"),
     "E006": (Severity.ERROR, "lone surrogate in a string"),
+    "E007": (Severity.ERROR, "plan source too large (characters or lines)"),
+    "E008": (Severity.ERROR, "DSL brackets nested too deeply"),
     # E1xx: document shape
     "E101": (Severity.ERROR, "document shape not recognised"),
     "E102": (Severity.ERROR, "call is not an object or lacks _tool"),

@@ -27,10 +27,58 @@ from typing import Iterator, Sequence
 from ..diagnostics import Diagnostic, Span
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
-__all__ = ["parse_json", "MAX_DEPTH", "LONE_SURROGATE", "lone_surrogate_message", "lone_surrogates",
-           "may_hold_surrogates"]
+__all__ = ["parse_json", "MAX_DEPTH", "MAX_SOURCE_CHARS", "MAX_SOURCE_LINES", "LONE_SURROGATE",
+           "dsl_nesting_problem", "lone_surrogate_message", "lone_surrogates", "may_hold_surrogates",
+           "size_problem"]
 
 MAX_DEPTH = 200
+
+# What any plan source may hold, whatever its form (issue 17, Medium 11): reading costs
+# about its length and its line count, so both are bounded before anything is parsed.
+MAX_SOURCE_CHARS = 8 << 20
+MAX_SOURCE_LINES = 500_000
+
+
+def size_problem(text: str, file: str | None = None) -> Diagnostic | None:
+    """E007 when ``text`` is over MAX_SOURCE_CHARS characters or MAX_SOURCE_LINES lines,
+    placed where the limit is crossed; None for every other text (one C-speed count)."""
+    if len(text) > MAX_SOURCE_CHARS:
+        line = text.count("\n", 0, MAX_SOURCE_CHARS) + 1
+        column = MAX_SOURCE_CHARS - (text.rfind("\n", 0, MAX_SOURCE_CHARS) + 1) + 1
+        return Diagnostic("E007", f"the plan is {len(text):,} characters long; at most {MAX_SOURCE_CHARS:,} "
+                          "are read", Span(line, column, line, column + 1), file)
+    lines = text.count("\n") + 1
+    if lines > MAX_SOURCE_LINES:
+        return Diagnostic("E007", f"the plan has {lines:,} lines; at most {MAX_SOURCE_LINES:,} are read",
+                          Span(MAX_SOURCE_LINES + 1, 1, MAX_SOURCE_LINES + 1, 2), file)
+    return None
+
+
+# the DSL's brackets, skipping strings and comments (which may hold any bracket)
+_DSL_NESTING = re.compile(r"""[\[\]{}()]|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|#[^\n]*""")
+_OPENERS = frozenset("[{(")
+
+
+def dsl_nesting_problem(text: str, file: str | None = None) -> Diagnostic | None:
+    """E008 at the first bracket of a DSL text that opens level MAX_DEPTH + 1: the parser
+    itself is not recursive, but everything that walks the values it builds (the
+    printer, the checks, the run) is."""
+    if text.count("[") + text.count("{") + text.count("(") <= MAX_DEPTH:
+        return None
+    depth = 0
+    for m in _DSL_NESTING.finditer(text):
+        ch = m.group()
+        if ch in _OPENERS:
+            depth += 1
+            if depth > MAX_DEPTH:
+                start = m.start()
+                line = text.count("\n", 0, start) + 1
+                column = start - (text.rfind("\n", 0, start) + 1) + 1
+                return Diagnostic("E008", f"brackets nested deeper than {MAX_DEPTH} levels",
+                                  Span(line, column, line, column + 1), file)
+        elif len(ch) == 1 and ch in "]})":
+            depth = max(depth - 1, 0)
+    return None
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _WS = " \t\n\r\ufeff"
@@ -483,6 +531,9 @@ def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             text = bytes(text).decode("utf-8")
         except Exception:
             return None, [Diagnostic("E002", "input is not UTF-8 text", None, file)]
+    too_large = size_problem(text, file)
+    if too_large is not None:
+        return None, [too_large]
     node = _read_plain(text)
     if node is not None:
         return node, lone_surrogates(text, node, file)

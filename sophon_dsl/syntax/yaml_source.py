@@ -31,7 +31,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ..diagnostics import Diagnostic
 import re
 
-from .json_source import LONE_SURROGATE, lone_surrogate_message, lone_surrogates, may_hold_surrogates
+from .json_source import LONE_SURROGATE, lone_surrogate_message, lone_surrogates, may_hold_surrogates, size_problem
 from .located import ARRAY, OBJECT, SCALAR, LineIndex, LocatedNode, child_path
 
 __all__ = ["parse_yaml", "MAX_NODES", "MAX_DEPTH"]
@@ -413,6 +413,9 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
             text = bytes(text).decode("utf-8")
         except Exception:
             return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
+    too_large = size_problem(text, file)
+    if too_large is not None:
+        return None, [too_large]
     node = _read_plain(text)
     if node is not None:
         return node, lone_surrogates(text, node, file)
