@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Union
 
 from .diagnostics import Span
-from .values import references, to_source_json
+from .values import query_text, references, to_source_json
 
 __all__ = [
     "ARGUMENT_METHODS",
@@ -137,7 +137,9 @@ class Reference:
     """``†<kind>.<path>``: ``kind`` is ``input``, ``state``, ``data`` or a declared kind.
 
     ``path`` holds property names (str) and list indexes (int).  An empty path
-    reads the whole kind (``†state``).
+    reads the whole kind (``†state``).  ``query`` is a JMESPath expression applied
+    to the value at ``path`` (``†state.hits[*].url``: path ``("hits",)``, query
+    ``"[*].url"``); the path alone wires the reference to its writers.
     """
 
     node_kind = "reference"  # how sophon_dsl.values dispatches (not a field)
@@ -145,11 +147,14 @@ class Reference:
     kind: str
     path: tuple[PathSegment, ...] = ()
     span: Span | None = _span()
+    query: str | None = field(default=None, repr=False)  # shown by text(); old reprs unchanged
 
     def text(self, dagger: str = "†") -> str:
         out = [dagger, self.kind]
         for seg in self.path:
             out.append(f"[{seg}]" if isinstance(seg, int) else f".{seg}")
+        if self.query is not None:
+            return query_text(out, self.query)
         return "".join(out)
 
     @property

@@ -16,6 +16,15 @@ scalar, a DSL string literal):
 
 Path syntax: ``kind`` is ``[A-Za-z_][A-Za-z0-9_]*``; each segment is
 ``.name`` with the same pattern or ``[N]`` with N a non-negative integer.
+
+JMESPath: after the path, a reference may go on with a JMESPath expression that
+is applied to the value at the path (``Reference.query``).  Written bare, it
+starts with a bracket that is not a plain index (``†state.items[-1]``,
+``†state.hits[*].url``, ``†state.items[1:3]``, ``†state.hits[]``,
+``†state.orders[?total > `100`].id``); any other expression is written in
+braces (``†{state.items | [0]}``, ``†{state.user."first-name"}``).  The
+expression is compiled when the reference is read from the source, so a
+malformed one is reported there (E105), and once per distinct text.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from typing import Any
 from .diagnostics import Span
 from .errors import SophonError
 from .model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
-from .values import escape_text, template_to_string  # template_to_string: re-exported
+from .values import QUERY_SEGMENT, escape_text, template_to_string  # template_to_string: re-exported
 
 __all__ = [
     "DAGGER",
@@ -34,18 +43,22 @@ __all__ = [
     "json_to_value",
     "parse_reference",
     "parse_string_value",
+    "query_value",
     "template_to_string",
 ]
 
 DAGGER = "†"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SEG = rf"(?:\.{_NAME}|\[[0-9]+\])"
-_REF_BODY = rf"{_NAME}{_SEG}*"
-REF_RE = re.compile(rf"†(?:({_REF_BODY})|\{{\s*({_REF_BODY})\s*\}})")
+_REF_BODY = rf"{_NAME}(?:{_SEG}|{QUERY_SEGMENT})*"
+_QUOTED = r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\\n]|\\.)*`)"""
+# a braced reference holds any JMESPath expression (one level of nested braces)
+_BRACED = rf"\{{(?:[^{{}}\n\"'`]|{_QUOTED}|\{{[^{{}}\n]*\}})+\}}"
+REF_RE = re.compile(rf"†(?:({_REF_BODY})|({_BRACED}))")
 _SEG_RE = re.compile(rf"\.({_NAME})|\[([0-9]+)\]")
 _EXPR_SPLIT = re.compile(r"\s*(\|\||&&)\s*")
-_WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|\{{\s*{_REF_BODY}\s*\}})")
-_NAME_RE = re.compile(_NAME)
+_WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|{_BRACED})")
+_NAME_RE = NAME_RE = re.compile(_NAME)
 
 
 class ReferenceSyntaxError(SophonError, ValueError):
@@ -56,18 +69,77 @@ class ReferenceSyntaxError(SophonError, ValueError):
         self.offset = offset
 
 
-def _split_body(body: str) -> tuple[str, tuple]:
+def _split_body(body: str, offset: int = 0) -> tuple[str, tuple, str | None]:
+    """Kind, plain path and JMESPath query of a reference body (``state.a[0]`` or a braced
+    ``{state.a[?x > `1`].b}``); ``offset`` is where the body starts, for error offsets."""
+    if "[" not in body and "{" not in body:  # names only: the common case, no regex
+        names = body.split(".")
+        return names[0], tuple(names[1:]), None
+    if body[0] == "{":
+        inner = body[1:-1]
+        lead = len(inner) - len(inner.lstrip())
+        inner = inner.strip()
+        offset += 1 + lead
+        body = inner
     m = _NAME_RE.match(body)
-    assert m is not None
+    if m is None:
+        raise ReferenceSyntaxError("a braced reference starts with its kind: †{kind.path...}", offset)
     end = m.end()
     if end == len(body):
-        return body, ()  # a whole kind: †state
+        return body, (), None  # a whole kind: †state
     kind = body[:end]
     path: list[Any] = []
-    for seg in _SEG_RE.finditer(body, m.end()):
+    plain_end = end
+    for seg in _SEG_RE.finditer(body, end):
+        if seg.start() != plain_end:  # the plain path ended: JMESPath from here
+            break
         name, index = seg.group(1), seg.group(2)
         path.append(name if name is not None else int(index))
-    return kind, tuple(path)
+        plain_end = seg.end()
+    query = body[plain_end:].strip() or None
+    if query is not None:
+        _compile(query, offset + plain_end + (len(body[plain_end:]) - len(body[plain_end:].lstrip())))
+    return kind, tuple(path), query
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compile(query: str, offset: int = 0) -> Any:
+    """The compiled JMESPath expression of a reference's query (one per distinct text)."""
+    hit = _COMPILED.get(query)
+    if hit is not None:
+        return hit
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    prefix = "@" if query[0] in ".[" else "@ "
+    try:
+        compiled = jmespath.compile(prefix + query)
+    except JMESPathError as exc:
+        pos = getattr(exc, "lex_position", None)
+        at = offset + max(0, (pos if isinstance(pos, int) else len(prefix)) - len(prefix))
+        reason = getattr(exc, "msg", None) or str(exc).splitlines()[0]
+        raise ReferenceSyntaxError(f"malformed JMESPath expression {query!r} in a reference: {reason}",
+                                   at) from None
+    if len(_COMPILED) > 4096:  # plans written by a model may hold many distinct queries
+        _COMPILED.clear()
+    _COMPILED[query] = compiled
+    return compiled
+
+
+def query_value(query: str, value: Any) -> Any:
+    """The value of a reference's JMESPath ``query`` applied to the value at its path.
+
+    JMESPath has no "missing": a field that is not there, an index past the end, a
+    function given the wrong type all give null, so a reference whose path has a value
+    always has one (possibly null)."""
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        return _compile(query).search(value)
+    except JMESPathError:
+        return None
 
 
 def parse_reference(text: str, span: Span | None = None, dagger_aliases: str = "†") -> Reference:
@@ -83,17 +155,22 @@ def parse_reference(text: str, span: Span | None = None, dagger_aliases: str = "
     if m is None:
         raise ReferenceSyntaxError(
             f"malformed reference {text!r}: expected †kind.name.name[index]", 0)
-    kind, path = _split_body(m.group(1) or m.group(2))
-    return Reference(kind, path, span)
+    kind, path, query = _split_body(m.group(1) or m.group(2), 1)
+    return Reference(kind, path, span, query)
 
 
 def parse_string_value(text: str, span: Span | None = None) -> Value:
     """Interpret a string from any form: literal, reference, expression or template."""
     if "†" not in text:
         return Literal(text, span)
+    m = REF_RE.fullmatch(text)
+    if m is not None:
+        kind, path, query = _split_body(m.group(1) or m.group(2), 1)
+        return Reference(kind, path, span, query)
     stripped = text.strip()
     if stripped.startswith("†") and ("||" in stripped or "&&" in stripped):
-        pieces = _EXPR_SPLIT.split(stripped)
+        pieces = _EXPR_SPLIT.split(stripped) if "[" not in stripped and "{" not in stripped \
+            else _split_operators(stripped)
         operands, ops = pieces[0::2], set(pieces[1::2])
         if not _WHOLE_REF.fullmatch(operands[0]):
             # Not an expression (e.g. "††|| x" starts with an escaped dagger): plain template.
@@ -107,11 +184,37 @@ def parse_string_value(text: str, span: Span | None = None) -> Value:
         raise ReferenceSyntaxError(
             f"malformed operand {bad!r} in expression: each operand must be a reference †kind.path",
             max(text.find(bad), 0))
-    m = REF_RE.fullmatch(text)
-    if m is not None:
-        kind, path = _split_body(m.group(1) or m.group(2))
-        return Reference(kind, path, span)
     return _parse_template(text, span)
+
+
+def _split_operators(text: str) -> list[str]:
+    """``_EXPR_SPLIT.split`` that leaves the ``||`` / ``&&`` of a JMESPath filter alone
+    (inside brackets, braces or quotes)."""
+    out: list[str] = []
+    depth, quote, start, i, n = 0, "", 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif depth == 0 and text.startswith(("||", "&&"), i):
+            out += [text[start:i].rstrip(), text[i:i + 2]]
+            i += 2
+            while i < n and text[i] in " \t":
+                i += 1
+            start = i
+            continue
+        i += 1
+    out.append(text[start:])
+    return out
 
 
 def _parse_template(text: str, span: Span | None) -> Value:
@@ -136,8 +239,8 @@ def _parse_template(text: str, span: Span | None) -> Value:
         if pending:
             parts.append(pending)
         buf = []
-        kind, path = _split_body(m.group(1) or m.group(2))
-        parts.append(Reference(kind, path, span))
+        kind, path, query = _split_body(m.group(1) or m.group(2), j + 1)
+        parts.append(Reference(kind, path, span, query))
         i = m.end()
     if buf and "".join(buf):
         parts.append("".join(buf))

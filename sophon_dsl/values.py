@@ -58,11 +58,13 @@ from .errors import SophonError
 __all__ = [
     "NotLiteral",
     "ValueVisitor",
+    "UNBRACED_QUERY",
     "escape_text",
     "fold",
     "has_references",
     "literal_json",
     "map_references",
+    "query_text",
     "references",
     "template_to_string",
     "to_source_json",
@@ -223,6 +225,26 @@ def escape_text(text: str) -> str:
 
 _EXTENDS_REF = re.compile(r"[A-Za-z0-9_.\[]")
 
+# JMESPath after a reference's path, as written without braces (†state.items[-1],
+# †state.hits[*].url, †state.orders[?total > `100`].id): bracket segments that are not a
+# plain index ([-1], slices, [*], [], [?filter]), then any segments.  Anything else is
+# written in braces, †{state.items | [0]}.  refs.py reads the same language.
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_QUOTED = r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\\n]|\\.)*`)"""
+FILTER = rf"(?:[^\[\]\n\"'`]|{_QUOTED}|\[[^\[\]\n]*\])+"
+QUERY_SEGMENT = rf"\[(?:-[0-9]+|-?[0-9]*:-?[0-9]*(?::-?[0-9]*)?|\*|\?{FILTER})?\]"
+PLAIN_SEGMENT = rf"(?:\.{_NAME}|\[[0-9]+\])"
+UNBRACED_QUERY = re.compile(rf"{QUERY_SEGMENT}(?:{PLAIN_SEGMENT}|{QUERY_SEGMENT})*")
+
+
+def query_text(parts: list, query: str) -> str:
+    """A reference with a JMESPath query as written: ``parts`` is the dagger, the kind and
+    the path segments; braces when the query cannot be written bare."""
+    if UNBRACED_QUERY.fullmatch(query):
+        return "".join(parts) + query
+    sep = "" if query[:1] in (".", "[") else " "
+    return f"{parts[0]}{{{''.join(parts[1:])}{sep}{query}}}"
+
 
 def template_to_string(template: Any, dagger: str = "†") -> str:
     """A template's source text: references use the braced form when text follows that
@@ -235,6 +257,9 @@ def template_to_string(template: Any, dagger: str = "†") -> str:
             continue
         nxt = parts[idx + 1] if idx + 1 < len(parts) else None
         body = part.text("")
+        if body[:1] == "{":  # a query only braces can hold
+            out.append(dagger + body)
+            continue
         needs_braces = isinstance(nxt, str) and bool(_EXTENDS_REF.match(nxt))
         out.append(f"{dagger}{{{body}}}" if needs_braces else f"{dagger}{body}")
     return "".join(out)

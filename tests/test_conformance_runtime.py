@@ -44,7 +44,7 @@ LANGUAGE = ROOT / "spec" / "language.md"
 CASE_KEYS = {"name", "rule", "form", "plan", "tools", "input", "state", "context", "mocks", "expect", "xfail"}
 EXPECT_KEYS = {"status", "state", "calls", "errors", "attempts", "reasons", "args", "output", "error"}
 TOPICS = {"output_methods", "expressions", "templates", "branches", "cascade", "retries", "fire_and_forget",
-          "instances", "status", "map_runs"}
+          "instances", "status", "jmespath", "map_runs"}
 
 
 CASES = collect_cases(CORPUS, "runtime/")

@@ -8,8 +8,8 @@ from ..model import Call, Expression, ListValue, Literal, ObjectValue, OutputMet
 from ..values import has_references, literal_json
 from .context import ParamEntry, Signature
 from .rule import Rule
-from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, offline_registry, schema_types, short,
-                     sub_value, types_compatible)
+from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, offline_registry, resolve,
+                     schema_types, short, sub_value, types_compatible)
 
 __all__ = ["ParamTypes"]
 
@@ -26,6 +26,63 @@ def _reads(v: ListValue | ObjectValue) -> bool:
         if tx in _READERS or has_references(x):
             return True
     return False
+
+
+def query_schema(query: str, schema: Any, root: Any) -> tuple[Any, Any] | None:
+    """``(schema, root)`` of what a reference's JMESPath ``query`` gives from a value of
+    ``schema``, where the schema says (fields, indexes, slices, projections, filters,
+    flattening, pipes); None when it cannot tell."""
+    import jmespath
+
+    try:
+        ast = jmespath.compile("@" + (query if query[0] in ".[" else " " + query)).parsed
+    except Exception:  # reported as E105 when the plan was read
+        return None
+    out = _through(ast, schema, root)
+    return None if out is None else (out, root)
+
+
+def _items(schema: Any, root: Any, index: int = 0) -> Any:
+    if index >= 0:
+        return descend(schema, root, (index,))
+    s = resolve(schema, root)
+    items = s.get("items") if isinstance(s, dict) else None
+    return items if isinstance(items, dict) else None
+
+
+def _through(node: dict, s: Any, root: Any) -> Any:
+    """The schema of JMESPath AST ``node`` applied to a value of schema ``s`` (None: unknown)."""
+    t, ch = node.get("type"), node.get("children") or []
+    if s is None:
+        return None
+    if t in ("current", "identity"):
+        return s
+    if t == "field":
+        return descend(s, root, (node["value"],))
+    if t in ("subexpression", "pipe"):
+        for c in ch:
+            s = _through(c, s, root)
+            if s is None:
+                return None
+        return s
+    if t == "index_expression":
+        left = _through(ch[0], s, root)
+        kind = ch[1].get("type") if isinstance(ch[1], dict) else None
+        if kind == "index":
+            return _items(left, root, ch[1]["value"]) if left is not None else None
+        return left if kind == "slice" else None  # a slice keeps the list's schema
+    if t in ("projection", "filter_projection"):
+        left = _through(ch[0], s, root)
+        if left is None:
+            return None
+        item = _items(left, root)
+        if ch[0].get("type") == "flatten" and item is not None:
+            return {"type": "array"}  # the items of nested lists: their schema is not tracked
+        right = _through(ch[1], item, root) if item is not None else None
+        return {"type": "array", "items": right} if right is not None else {"type": "array"}
+    if t == "flatten":
+        return {"type": "array"}
+    return None
 
 
 class ParamTypes(Rule):
@@ -197,6 +254,8 @@ class ParamTypes(Rule):
                     continue
                 found_writer = True
                 ws = self.written_schema(j, pidx, key[k:])
+                if ws is not None and ref.query is not None:
+                    ws = query_schema(ref.query, ws[0], ws[1])
                 if ws is None:
                     continue
                 produced = schema_types(ws[0], ws[1])
@@ -219,6 +278,8 @@ class ParamTypes(Rule):
         if not isinstance(schema, dict):
             return
         sub = descend(schema, schema, ref.path)
+        if sub is not None and ref.query is not None:
+            sub = (query_schema(ref.query, sub, schema) or (None,))[0]
         produced = schema_types(sub, schema) if sub is not None else None
         if produced is not None and not types_compatible(produced, expected):
             head = f"{subject} expects {fmt_types(expected)}"

@@ -18,7 +18,7 @@ from ..dataflow import base_kind
 from ..model import Expression, OutputMethod, Reference, Template
 from ..values import ValueVisitor
 from .errors import OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, ErrorInfo
-from .inputs import render_text_value
+from .inputs import read_at, render_text_value
 from .state import MISSING, json_copy
 from .validation import schema_validator
 
@@ -36,7 +36,7 @@ class _Output(ValueVisitor):
         self.missing: list[str] = []
 
     def reference(self, node: Reference) -> Any:
-        val = self.get(node.kind, node.path)
+        val = read_at(self.get, node)
         if val is MISSING:
             self.missing.append(node.text())
             return None
@@ -48,7 +48,7 @@ class _Output(ValueVisitor):
     def expression(self, node: Expression) -> Any:
         if node.op == "||":
             for r in node.operands:
-                val = self.get(r.kind, r.path)
+                val = read_at(self.get, r)
                 if val is not MISSING:
                     return json_copy(val)
             self.missing.append(node.text())

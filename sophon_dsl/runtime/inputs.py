@@ -27,6 +27,7 @@ from typing import Any
 
 from ..dataflow import DataFlow
 from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
+from ..refs import query_value
 from ..values import ValueVisitor
 from .errors import REF_UNRESOLVED, ErrorInfo
 from .state import MISSING, json_copy
@@ -162,6 +163,8 @@ class InputResolver:
         value = self.get(ref.kind, ref.path)
         if value is MISSING:
             return _MISSING, ref.text()
+        if ref.query is not None:  # JMESPath after the path: applied to the value there
+            return _HAS, query_value(ref.query, value)
         return _HAS, value
 
     def _broken_reason(self, ref: Reference, writers: tuple[int, ...]) -> str:
@@ -369,17 +372,25 @@ class _FinalValue(ValueVisitor):
         self.get = get
 
     def reference(self, node: Reference) -> Any:
-        val = self.get(node.kind, node.path)
+        val = read_at(self.get, node)
         return None if val is MISSING else json_copy(val)
 
     def template(self, node: Template) -> str:
         return "".join(p if type(p) is str else render_text_value(self.reference(p)) for p in node.parts)
 
     def expression(self, node: Expression) -> Any:
-        vals = [self.get(r.kind, r.path) for r in node.operands]
+        vals = [read_at(self.get, r) for r in node.operands]
         if node.op == "||":
             return next((json_copy(x) for x in vals if x is not MISSING), None)
         return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
+
+
+def read_at(get: Any, ref: Reference) -> Any:
+    """The value ``ref`` reads through ``get(kind, path)`` (its JMESPath query applied), or MISSING."""
+    val = get(ref.kind, ref.path)
+    if ref.query is None or val is MISSING:
+        return val
+    return query_value(ref.query, val)
 
 
 def evaluate_loose(v: Any, get: Any) -> Any:

@@ -98,6 +98,19 @@ def _read(messages: list, kind: str, path: tuple) -> Any:
     return _NOTHING if cur is _NOTHING else copy.deepcopy(cur)
 
 
+def _read_ref(messages: list, r: Reference) -> Any:
+    """What ``r`` reads: the value at its path, with its JMESPath query (if any) applied."""
+    v = _read(messages, r.kind, r.path)
+    if r.query is None or v is _NOTHING:
+        return v
+    import jmespath
+
+    try:
+        return jmespath.search("@" + (r.query if r.query[0] in ".[" else " " + r.query), v)
+    except jmespath.exceptions.JMESPathError:
+        return None
+
+
 def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
@@ -160,7 +173,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             ws = writers(i, r.key)
             if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
                 return "broken", None
-            v = _read(messages, r.kind, r.path)
+            v = _read_ref(messages, r)
             return ("missing", None) if v is _NOTHING else ("has", v)
 
         def ev(v: Any) -> Any:
@@ -436,7 +449,7 @@ def _final(v: Any, messages: list, missing: list) -> Any:
     if isinstance(v, ObjectValue):
         return {k: _final(x, messages, missing) for k, x in v.entries}
     if isinstance(v, Reference):
-        val = _read(messages, v.kind, v.path)
+        val = _read_ref(messages, v)
         if val is _NOTHING:
             missing.append(v.text())
             return None
@@ -447,7 +460,7 @@ def _final(v: Any, messages: list, missing: list) -> Any:
         if v.op == "&&":
             return [_final(r, messages, missing) for r in v.operands][-1]
         for r in v.operands:
-            val = _read(messages, r.kind, r.path)
+            val = _read_ref(messages, r)
             if val is not _NOTHING:
                 return val
         missing.append(v.text())

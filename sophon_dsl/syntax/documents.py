@@ -206,6 +206,10 @@ class _Reader:
                 self.err("E106", f"malformed output path {part!r}: expected †kind.name[.name|[index]]..."
                                  f"{hint}", node)
                 return None
+            if paths[-1].query is not None:
+                self.err("E106", f"output path {part!r} has a JMESPath expression: a call writes at a "
+                                 "plain path, †kind.name[.name|[index]]...", node)
+                return None
         return tuple(paths), op
 
     def call(self, node: LocatedNode) -> Call | None:

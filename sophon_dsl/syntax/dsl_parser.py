@@ -384,7 +384,12 @@ class _Builder(Transformer):
         span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
         text = str(tok)
         if "{" in text or "[" in text:
-            return parse_reference(text, span, "†$")
+            try:
+                return parse_reference(text, span, "†$")
+            except ReferenceSyntaxError as e:  # a malformed JMESPath expression (E105, at its place)
+                col = tok.column + e.offset if tok.line == tok.end_line else tok.column
+                self._err("E105", str(e), Span(tok.line, col, tok.line, col + 1))
+                return Reference(_refs.NAME_RE.match(text, 1 + (text[1] == "{")).group(), (), span)
         parts = text[1:].split(".")
         return Reference(parts[0], tuple(parts[1:]), span)
 
@@ -616,9 +621,15 @@ class _Builder(Transformer):
                       _tspan(first))
             return None
         if len(c) == 1:
-            return OutputTarget((self.ref((first,)),), None, method, span)
-        op = "||" if c[1].type == "OROR" else "&&"
-        return OutputTarget(self._refs(c), op, method, span)
+            paths, op = (self.ref((first,)),), None
+        else:
+            paths, op = self._refs(c), "||" if c[1].type == "OROR" else "&&"
+        for r in paths:
+            if r.query is not None:
+                self._err("E106", f"output path {r.text()!r} has a JMESPath expression: a call writes at "
+                          "a plain path, †kind.name.name[index]", r.span)
+                return None
+        return OutputTarget(paths, op, method, span)
 
     def arg(self, c):
         tok, value = c
@@ -632,7 +643,7 @@ class _Builder(Transformer):
     def shorthand(self, c):
         tok = c[0]
         ref = self.ref(c)
-        if not ref.path or not isinstance(ref.path[-1], str):
+        if not ref.path or not isinstance(ref.path[-1], str) or ref.query is not None:
             # an error unless this is the list of a map (`map(†row) {...}`, see map_syntax)
             self.ctx.bad[id(ref)] = (ref, Diagnostic(
                 "E001", f"positional argument {str(tok)!r} must be a reference ending in a name "
