@@ -146,13 +146,17 @@ class ItemTemplate:
     """:func:`instantiate` for many items of one map: what to rewrite in each body call
     is worked out once, so an item costs the new references and calls, little more."""
 
-    __slots__ = ("spec", "ids", "names", "plans")
+    __slots__ = ("spec", "ids", "names", "plans", "tails", "plain", "reads_index")
 
     def __init__(self, spec: MapSpec, ids: list[str]) -> None:
         self.spec = spec
         self.ids = ids
         self.names = names = dict.fromkeys(scope_names(spec), "")
         self.plans = [self._plan(c, names) for c in spec.body]
+        self.tails = ["." + b for b in ids]
+        self.plain = all(p is not None for p in self.plans)  # no call needs the full rewrite
+        # whether the item's index needs storing (most bodies never read it)
+        self.reads_index = any(r.kind == spec.index for v in outer_values_all(spec) for r in references(v))
 
     @staticmethod
     def _plan(call: Call, names: dict[str, str]) -> Any:
@@ -180,7 +184,8 @@ class ItemTemplate:
 
     def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
         spec, names = self.spec, self.names
-        prefixed = {b: f"{kind}.{b}" for b in self.ids}
+        ids = [kind + t for t in self.tails]
+        prefixed = None if self.plain else dict(zip(self.ids, ids))
         calls = []
         for call, plan in zip(spec.body, self.plans):
             if plan is None:
@@ -195,8 +200,8 @@ class ItemTemplate:
                 out = OutputTarget(tuple([r if type(r) is Reference else Reference(r[0] + at, r[1], r[2])
                                           for r in outs]), out.op, out.method, out.span)
             calls.append(Call(c.tool, ps, out, span=c.span, tool_span=c.tool_span))
-        result = _value(spec.result, _subst(names, kind))
-        return calls, [prefixed[b] for b in self.ids], result
+        result = None if spec.result is None else _value(spec.result, _subst(names, kind))
+        return calls, ids, result
 
 
 def uses_value(spec: MapSpec) -> ListValue:
@@ -267,4 +272,52 @@ def outer_values(spec: MapSpec) -> list[Value]:
 
     walk(spec.body, frozenset())
     add(spec.result)
+    return out
+
+
+def outer_values_all(spec: MapSpec) -> list[Value]:
+    """Every value of the body (nested maps included) and its result: what the body reads."""
+    out: list[Value] = []
+    for call in spec.body:
+        out.extend(p.value for p in call.params)
+        if call.inline_output is not None:
+            out.append(call.inline_output)
+        if call.map is not None:
+            out.extend(outer_values_all(call.map))
+    if spec.result is not None:
+        out.append(spec.result)
+    return out
+
+
+def plain_outer_reads(spec: MapSpec) -> list[Reference]:
+    """The outer reads of the body that every item needs (not an operand of `||`): when one
+    of them is broken before the map starts, the map is skipped like any call."""
+    out: list[Reference] = []
+
+    def walk_value(v: Any, scope: frozenset[str]) -> None:
+        kind = v.node_kind
+        if kind == "reference":
+            if v.kind not in scope:
+                out.append(v)
+        elif kind == "list":
+            for x in v.items:
+                walk_value(x, scope)
+        elif kind == "object":
+            for _, x in v.entries:
+                walk_value(x, scope)
+        elif kind == "expression" and v.op == "&&":
+            out.extend(r for r in v.operands if r.kind not in scope)
+        elif kind == "template":
+            out.extend(p for p in v.parts if type(p) is not str and p.kind not in scope)
+
+    def walk(body: tuple, scope: frozenset[str]) -> None:
+        for call in body:
+            if call.map is not None:
+                walk_value(call.map.over, scope)
+                walk(call.map.body, scope | scope_names(call.map))
+            else:
+                for p in call.params:
+                    walk_value(p.value, scope)
+
+    walk(spec.body, scope_names(spec))
     return out

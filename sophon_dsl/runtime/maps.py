@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, tolerance_exceeded
+from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, tolerance_exceeded
 from ..model import MapSpec, OutputMethod
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
+from .inputs import RefState
 from .state import MISSING, json_copy
 
 __all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MapDriver"]
@@ -83,6 +84,11 @@ class MapDriver:
         if call.map is None:
             self._start(j, args, inline)
             return
+        broken = self._broken(j, call.map)
+        if broken is not None:  # an outer read can never be written: as for any call's input
+            s.records[j].reason = broken
+            s._loop.call_soon(self._skip, j)
+            return
         s.runner._started(j)
         s.records[j].attempts = 1
         cid = s.ids[j]
@@ -119,6 +125,23 @@ class MapDriver:
         if left == 0:
             self._item_done(run, k)
 
+    def _broken(self, j: int, spec: MapSpec) -> str | None:
+        """Why the map must be skipped: a whole outer read of its body that is broken (its
+        writers ended without writing it); reads inside `||` decide per item."""
+        ref_state = self.s.inputs.ref_state
+        for ref in plain_outer_reads(spec):
+            st, why = ref_state(j, ref)
+            if st == RefState.BROKEN:
+                return why
+        return None
+
+    def _skip(self, j: int) -> None:
+        s = self.s
+        if s.records[j].status in _TERMINAL or s._stopping:
+            return
+        s.finish(j, "skipped")
+        s.settled(j)
+
     # -- items -------------------------------------------------------------------------
 
     def _fill(self, run: _MapRun) -> None:
@@ -144,7 +167,8 @@ class MapDriver:
         item, index, local = f"{spec.item}@{kind}", f"{spec.index}@{kind}", f"{LOCAL}@{kind}"
         self.hidden.update((item, index, local))
         s.store.write(item, (), run.items[k], OutputMethod.SET, run.cid)
-        s.store.write(index, (), k, OutputMethod.SET, run.cid)
+        if run.template.reads_index:
+            s.store.write(index, (), k, OutputMethod.SET, run.cid)
         calls, ids, result = run.template.make(kind)
         run.result_values[k] = result
         if not calls:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dataclasses import replace
 
-from ..maps import body_ids, outer_reads, tolerance_exceeded
+from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
 from ..checks.schema import offline_registry, offline_validator, write_schema
@@ -211,6 +211,8 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
 
         args = {p.name: ev(p.value) for p in call.params}
         inline = ev(call.inline_output) if call.inline_output is not None else None
+        if call.map is not None:  # what every item reads outside it: broken skips the map
+            broken += [r.text() for r in plain_outer_reads(call.map) if ref_value(r)[0] == "broken"]
         if broken:
             rec.status, rec.reason = "skipped", "broken input: " + ", ".join(broken)
             continue

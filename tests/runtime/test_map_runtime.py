@@ -108,3 +108,20 @@ def test_graph_draws_the_body_once():
     assert "subgraph cluster_n0" in to_dot(compiled)
     body = to_data(compiled)["nodes"][0]["map"]
     assert [c["id"] for c in body["calls"]] == ["c1[*].work", "c1[*].work_2"]
+
+
+def test_a_broken_outer_read_skips_the_map_and_a_fallback_does_not():
+    from sophon_dsl.runtime.reference import reference_run
+
+    @tool(name="f")
+    async def f(x: object = None) -> object:
+        if x == "boom":
+            raise ValueError("boom")
+        return x
+
+    plan = loads('$state.a = f(x="boom")\n$state.out = map(over=[1, 2]) { $local.r = f(x=[$item, $state.a]) }\n'
+                 '$state.out2 = map(over=[1]) { $local.r = f(x=$state.a || $item) }')
+    for result in (run(plan, tools=[f]), reference_run(plan, tools=[f])):
+        assert [(c.id, c.status) for c in result.calls] == [
+            ("c1", "failed"), ("c2", "skipped"), ("c3", "succeeded"), ("c3[0].f", "succeeded")]
+        assert result.state == {"state": {"out2": [{"r": 1}]}}
