@@ -156,6 +156,8 @@ async def dispatch_latency(rate: float, n: int = 20, form: str = "dsl") -> dict:
     tokens = tokenize(reply_of(shape, form))
     starts: dict[str, float] = {}
     reg = make_tools({}, starts)
+    for spec in reg.values():  # @tool derives its schemas on first read (pydantic): not dispatch
+        spec.input_schema  # noqa: B018
     turn = StreamTurn(reg)
     await asyncio.sleep(0)
     t0 = time.perf_counter()
