@@ -40,6 +40,12 @@ def test_every_form_prints_and_reads_back_the_same_reference(query, path, form):
     assert again.calls[0].params[0].value == ref
 
 
+def test_the_name_shorthand_is_not_printed_for_an_expression():
+    plan = loads("f(hits=$state.hits[*].url, items=$state.items)")
+    assert dumps(plan) == "f(hits=$state.hits[*].url, $state.items)\n"
+    assert loads(dumps(plan)) == plan
+
+
 def test_compiled_once_per_expression():
     assert _compile("[?a > `1`].b") is _compile("[?a > `1`].b")
 

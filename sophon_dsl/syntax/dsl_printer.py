@@ -227,7 +227,7 @@ def _param_name(name: str) -> str:
 
 def _arg(name: str, value: Value, dagger: str) -> str:
     if (type(value) is Reference and value.path and value.path[-1] == name
-            and not name.startswith("_")):
+            and not name.startswith("_") and value.query is None):
         return value.text(dagger)  # shorthand: `$input.text` passes text=$input.text
     return f"{_param_name(name)}={format_value(value, dagger)}"
 
