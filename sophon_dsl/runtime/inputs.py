@@ -92,11 +92,13 @@ class InputResolver:
         self.wrote = wrote
         self.records = records
         self.get = get
-        self.stream_open = False
+        self._stream_open = False
         self._maps: dict[int, dict[int, int]] = {}
         # a streamed reply that writes writers before readers (GrowingPlan order "written"):
         # a read with a value may be decided while the stream is open
         self.written_order = False
+        # no stream open: reads go straight to the settled state (no per-read stream test)
+        self.ref_state = self._settled_state
 
     # -- one reference ---------------------------------------------------------
 
@@ -132,8 +134,24 @@ class InputResolver:
                 return r.writers
         return _NO_WRITERS
 
+    @property
+    def stream_open(self) -> bool:
+        """A streamed plan is open: reads are decided by :meth:`ref_state`'s streaming rule."""
+        return self._stream_open
+
+    @stream_open.setter
+    def stream_open(self, value: bool) -> None:
+        self._stream_open = value
+        self.ref_state = self._streamed_state if value else self._settled_state
+
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
-        if self.stream_open and not ref.kind.startswith("input"):
+        """What call ``i`` reading ``ref`` sees now: (HAS, value), (MISSING, text),
+        (BROKEN, reason) or (PENDING, None).  (Rebound per instance to the settled or the
+        streamed rule when a stream opens or closes.)"""
+        return self._streamed_state(i, ref) if self._stream_open else self._settled_state(i, ref)
+
+    def _streamed_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
+        if not ref.kind.startswith("input"):
             if not self.written_order:
                 # any call still to come may write this path (or one overlapping it), and a
                 # finished plan's read waits for every writer wherever it stands in the text
