@@ -37,28 +37,60 @@ from ..runtime.errors import RunError
 from ..runtime.invoker import scoped_data
 from ..runtime.protocols import LatentRequest
 
-__all__ = ["DELEGATE_FAILED", "DelegateExecutor", "DelegateRun", "load_request", "scoped_context"]
+__all__ = ["DELEGATE_FAILED", "DELEGATE_OUTSIDE", "DelegateExecutor", "DelegateRun", "load_request",
+           "scoped_context"]
 
 DELEGATE_FAILED = "Delegate.Failed"
+DELEGATE_OUTSIDE = "Delegate.OutsideDirectory"
+MAX_REQUEST_BYTES = 1 << 20  # a saved request is a prompt: a larger file is refused, not read
 
 
-def load_request(source: Any, base_dir: str | os.PathLike | None = None) -> dict:
-    """A saved request: a dict, or a JSON/YAML file ``{"schema", "context", "config"?}``."""
+def _confined(path: Path, base_dir: Path) -> Path:
+    """``path`` (relative to ``base_dir``) once it is known to stay inside ``base_dir``
+    after ``..`` and symlinks are resolved."""
+    root = base_dir.resolve()
+    if path.is_absolute():
+        raise RunError(DELEGATE_OUTSIDE, f"delegate {str(path)!r}: a plan names a saved request by a path "
+                       f"relative to the delegate directory {str(root)!r}, not an absolute one")
+    target = (root / path).resolve()
+    if target != root and root not in target.parents:
+        raise RunError(DELEGATE_OUTSIDE, f"delegate {str(path)!r} leads outside the delegate directory "
+                       f"{str(root)!r}")
+    return target
+
+
+def load_request(source: Any, base_dir: str | os.PathLike | None = None, *, confined: bool = False) -> dict:
+    """A saved request: a dict, or a JSON/YAML file ``{"schema", "context", "config"?}``.
+
+    ``confined`` (a name a plan wrote, so the model chose it): the file must lie inside
+    ``base_dir`` (the current directory when None) after ``..`` and symlinks are resolved,
+    or ``Delegate.OutsideDirectory`` is raised and nothing is read."""
     if isinstance(source, dict):
         return source
     path = Path(source)
-    if base_dir is not None and not path.is_absolute():
-        path = Path(base_dir) / path
-    candidates = [path] + [path.with_suffix(s) for s in (".json", ".yaml", ".yml") if not path.suffix]
+    if confined:
+        root = Path(base_dir) if base_dir is not None else Path.cwd()
+        names = [path] + [path.with_suffix(s) for s in (".json", ".yaml", ".yml") if not path.suffix]
+        candidates = [_confined(p, root) for p in names]
+    else:
+        if base_dir is not None and not path.is_absolute():
+            path = Path(base_dir) / path
+        candidates = [path] + [path.with_suffix(s) for s in (".json", ".yaml", ".yml") if not path.suffix]
     for p in candidates:
         if p.is_file():
-            text = p.read_text(encoding="utf-8")
-            if p.suffix.lower() in (".yaml", ".yml"):
-                import yaml
+            if p.stat().st_size > MAX_REQUEST_BYTES:
+                raise RunError(DELEGATE_FAILED, f"delegate request {p} is over {MAX_REQUEST_BYTES:,} bytes")
+            try:
+                text = p.read_text(encoding="utf-8")
+                if p.suffix.lower() in (".yaml", ".yml"):
+                    import yaml
 
-                data = yaml.safe_load(text)
-            else:
-                data = json.loads(text)
+                    data = yaml.safe_load(text)
+                else:
+                    data = json.loads(text)
+            except Exception as exc:  # unreadable, not UTF-8, not JSON/YAML: the call fails, named
+                raise RunError(DELEGATE_FAILED, f"delegate request {p} cannot be read: "
+                               f"{type(exc).__name__}: {exc}") from None
             if not isinstance(data, dict):
                 raise RunError(DELEGATE_FAILED, f"delegate request {p} is not an object")
             return data
@@ -96,9 +128,10 @@ class DelegateExecutor:
         if name == "anonymous":
             return {"context": [], "schema": spec.output_schema if spec is not None else None}
         named = (self.parent.delegates or {}).get(name)
-        if named is not None:
+        if named is not None:  # the user's own configuration: any path they gave
             return load_request(named, self.parent.delegate_dir)
-        return load_request(name, self.parent.delegate_dir)
+        # a name the plan (the model) wrote: only files inside the delegate directory
+        return load_request(name, self.parent.delegate_dir, confined=True)
 
     async def execute(self, request: LatentRequest, context: dict | None = None) -> Any:
         call = request.call
