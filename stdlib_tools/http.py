@@ -10,6 +10,7 @@ Responses are read as a stream and cut at ``http_max_response_bytes``.
 from __future__ import annotations
 
 import json as _json
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -26,7 +27,7 @@ from .errors import ToolError
 if TYPE_CHECKING:  # httpx (and the CLI, rich and pygments it pulls in) is imported by the first request
     import httpx
 
-__all__ = ["BoundedDecoder", "HttpResponse", "build", "GuardedBackend"]
+__all__ = ["BoundedDecoder", "HttpResponse", "build", "GuardedBackend", "is_credential_header"]
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -83,6 +84,21 @@ def _make_transport(config: StdlibConfig, allow: netguard.AllowList) -> httpx.As
     if inner is not None:
         pool._network_backend = GuardedBackend(inner, allow)  # type: ignore[union-attr]
     return transport
+
+
+# Headers that carry credentials: dropped when a redirect changes the origin (scheme, host
+# or port), as browsers do for Authorization; API keys and tokens by their usual names too.
+_CREDENTIAL_NAMES = re.compile(r"auth|token|api[-_]?key|secret|cookie|session|passw|credential|signature",
+                               re.IGNORECASE)
+
+
+def is_credential_header(name: str) -> bool:
+    return _CREDENTIAL_NAMES.search(name) is not None
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    scheme = url.scheme.lower()
+    return scheme, (url.host or "").lower(), url.port or {"http": 80, "https": 443}.get(scheme)
 
 
 MAX_ENCODINGS = 3       # stacked Content-Encodings accepted ("gzip, gzip" is two)
@@ -247,9 +263,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                                 method = "GET"
                             content = None
                             hdrs = {k: v for k, v in hdrs.items() if k.lower() != "content-type"}
-                        if nxt.host != current.host:
-                            hdrs = {k: v for k, v in hdrs.items()
-                                    if k.lower() not in ("authorization", "cookie")}
+                        if _origin(nxt) != _origin(current):
+                            hdrs = {k: v for k, v in hdrs.items() if not is_credential_header(k)}
                         redirects.append(str(nxt))
                         current = nxt
                         continue

@@ -121,3 +121,36 @@ def test_nested_gzip_small_body_still_decodes(servers):
     a, _ = servers
     out = run(_tools()["http.get"](url=f"http://127.0.0.1:{a.server_address[1]}/small"))
     assert out["text"] == "hello" and out["truncated"] is False
+
+
+SECRETS = {"Authorization": "Bearer s3cret", "Cookie": "sid=1", "Proxy-Authorization": "Basic eA==",
+           "X-Api-Key": "k-123", "X-Auth-Token": "t-9", "Accept": "text/plain"}
+
+
+def _headers_seen(server: Any, path: str) -> dict[str, str]:
+    return {k.lower(): v for k, v in next(h for p, h in server.seen if p == path).items()}
+
+
+def test_credentials_are_dropped_on_a_redirect_to_another_port(servers):
+    a, b = servers
+    out = run(_tools()["http.request"](method="GET", url=f"http://127.0.0.1:{a.server_address[1]}/to-other-port",
+                                       headers=SECRETS))
+    assert out["text"] == "landed"
+    landed = _headers_seen(b, "/landing")
+    for name in ("authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"):
+        assert name not in landed, name
+    assert landed["accept"] == "text/plain"
+
+
+def test_credentials_are_dropped_on_a_redirect_to_another_host(servers):
+    a, _ = servers
+    run(_tools()["http.get"](url=f"http://127.0.0.1:{a.server_address[1]}/to-localhost", headers=SECRETS))
+    landed = _headers_seen(a, "/landing")
+    assert not {"authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"} & set(landed)
+
+
+def test_credentials_are_kept_on_a_same_origin_redirect(servers):
+    a, _ = servers
+    run(_tools()["http.get"](url=f"http://127.0.0.1:{a.server_address[1]}/to-same-origin", headers=SECRETS))
+    landed = _headers_seen(a, "/landing")
+    assert landed["authorization"] == "Bearer s3cret" and landed["x-api-key"] == "k-123"
