@@ -134,3 +134,11 @@ def test_streamed_agent_conflicting_path_is_refused_with_e210():
     first = result.to_json()["turns"][0]
     assert [e["error"]["code"] for e in first["errors"]] == ["E210"]
     assert first["calls"][0]["status"] == "failed"
+
+
+def test_the_prompt_shows_the_prescribed_path_not_a_parameter():
+    from sophon_dsl.llm.prompt import tool_signature
+
+    line = tool_signature(_summarize_tool())
+    assert line.startswith("summarize(text: string) -> string"), line
+    assert "writes †data.user.summary" in line

@@ -19,6 +19,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 from ..model import Mode, Plan, Risk
+from ..outputpath import parameter_schema, prescription
 from ..tools import ToolSpec
 from .provider import Message
 
@@ -133,7 +134,7 @@ def _name(k: str) -> str:
 
 def tool_signature(spec: ToolSpec) -> str:
     """``name(a: string, b?: integer) -> T  # risk low, latent: description``"""
-    schema = spec.input_schema or {}
+    schema = parameter_schema(spec.input_schema) or {}  # a prescribed _outputPath is no parameter
     props = schema.get("properties") if isinstance(schema, dict) else None
     req = set(schema.get("required") or ()) if isinstance(schema, dict) else set()
     params = []
@@ -146,6 +147,9 @@ def tool_signature(spec: ToolSpec) -> str:
         tags.append(f"risk {spec.risk.label}")
     if spec.func is None:
         tags.append("latent")
+    fixed = prescription(spec)
+    if fixed is not None:
+        tags.append(f"writes {fixed.text}")
     desc = (spec.description or "").strip().split("\n", 1)[0]
     if len(desc) > 120:
         desc = desc[:117] + "..."
