@@ -230,8 +230,8 @@ def strip_fences(text: str) -> str:
 
 def _detect_form(text: str) -> str | None:
     body = strip_fences(text).lstrip()
-    if not body:
-        return None
+    if not body or (body[0] == "`" and "\n" not in body):
+        return None  # nothing yet, or a fence line still arriving (```json split across deltas)
     return "json" if body[0] in "{[" else "dsl"
 
 

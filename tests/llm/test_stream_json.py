@@ -65,6 +65,20 @@ def test_a_call_is_dispatched_when_its_object_closes(reply):
         assert out.output == "Ann"
 
 
+def test_a_fenced_reply_streamed_one_character_at_a_time():
+    events: list = []
+    reply = "```json\n" + SOLUTION + "```\n"
+
+    async def go():
+        turn = StreamTurn(tools(events))
+        for ch in reply:
+            turn.feed(ch)
+        return await turn.finish()
+
+    out = asyncio.run(go())
+    assert out.form == "json" and out.status == "succeeded" and out.output == "Ann", out.errors
+
+
 def test_a_call_failing_its_check_is_refused_at_its_position():
     reply = ('{"calls": [{"_tool": "fetch", "name": "a", "_outputPath": "†state.p"},\n'
              '   {"_tool": "fetc", "name": "b"}], "output": null}')
