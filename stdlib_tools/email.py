@@ -48,6 +48,19 @@ def _addresses(value: str | list[str] | None, field: str) -> list[str]:
     return out
 
 
+def _check_headers(msg: EmailMessage) -> None:
+    """Refuse a header whose value, as the message holds it, has a line break or another
+    control character.  The subject is checked for raw line breaks before this, but an
+    RFC 2047 encoded word (``=?utf-8?q?hi=0D=0AReply-To:...?=``) is decoded when the header
+    is set and would be written back as new header lines, or a new body."""
+    for name, value in msg.items():
+        text = str(value)
+        bad = next((ch for ch in text if (ord(ch) < 32 and ch != "\t") or 0x7F <= ord(ch) < 0xA0), None)
+        if bad is not None:
+            raise ToolError("Email.InvalidHeader", f"{name}: the value holds the control character "
+                            f"U+{ord(bad):04X} once decoded (encoded words included): refused")
+
+
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def _send_sync(msg: EmailMessage, sender: str, rcpts: list[str]) -> dict[str, tuple[int, bytes]]:
         host = config.smtp_host
@@ -109,6 +122,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         msg["Date"] = formatdate(localtime=True)  # RFC 5322 requires it; some servers refuse mail without
         domain = parseaddr(sender)[1].rsplit("@", 1)[-1]
         msg["Message-ID"] = make_msgid(domain=domain)
+        _check_headers(msg)
         msg.set_content(body)
         if html:
             msg.add_alternative(html, subtype="html")

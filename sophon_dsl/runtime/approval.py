@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -251,9 +252,17 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
     return _bounded(", ".join(parts))
 
 
+# control characters (C0, DEL, C1) and bidirectional overrides / isolates: written to a
+# terminal they can move the cursor, recolour or reorder text, and so hide an argument
+_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _bounded(text: str, limit: int = MAX_ARGS_CHARS) -> str:
+    text = _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # shown, never interpreted
     text = " ".join(text.split())  # one line: a newline in a value must not break the prompt
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1] + f"… ({len(text) - limit + 1:,} more characters)"
 
 
 def describe_rejected(request: ApprovalRequest) -> str:
