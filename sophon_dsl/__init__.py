@@ -25,6 +25,7 @@ __all__ = [
     "Agent",
     "Call",
     "CallContext",
+    "DaskExecutor",
     "Diagnostic",
     "DiagnosticError",
     "GoalRunner",
@@ -95,4 +96,8 @@ def __getattr__(name: str) -> Any:
         from .goals import GoalRunner
 
         return GoalRunner
+    if name == "DaskExecutor":  # tool calls on a Dask cluster (docs/scale-out.md); Dask itself loads later
+        from .scaleout import DaskExecutor
+
+        return DaskExecutor
     raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")

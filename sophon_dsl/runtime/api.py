@@ -460,6 +460,7 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
     (600), ``approve_calls`` (per-call gate), ``approval_risk`` (Risk.MEDIUM),
     ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s),
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
+    ``tool_executor`` (where tool calls run: a ``sophon_dsl.DaskExecutor``, docs/scale-out.md),
     ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
     ``validate_output``, ``validate_input``, ``preview_chars``; durable runs: ``store`` (a URL
     or :func:`sophon_dsl.open_store` store), ``run_id``, ``approve="wait"`` (docs/runtime.md).

@@ -79,6 +79,7 @@ class DaskRun:
 
     async def open(self) -> None:
         """Connect and check every routed tool of the plan on the workers (PlanInvalid)."""
+        self.run_id = getattr(self.sched, "run_id", None) or self.run_id  # (set after the scheduler was made)
         self.client, self._owned = await self.executor.connect()
         routes = {}
         for i, call in enumerate(self.sched.calls):
@@ -129,7 +130,8 @@ class DaskRun:
             raise refused_error(route)
         key = f"{self.run_id}/{inv.call_id}/{inv.attempt}"
         slot = asyncio.get_running_loop().create_future()
-        self._pending.append((key, route, Payload(route.digest, call.tool, inv.args, route.is_async), slot))
+        payload = Payload(route.digest, call.tool, inv.args, route.is_async, self.run_id, inv.call_id, inv.attempt)
+        self._pending.append((key, route, payload, slot))
         if self._flush_at is None:
             self._flush_at = asyncio.get_running_loop().call_soon(self._flush)
         future = None

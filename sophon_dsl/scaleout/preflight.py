@@ -20,7 +20,7 @@ from ..runtime.errors import PlanInvalid, RunError
 from ..tools import ToolSpec
 from .config import Routing
 from .ship import ship
-from .worker import preflight
+from .worker import preflight, version as local_version
 
 __all__ = ["EXECUTOR_REFUSED", "Route", "check_routes", "refused_error", "route_for"]
 
@@ -102,8 +102,7 @@ async def check_routes(client: Any, routes: list[Route], run_id: str, timeout: f
 
 async def _check_workers(client: Any, routes: list[Route]) -> list[Diagnostic]:
     """Cluster-wide problems (no workers, wrong sophon-dsl); per-route ones go on the routes."""
-    from .. import __version__
-
+    __version__ = local_version()
     info = await client.run(preflight, {r.digest: r.blob for r in routes}, on_error="return")
     if not info:
         await client.wait_for_workers(1)  # a cluster still starting (bounded by the caller)

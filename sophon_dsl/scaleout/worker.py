@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from typing import Any, Callable
 
-__all__ = ["Payload", "preflight", "run_call"]
+__all__ = ["Payload", "preflight", "run_call", "version"]
 
 _FUNCS: dict[str, Callable[..., Any]] = {}
 
@@ -22,13 +22,24 @@ class Payload:
     """One call's arguments as Dask sees them: an opaque object, so Dask never looks inside
     the arguments for task keys."""
 
-    __slots__ = ("digest", "tool", "args", "is_async")
+    __slots__ = ("digest", "tool", "args", "is_async", "run_id", "call_id", "attempt")
 
-    def __init__(self, digest: str, tool: str, args: dict, is_async: bool) -> None:
+    def __init__(self, digest: str, tool: str, args: dict, is_async: bool, run_id: str = "", call_id: str = "",
+                 attempt: int = 1) -> None:
         self.digest, self.tool, self.args, self.is_async = digest, tool, args, is_async
+        self.run_id, self.call_id, self.attempt = run_id, call_id, attempt
 
     def __reduce__(self):
-        return Payload, (self.digest, self.tool, self.args, self.is_async)
+        return Payload, (self.digest, self.tool, self.args, self.is_async, self.run_id, self.call_id, self.attempt)
+
+
+class _Record:
+    """What ``sophon_dsl.current_call()`` reads of a call record, on the worker."""
+
+    __slots__ = ("id", "attempts")
+
+    def __init__(self, call_id: str, attempt: int) -> None:
+        self.id, self.attempts = call_id, attempt
 
 
 def function(digest: str, blob: bytes) -> Callable[..., Any]:
@@ -62,6 +73,10 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
     from ..runtime.protocols import Branch
     from ..runtime.state import to_json_value
 
+    from ..durable.current import CURRENT
+
+    # sophon_dsl.current_call() (the idempotency key) works in the tool's code here too
+    token = CURRENT.set((payload.run_id, _Record(payload.call_id, payload.attempt)))
     try:
         func = function(payload.digest, blob)
         out = func(**payload.args)
@@ -75,6 +90,8 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
         if payload.is_async and isinstance(exc, SystemExit):
             return ("error", TOOL_FAILED, f"{payload.tool} raised SystemExit({exc.code!r})")
         return ("error", TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})")
+    finally:
+        CURRENT.reset(token)
     target = None
     if isinstance(out, Branch):
         target, out = out.target, out.value
@@ -88,10 +105,21 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
     return ("ok", out) if target is None else ("branch", target, out)
 
 
+def version() -> str:
+    """This installation's sophon-dsl version (read from its metadata: importing the package
+    ``sophon_dsl`` from here would be an import loop)."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("sophon-dsl")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def preflight(blobs: dict[str, bytes], dask_worker: Any = None) -> dict:
     """On each worker before a run: sophon-dsl's version, the worker's resources, and the
     tools that do not unpickle here (``{digest: why}``)."""
-    from .. import __version__
+    from ..runtime import errors, protocols, state  # noqa: F401 - what run_call needs, imported now
 
     failed = {}
     for digest, blob in blobs.items():
@@ -102,4 +130,4 @@ def preflight(blobs: dict[str, bytes], dask_worker: Any = None) -> dict:
     resources = {}
     if dask_worker is not None:
         resources = dict(getattr(dask_worker.state, "total_resources", None) or {})
-    return {"version": __version__, "resources": resources, "failed": failed}
+    return {"version": version(), "resources": resources, "failed": failed}

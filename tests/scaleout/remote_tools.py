@@ -112,3 +112,11 @@ def blocks(path: str, seconds: float = 30) -> int:
     while not os.path.exists(path) and time.monotonic() < end:
         time.sleep(0.01)
     return 1
+
+
+@tool
+def idempotency_key() -> dict:
+    from sophon_dsl import current_call
+
+    cur = current_call()
+    return {"key": cur.key, "attempt": cur.attempt}

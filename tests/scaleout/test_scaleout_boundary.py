@@ -176,3 +176,12 @@ def test_a_tool_that_does_not_unpickle_on_the_workers_is_refused(proc_cluster, t
         sophon_dsl.run("†state.x = only_here()", [spec], tool_executor=_ex(proc_cluster))
     [diag] = info.value.diagnostics
     assert diag.code == "E704" and "cannot load it" in diag.message and "only_here_pkg" in diag.message
+
+
+def test_the_idempotency_key_is_the_runs_on_the_worker_too(proc_cluster, tools):
+    ex = _ex(proc_cluster)
+    result = sophon_dsl.run("†state.k = idempotency_key()", tools, tool_executor=ex)
+    run_id = ex.last_keys[0].split("/")[0]
+    assert result.state["state"]["k"] == {"key": f"{run_id}:c1", "attempt": 1}
+    if getattr(result, "run_id", None):  # durable runs mint the run id; the keys use it
+        assert run_id == result.run_id

@@ -58,3 +58,25 @@ def test_routing_keeps_tools_local(gpu_cluster, tools):
     assert result.status == "succeeded"
     assert [k.split("/")[1] for k in ex.last_keys] == ["c3"]  # only `where` went to the cluster
     assert result.state["state"]["a"]["pid"] == os.getpid()
+
+
+def test_workers_on_another_sophon_dsl_version_are_refused(gpu_cluster, tools, monkeypatch):
+    from sophon_dsl.scaleout import preflight
+
+    monkeypatch.setattr(preflight, "local_version", lambda: "9.9.9")  # the coordinator's only
+    with pytest.raises(PlanInvalid) as info:
+        sophon_dsl.run("†state.w = where()", tools, tool_executor=DaskExecutor(gpu_cluster.scheduler_address))
+    assert {d.code for d in info.value.diagnostics} == {"E706"}
+    assert "9.9.9" in info.value.diagnostics[0].message
+
+
+def test_an_unreachable_scheduler_is_refused(tools):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(PlanInvalid) as info:
+        sophon_dsl.run("†state.w = where()", tools, tool_executor=DaskExecutor(f"tcp://127.0.0.1:{port}",
+                                                                            connect_timeout=1))
+    assert [d.code for d in info.value.diagnostics] == ["E703"]
