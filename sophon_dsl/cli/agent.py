@@ -138,6 +138,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
+                  stream_order=getattr(args, "stream_order", "any"),
                   run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
         from ..planning.advisor import LLMAdvisor

@@ -212,6 +212,10 @@ def agent_args(sub: argparse._SubParsersAction,
                         "or run calls as they stream (eager); wins over --mode (docs/planning.md)")
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let the model suggest one alternative call")
+    p.add_argument("--stream-order", choices=("any", "written"), default="any",
+                   help="any: a streamed call reading another's result waits for the end of the reply "
+                        "(textual order does not matter); written: it goes once its writers end, and a "
+                        "writer arriving after its reader ran is refused (E212)")
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 

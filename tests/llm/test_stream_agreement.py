@@ -281,3 +281,27 @@ def test_agent_stream_order_option():
         outcomes[order] = (result.status, codes, [e for e in events if e.startswith("show")])
     assert outcomes["any"] == ("succeeded", [], ["show {'n': 1}"])
     assert outcomes["written"] == ("failed", ["E212"], ["show {'n': 0}"])
+
+
+def test_cli_agent_stream_order_flag(tmp_path, capsys):
+    import json as _json
+
+    from sophon_dsl.cli import main
+
+    tools_file = tmp_path / "tools.py"
+    tools_file.write_text(
+        "import asyncio\nfrom sophon_dsl import tool\n\n"
+        "@tool\nasync def fetch(n: int) -> dict:\n    await asyncio.sleep(0.005)\n    return {'n': n}\n\n"
+        "@tool\ndef show(x: dict) -> dict:\n    return x\n", encoding="utf-8")
+    script = tmp_path / "script.json"
+    reply = "$state.seen = show(x=$state.a)\n$state.a = fetch(n=1)\n\n\n\nreturn $state.seen\n"
+    script.write_text(_json.dumps([{"reply": reply, "chunk_size": 4, "tokens_per_second": 100}]), encoding="utf-8")
+    codes = {}
+    for order in ("any", "written"):
+        rc = main(["agent", "go", "--provider", f"scripted:{script}", "--tools", str(tools_file), "--no-stdlib",
+                   "--state", '{"a": {"n": 0}}', "--max-turns", "1", "--approve", "yes", "--json",
+                   "--stream-order", order])
+        out = _json.loads(capsys.readouterr().out)
+        codes[order] = (rc, out["output"], [e["error"].get("code") for t in out["turns"] for e in t["errors"]])
+    assert codes["any"] == (0, {"n": 1}, [])
+    assert codes["written"][0] == 1 and codes["written"][2] == ["E212"]
