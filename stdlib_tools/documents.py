@@ -19,7 +19,7 @@ from sophon_dsl.tools import ToolSpec
 from ._common import make_tool
 from .config import StdlibConfig
 from .errors import ToolError
-from .sandbox import relative_to_root, resolve_in_sandbox
+from .sandbox import open_in_sandbox, relative_to_root, resolve_in_sandbox
 
 __all__ = ["build", "DocumentResult", "render_csv", "render_markdown", "normalize_rows"]
 
@@ -128,17 +128,23 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         if len(data) > config.files_max_bytes:
             raise ToolError("Files.TooLarge", f"document is {len(data)} bytes; the limit is "
                             f"{config.files_max_bytes}")
-        real.parent.mkdir(parents=True, exist_ok=True)
-        resolve_in_sandbox(root, real.parent)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(real, flags, 0o644)
+        try:  # openat-style, no symlink followed, one link only (stdlib_tools.sandbox)
+            fd = open_in_sandbox(root, real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown=path, make_dirs=True)
         except FileExistsError:
-            raise ToolError("Files.Exists", f"{path!r} already exists") from None
+            if not overwrite:
+                raise ToolError("Files.Exists", f"{path!r} already exists") from None
+            try:
+                fd = open_in_sandbox(root, real, os.O_WRONLY, shown=path)
+            except ToolError:
+                raise
+            except OSError as exc:
+                raise ToolError("Files.Error", f"cannot write {path!r}: {exc.strerror}") from None
+        except ToolError:
+            raise
         except OSError as exc:
             raise ToolError("Files.Error", f"cannot write {path!r}: {exc.strerror}") from None
         with os.fdopen(fd, "wb") as fh:
+            os.ftruncate(fh.fileno(), 0)
             fh.write(data)
         return DocumentResult(path=relative_to_root(root, real), format=fmt, rows=len(cells),
                               columns=cols, bytes=len(data))

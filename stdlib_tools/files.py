@@ -16,7 +16,7 @@ from sophon_dsl.tools import ToolSpec
 from ._common import make_tool
 from .config import StdlibConfig
 from .errors import ToolError
-from .sandbox import relative_to_root, resolve_in_sandbox
+from .sandbox import open_dir_in_sandbox, open_in_sandbox, relative_to_root, resolve_in_sandbox
 
 __all__ = ["build", "FileContent", "WriteResult", "Listing", "Entry"]
 
@@ -49,9 +49,18 @@ class Listing(TypedDict):
     truncated: bool
 
 
-def _open_nofollow(real, flags: int, mode: int = 0o644) -> int:
-    """Open without following a symlink swapped in after the check (final component)."""
-    return os.open(real, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+def _open(root, real, flags: int, shown: str, make_dirs: bool = False) -> int:
+    """:func:`open_in_sandbox` with the OS errors named (FileExistsError is left to the caller)."""
+    try:
+        return open_in_sandbox(root, real, flags, shown=shown, make_dirs=make_dirs)
+    except (ToolError, FileExistsError):
+        raise
+    except FileNotFoundError:
+        raise ToolError("Files.NotFound", f"no such file: {shown!r}") from None
+    except IsADirectoryError:
+        raise ToolError("Files.IsADirectory", f"{shown!r} is a directory") from None
+    except OSError as exc:
+        raise ToolError("Files.Error", f"cannot open {shown!r}: {exc.strerror}") from None
 
 
 def build(config: StdlibConfig) -> list[ToolSpec]:
@@ -62,17 +71,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
              max_bytes: Annotated[int | None, Field(gt=0)] = None) -> FileContent:
         real = resolve_in_sandbox(root, path, allow_root=False)
         cap = min(max_bytes or config.files_max_bytes, config.files_max_bytes)
-        try:
-            fd = _open_nofollow(real, os.O_RDONLY)
-        except FileNotFoundError:
-            raise ToolError("Files.NotFound", f"no such file: {path!r}") from None
-        except IsADirectoryError:
-            raise ToolError("Files.IsADirectory", f"{path!r} is a directory") from None
-        except OSError as exc:
-            raise ToolError("Files.Error", f"cannot open {path!r}: {exc.strerror}") from None
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise ToolError("Files.IsADirectory", f"{path!r} is a directory")
+        fd = _open(root, real, os.O_RDONLY, path)
         with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             data = fh.read(cap + 1)
@@ -99,68 +98,76 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         if len(data) > config.files_max_bytes:
             raise ToolError("Files.TooLarge", f"content is {len(data)} bytes; the limit is "
                             f"{config.files_max_bytes}")
-        if make_dirs:
-            real.parent.mkdir(parents=True, exist_ok=True)
-            resolve_in_sandbox(root, real.parent)  # the created parents are still inside
-        existed = real.exists()
-        flags = os.O_WRONLY | os.O_CREAT | {"overwrite": os.O_TRUNC, "append": os.O_APPEND,
-                                            "create": os.O_EXCL}[mode]
-        try:
-            fd = _open_nofollow(real, flags)
+        flags = os.O_WRONLY | (os.O_APPEND if mode == "append" else 0)
+        created = True
+        try:  # created here, or opened as it is (never truncated before the checks pass)
+            fd = _open(root, real, flags | os.O_CREAT | os.O_EXCL, path, make_dirs)
         except FileExistsError:
-            raise ToolError("Files.Exists", f"{path!r} already exists") from None
-        except IsADirectoryError:
-            raise ToolError("Files.IsADirectory", f"{path!r} is a directory") from None
-        except FileNotFoundError:
-            raise ToolError("Files.NotFound", f"the directory of {path!r} does not exist") from None
-        except OSError as exc:
-            raise ToolError("Files.Error", f"cannot write {path!r}: {exc.strerror}") from None
+            if mode == "create":
+                raise ToolError("Files.Exists", f"{path!r} already exists") from None
+            created = False
+            try:
+                fd = _open(root, real, flags, path)
+            except FileExistsError:  # pragma: no cover - not asked to create
+                raise ToolError("Files.Exists", f"{path!r} already exists") from None
         with os.fdopen(fd, "wb") as fh:
+            if mode == "append":  # the limit is per file: what is there counts
+                size = os.fstat(fh.fileno()).st_size
+                if size + len(data) > config.files_max_bytes:
+                    raise ToolError("Files.TooLarge", f"{path!r} would grow to {size + len(data)} bytes; "
+                                    f"the limit is {config.files_max_bytes}")
+            elif mode == "overwrite":
+                os.ftruncate(fh.fileno(), 0)
             fh.write(data)
         return WriteResult(path=relative_to_root(root, real), bytes_written=len(data),
-                           created=not existed)
+                           created=created)
 
     def list_(path: Annotated[str, Field(description="directory relative to the sandbox root")] = ".",
               pattern: Annotated[str | None, Field(description="glob on names, e.g. *.csv")] = None,
               recursive: bool = False) -> Listing:
         real = resolve_in_sandbox(root, path)
-        if not real.exists():
-            raise ToolError("Files.NotFound", f"no such directory: {path!r}")
-        if not real.is_dir():
-            raise ToolError("Files.NotADirectory", f"{path!r} is not a directory")
+        top = open_dir_in_sandbox(root, real, shown=path)  # walked by descriptor: no link followed
+        base = relative_to_root(root, real)
         entries: list[Entry] = []
         truncated = False
 
-        def add(dirpath: str, name: str) -> bool:
-            full = os.path.join(dirpath, name)
+        def add(dirfd: int, dirpath: str, name: str) -> bool:
             if pattern and not fnmatch.fnmatch(name, pattern):
                 return True
             if len(entries) >= MAX_LIST_ENTRIES:
                 return False
-            st = os.lstat(full)
+            try:
+                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except OSError:  # gone since the listing
+                return True
             kind: Literal["file", "dir", "symlink", "other"] = (
                 "symlink" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode)
                 else "file" if stat.S_ISREG(st.st_mode) else "other")
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            rel = name if dirpath == "." else f"{dirpath}/{name}"
+            rel = rel if base == "." else f"{base}/{rel}"
             entries.append(Entry(name=name, path=rel, type=kind,
                                  size=st.st_size if kind == "file" else None))
             return True
 
-        if recursive:
-            for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-                dirnames.sort()
-                for name in sorted(dirnames + filenames):
-                    if not add(dirpath, name):
+        try:
+            if recursive:
+                for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+                    dirnames.sort()
+                    where = os.path.normpath(dirpath).replace(os.sep, "/")
+                    for name in sorted(dirnames + filenames):
+                        if not add(dirfd, where, name):
+                            truncated = True
+                            break
+                    if truncated:
+                        break
+            else:
+                for name in sorted(os.listdir(top)):
+                    if not add(top, ".", name):
                         truncated = True
                         break
-                if truncated:
-                    break
-        else:
-            for name in sorted(os.listdir(real)):
-                if not add(str(real), name):
-                    truncated = True
-                    break
-        return Listing(path=relative_to_root(root, real), entries=entries, truncated=truncated)
+        finally:
+            os.close(top)
+        return Listing(path=base, entries=entries, truncated=truncated)
 
     return [
         make_tool(read, "files.read", Risk.LOW,
