@@ -130,6 +130,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E508": (Severity.ERROR, "map body 'after' names an unknown call"),
     "E509": (Severity.ERROR, "map body dependency cycle"),
     # W: warnings
+    "W101": (Severity.WARNING, "text that looks like a reference but is not one"),
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),

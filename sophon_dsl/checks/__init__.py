@@ -26,6 +26,7 @@ from .readonly import ReadOnlyWrites
 from .rule import Rule, Scope, describe
 from .sources import ReadSources, UnknownKinds
 from .statewrites import StateWrites
+from .strings import ReferenceLikeText
 from .types import ParamTypes
 from .writers import ConcurrentWriters
 
@@ -40,6 +41,7 @@ RULES: tuple[type[Rule], ...] = (
     ToolParams,              # E201 E202 E203
     PrescribedOutputs,       # E210 E211
     ParamTypes,              # E204 E205
+    ReferenceLikeText,       # W101
     OutputSchema,            # E208 (the plan's output)
     StateWrites,             # E308 E309
     UnknownKinds,            # E306

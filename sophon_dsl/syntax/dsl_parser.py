@@ -1026,7 +1026,8 @@ def _syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
     if better is not None:
         msg, line, col = better
     line, col = _clamp(line, col, lines)
-    return Diagnostic("E001", msg, Span(line, col, line, col + 1))
+    # data marks what the grammar itself rejects (the builder's E001s are accepted by it)
+    return Diagnostic("E001", msg, Span(line, col, line, col + 1), data={"grammar": True})
 
 
 def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | None:
@@ -1085,7 +1086,8 @@ def _clamp_diag(d: Diagnostic, lines: list[str]) -> Diagnostic:
         eline, ecol = line, col
     if (line, col, eline, ecol) == (s.line, s.column, s.end_line, s.end_column):
         return d
-    return Diagnostic(d.code, d.message, Span(line, col, eline, ecol), d.file, d.path, d.severity, d.related)
+    return Diagnostic(d.code, d.message, Span(line, col, eline, ecol), d.file, d.path, d.severity, d.related,
+                      d.data)
 
 
 # ---------------------------------------------------------------------------
