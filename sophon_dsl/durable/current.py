@@ -1,18 +1,24 @@
 """``sophon_dsl.current_call()``: which run and call a tool's code is running for.
 
-The runner sets one context variable per call (its task's own context); the local
-invoker runs sync tools with a copy of that context, so thread-pool tools see it too.
+Nothing is recorded per call (a context variable set for every call costs more than the
+rest of a no-op call's bookkeeping): in the event loop, the current task is the runner's
+``run_call(i, ...)`` coroutine, whose frame names the call; a sync tool runs in the thread
+pool with the call it runs for in a thread-local, set by the local invoker.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["CURRENT", "CurrentCall", "current_call"]
+__all__ = ["CURRENT", "CurrentCall", "current_call", "in_thread_for"]
 
-# (run id, the call's CallRecord): the record is live, so ``attempt`` is the current one
+_thread = threading.local()
+# For code that runs a call outside the local runner (a scale-out worker): ``(run id, an
+# object with the call's ``id`` and ``attempts``)``; consulted before the runner's task.
 CURRENT: ContextVar[tuple | None] = ContextVar("sophon_current_call", default=None)
 
 
@@ -36,8 +42,33 @@ class CurrentCall:
 
 def current_call() -> CurrentCall | None:
     """The call the calling code runs for, or None outside a run's tool."""
-    cur: Any = CURRENT.get()
-    if cur is None:
+    given = getattr(_thread, "call", None)
+    if given is not None:
+        return given
+    outside = CURRENT.get()
+    if outside is not None:
+        run_id, rec = outside
+        return CurrentCall(run_id or "", rec.id, rec.attempts)
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
         return None
-    run_id, rec = cur
-    return CurrentCall(run_id or "", rec.id, rec.attempts)
+    frame = getattr(task.get_coro(), "cr_frame", None) if task is not None else None
+    if frame is None or frame.f_code.co_name != "run_call":
+        return None
+    where = frame.f_locals
+    sched = getattr(where.get("self"), "s", None)
+    i = where.get("i")
+    if sched is None or not isinstance(i, int):
+        return None
+    rec = sched.records[i]
+    return CurrentCall(getattr(sched, "run_id", None) or "", rec.id, rec.attempts)
+
+
+def in_thread_for(call: CurrentCall | None, func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in a worker thread, with ``call`` as the thread's current call."""
+    _thread.call = call
+    try:
+        return func(*args)
+    finally:
+        _thread.call = None

@@ -64,12 +64,14 @@ def owner_id() -> str:
 def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: Any) -> Any:
     """Make ``handle``'s run durable in ``store`` (a URL or a store); the approver to use."""
     from . import open_store
-    from ..loader import dumps
+    from ..syntax.doc_printer import plan_to_document
+    from .base import dumps
 
     backend = open_store(store)
     run = DurableRun(backend, handle.run_id)
     run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
-    run.register(dumps(plan, "json"), plan, prep.registry, {**data, "plan_id": handle.plan_id})
+    # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
+    run.register(dumps(plan_to_document(plan)), plan, prep.registry, {**data, "plan_id": handle.plan_id})
     handle.durable = run
     return run.approver(approver)
 

@@ -27,11 +27,11 @@ import os
 import queue
 import threading
 from concurrent.futures import Executor, Future
-from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
+from ..durable.current import current_call, in_thread_for
 from ..model import Call, Plan
 from ..tools import CallContext, ToolSpec
 from .errors import TOOL_FAILED, RunError
@@ -212,9 +212,9 @@ class LocalInvoker:
             else:
                 if self._pool is None:
                     self._pool = DaemonThreadPool(self.max_workers)
-                # the call's context goes along: sophon_dsl.current_call() works in the thread
+                # sophon_dsl.current_call() in the thread: the call it runs for goes along
                 out = asyncio.get_running_loop().run_in_executor(
-                    self._pool, partial(copy_context().run, call_in_thread, func, args))
+                    self._pool, partial(in_thread_for, current_call(), call_in_thread, func, args))
             if inspect.isawaitable(out):
                 try:
                     out = await out

@@ -24,7 +24,6 @@ from .errors import (
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
 )
 from .contracts import state_writes
-from ..durable.current import CURRENT
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import alternative_for, retry_delay
@@ -98,7 +97,6 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
-            CURRENT.set((s.run_id, rec))  # sophon_dsl.current_call() in the tool's code
             if s.journal is not None and (err := await s.journal.hooks.before_start(self, i, call, args)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 s.journal.settle_after_commit(i)

@@ -4,6 +4,7 @@ in-doubt calls, approvals kept, waiting runs, the lease and the plan hash."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 
@@ -238,12 +239,14 @@ def test_lease_and_plan_hash(tmp_path):
 
 
 def test_many_concurrent_runs_share_one_store(store_url):
+    n = int(os.environ.get("SOPHON_CONCURRENT_RUNS", "100"))  # the issue's proof: 1000
+
     async def main():
         store = sophon_dsl.open_store(store_url)
         try:
             plan = plans.seeded_plan(3, 10)
             results = await asyncio.gather(*(sophon_dsl.arun(plan, tools=plans.TOOLS, input={"zero": 0},
-                                                             store=store) for _ in range(100)))
+                                                             store=store) for _ in range(n)))
             return results, store.list_runs()
         finally:
             store.close()
@@ -251,4 +254,36 @@ def test_many_concurrent_runs_share_one_store(store_url):
     results, rows = asyncio.run(main())
     solo = plans.comparable(sophon_dsl.run(plans.seeded_plan(3, 10), tools=plans.TOOLS, input={"zero": 0}))
     assert all(plans.comparable(r) == solo for r in results)
-    assert len({r.run_id for r in results}) == 100 and {row["status"] for row in rows} == {"succeeded"}
+    assert len({r.run_id for r in results}) == n and {row["status"] for row in rows} == {"succeeded"}
+
+
+def test_a_call_gate_waits_too(tmp_path):
+    path, url = _db(tmp_path)
+
+    @tool(risk="high")
+    def pay(amount: int) -> str:
+        plans._note("pay")
+        return f"paid {amount}"
+
+    tools = [*plans.TOOLS, pay]
+    plan = "a: $state.a = look(n=1)\np: $state.p = pay(amount=$state.a)\n"
+    first = sophon_dsl.run(plan, tools=tools, approve="wait", approve_calls=True, store=url)
+    assert first.status == "waiting"
+    store = sophon_dsl.open_store(url)
+    try:
+        assert store.get_run(first.run_id)["summary"]["waiting"]["decision"] == "plan"
+        store.put_decision(first.run_id, "plan", {"action": "approve"}).result()
+    finally:
+        store.close()
+    second = sophon_dsl.resume(first.run_id, store=url, tools=tools, approve="wait", approve_calls=True)
+    assert second.status == "waiting" and second.call("a").status == "succeeded"
+    assert second.call("p").status == "cancelled"  # not committed: it asks again when the run continues
+    store = sophon_dsl.open_store(url)
+    try:
+        assert store.get_run(first.run_id)["summary"]["waiting"]["decision"] == "call:p"
+        store.put_decision(first.run_id, "call:p", {"action": "approve"}).result()
+    finally:
+        store.close()
+    done = sophon_dsl.resume(first.run_id, store=url, tools=tools, approve="wait", approve_calls=True)
+    assert done.ok and done.state["state"]["p"] == "paid 3"
+    assert [e["call"] for e in plans.ledger_lines()] == ["a", "p"]  # a is not run again
