@@ -80,3 +80,22 @@ def test_an_unreachable_scheduler_is_refused(tools):
         sophon_dsl.run("†state.w = where()", tools, tool_executor=DaskExecutor(f"tcp://127.0.0.1:{port}",
                                                                             connect_timeout=1))
     assert [d.code for d in info.value.diagnostics] == ["E703"]
+
+
+def test_calls_ready_together_go_in_one_submission_per_resource_set(gpu_cluster, tools, monkeypatch):
+    import distributed
+
+    batches = []
+    real_map = distributed.Client.map
+
+    def counting_map(self, func, *iterables, key=None, resources=None, **kw):
+        batches.append((len(key), resources))
+        return real_map(self, func, *iterables, key=key, resources=resources, **kw)
+
+    monkeypatch.setattr(distributed.Client, "map", counting_map)
+    plan = "\n".join([*(f"†state.s{k} = sleepy(seconds=0)" for k in range(6)),
+                      *(f"†state.g{k} = gpu_interval(seconds=0)" for k in range(3)),
+                      "†state.after = sleepy(seconds=†state.s0)"])
+    result = sophon_dsl.run(plan, tools, tool_executor=DaskExecutor(gpu_cluster.scheduler_address))
+    assert result.status == "succeeded"
+    assert sorted(batches, key=str) == sorted([(6, None), (3, {"GPU": 1}), (1, None)], key=str)
