@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -118,6 +120,24 @@ def test_never_for_reference_approval_or_plan_errors():
     for code in ("Ref.Unresolved", "Approval.Rejected", "Approval.Timeout", "Plan.Cancelled", "Plan.Timeout"):
         assert asyncio.run(alternative_for(fake, 0, call, ErrorInfo(code, "x"))) is None
     assert adv.asked == 0
+
+
+def test_the_advisor_through_the_openai_sdk_and_local_sse_server(monkeypatch):
+    pytest.importorskip("openai")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
+    from sse_server import ScriptedLLMServer
+
+    from sophon_dsl.llm.providers import OpenAIProvider
+
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with ScriptedLLMServer(replies=['$state.page = mirror.fetch(url="http://m")'], chunk_chars=4) as srv:
+        adv = LLMAdvisor(OpenAIProvider("gpt-test", base_url=srv.openai_base_url, api_key="sk-test"))
+        result = run(loads(PLAN), TOOLS, advisor=adv)
+        sent = srv.requests[0].json
+    assert result.status == "succeeded" and result.output == "mirror of http://m"
+    assert sent["temperature"] == 0.5 and sent["max_tokens"] == 256
+    assert "Failed call: $state.page = web.fetch(" in sent["messages"][-1]["content"]
 
 
 def test_parse_suggestion():
