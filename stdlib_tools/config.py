@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StdlibConfig", "default_memory_path"]
+__all__ = ["StdlibConfig", "default_memory_path", "default_sandbox_path"]
 
 
 def default_memory_path() -> str:
@@ -20,6 +20,14 @@ def default_memory_path() -> str:
     return os.path.join(base, "sophon-dsl", "memory.sqlite3")
 
 
+def default_sandbox_path() -> str:
+    """The files tools' directory when none is configured: a dedicated one per user,
+    ``$XDG_DATA_HOME/sophon-dsl/sandbox`` (created, mode 0700, when a tool first uses it),
+    never the current directory, whose ``.env`` and keys a plan could otherwise read."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "sophon-dsl", "sandbox")
+
+
 @dataclass(frozen=True)
 class StdlibConfig:
     """Everything the standard tools need to know about the machine they run on.
@@ -29,8 +37,9 @@ class StdlibConfig:
     Frozen and hashable: ``stdlib_tools.source`` builds the tools once per equal config.
     """
 
-    # files, documents, shell: every path is confined to this directory
-    sandbox_root: str | os.PathLike[str] = field(default_factory=Path.cwd)
+    # files, documents, shell: every path is confined to this directory (by default a
+    # dedicated one, see default_sandbox_path; --sandbox DIR or sandbox_root to choose)
+    sandbox_root: str | os.PathLike[str] = field(default_factory=default_sandbox_path)
     files_max_bytes: int = 1_000_000
 
     # http: hosts ("api.local", "*.corp.example") or IPs / CIDRs ("127.0.0.1", "10.1.0.0/16")
@@ -79,5 +88,9 @@ class StdlibConfig:
 
     @property
     def root(self) -> Path:
-        """The sandbox root, absolute and with symlinks resolved."""
-        return Path(self.sandbox_root).expanduser().resolve()
+        """The sandbox root, absolute and with symlinks resolved; the default one is
+        created on first use (a root the caller names must exist)."""
+        path = Path(self.sandbox_root).expanduser()
+        if not path.exists() and os.path.abspath(path) == os.path.abspath(default_sandbox_path()):
+            path.mkdir(parents=True, mode=0o700, exist_ok=True)
+        return path.resolve()

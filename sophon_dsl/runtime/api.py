@@ -27,7 +27,7 @@ from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
-from .risk import effective_risk
+from .risk import RAISED_TO, effective_risk, flow_risks
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 
@@ -207,10 +207,12 @@ def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
     specs: dict[str, Any] = {}
     tool_risky: dict[str, bool] = {}
     get = prep.registry.get
-    # a call is risky when its own @risk or its tool's risk reaches the threshold
+    # a call is risky when its own @risk or its tool's risk reaches the threshold, or when
+    # it sends data read from this machine to the network (risk.flow_risks)
     exact = threshold <= Risk.NONE
+    raised = flow_risks(prep.flow, prep.plan.calls, prep.ids, get)
     for i, call in enumerate(prep.plan.calls):
-        if not exact and call.risk is None:
+        if not exact and call.risk is None and i not in raised:
             risky = tool_risky.get(call.tool)
             if risky is None:
                 spec = specs.get(call.tool, specs)
@@ -223,8 +225,12 @@ def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
         if spec is specs:
             spec = specs[call.tool] = get(call.tool)
         r = effective_risk(call, spec)
+        why = raised.get(i)
+        if why is not None and r < RAISED_TO:
+            r = RAISED_TO
         if r >= threshold:
-            out.append({"id": prep.ids[i], "tool": call.tool, "risk": r.label, "index": i})
+            out.append({"id": prep.ids[i], "tool": call.tool, "risk": r.label, "index": i,
+                        **({"why": why} if why is not None else {})})
     return out
 
 

@@ -222,6 +222,8 @@ def describe_request(request: ApprovalRequest) -> list[str]:
     calls = request.calls
     for c in calls[:MAX_SHOWN_CALLS]:
         lines.append(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
+        if c.get("why"):  # a risk the data flow raised (runtime.risk.flow_risks)
+            lines.append(f"      why: {c['why']}")
         args = _arguments(request, c)
         if args:
             lines.append(f"      {args}")
