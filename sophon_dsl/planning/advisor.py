@@ -15,6 +15,7 @@ from typing import Any
 from ..llm.provider import Message, collect
 from ..model import Call
 from ..runtime.retry import FailedCall
+from .routing import fast_tier
 
 __all__ = ["ADVISOR_MAX_TOKENS", "ADVISOR_TEMPERATURE", "LLMAdvisor", "NO_ALTERNATIVE"]
 
@@ -46,7 +47,8 @@ class LLMAdvisor:
 
     async def suggest(self, failure: FailedCall) -> Call | None:
         self.asked += 1
-        reply = await collect(self.provider, self.messages(failure), model=self.model,
+        provider, model = fast_tier(self.provider, self.model)
+        reply = await collect(provider, self.messages(failure), model=model,
                               temperature=ADVISOR_TEMPERATURE, max_tokens=ADVISOR_MAX_TOKENS)
         return parse_suggestion(reply)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..llm.provider import Message, collect
 from .classifier import Classification, classify
+from .routing import fast_tier
 
 __all__ = ["LLM_QUESTION", "MAX_DEPTH", "PlanningDecision", "PlanningMode", "PlanningPolicy", "decide"]
 
@@ -114,6 +115,7 @@ async def _ask_llm(request: str, provider: Any, model: str | None,
     """(verdict or None, why there is none, the raw answer)."""
     if provider is None:
         return None, "no provider to ask", None
+    provider, model = fast_tier(provider, model)
     try:
         async with asyncio.timeout(timeout):
             answer = await collect(provider, llm_messages(request), model=model, temperature=0.0,

@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 from ..llm.provider import Message, ProviderError, check_ready
 from ..runtime.errors import RunError
 
-__all__ = ["CAPABILITIES", "ModelRoute", "NO_QUALIFIED_MODEL", "RoutingProvider", "load_routes",
+__all__ = ["CAPABILITIES", "ModelRoute", "NO_QUALIFIED_MODEL", "RoutingProvider", "fast_tier", "load_routes",
            "required_capabilities", "route_for"]
 
 NO_QUALIFIED_MODEL = "Routing.NoQualifiedModel"
@@ -116,6 +116,20 @@ class RoutingProvider:
         async for delta in inner.stream(messages, model=route.model if model in self.routes or model is None
                                         else model, **kw):
             yield delta
+
+
+def fast_tier(provider: Any, model: str | None) -> tuple[Any, str | None]:
+    """The provider and model for the seeds' fast-tier requests (the planning question, the
+    alternative advisor): a declared model with capability ``fast`` when ``provider`` routes
+    and has one, else ``provider`` and ``model`` as they are."""
+    route = getattr(provider, "route", None)
+    if not callable(route):
+        return provider, model
+    try:
+        chosen, routed_model, _ = route({"capabilities": ["fast"]})
+    except RunError:
+        return provider, model
+    return chosen, routed_model
 
 
 def route_for(provider: Any, hint: Any, model: str | None) -> tuple[Any, str | None]:

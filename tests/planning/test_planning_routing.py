@@ -91,3 +91,19 @@ def test_bad_config_files_are_provider_errors_and_cli_usage_errors(tmp_path, cap
     assert main(["agent", "x", "--provider", f"config:{path}"]) == 2
     err = capsys.readouterr().err
     assert "--provider config:" in err and ("YAML" in err if "YAML" in message else message.split("'")[0] in err)
+
+
+def test_fast_tier_requests_go_to_a_fast_model_when_one_is_declared(tmp_path):
+    from sophon_dsl.llm.agent import Agent
+
+    (tmp_path / "fast.yaml").write_text(json.dumps({"keyed": [{"match": "COMPLEX or SIMPLE", "reply": "SIMPLE"}]}))
+    (tmp_path / "big.yaml").write_text(json.dumps(["return 7"]))
+    path = tmp_path / "providers.yaml"
+    path.write_text(json.dumps({"default": "big", "models": {
+        "big": {"provider": "scripted:big.yaml", "capabilities": ["reasoning"]},
+        "fast": {"provider": "scripted:fast.yaml", "capabilities": ["fast"]}}}))
+    provider = get_provider(f"config:{path}")
+    result = Agent(provider, tools=[], stdlib=False, planning="llm").run("look it up")
+    assert result.ok and result.output == 7
+    assert result.to_json()["planning"]["decided_by"] == "llm"
+    assert len(provider.provider("fast").calls) == 1 and len(provider.provider("big").calls) == 1
