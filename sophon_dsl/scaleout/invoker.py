@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Callable
 
 from ..model import Call
-from ..runtime.errors import TOOL_FAILED, RunError
+from ..runtime.errors import TOOL_FAILED, PlanInvalid, RunError
 from ..runtime.invoker import Invocation, LocalInvoker
 from ..runtime.protocols import Branch
 from ..tools import ToolSpec
@@ -49,6 +49,7 @@ class DaskRun:
         self._futures: dict[str, Any] = {}
         self._cancels: set[asyncio.Task] = set()
         self._flush_at: Any = None
+        self._connecting: asyncio.Future | None = None
         self.submitted: list[str] = []  # every key sent (tests, benchmarks)
 
     # -- routing ---------------------------------------------------------------------
@@ -80,23 +81,39 @@ class DaskRun:
     async def open(self) -> None:
         """Connect and check every routed tool of the plan on the workers (PlanInvalid)."""
         self.run_id = getattr(self.sched, "run_id", None) or self.run_id  # (set after the scheduler was made)
-        self.client, self._owned = await self.executor.connect()
         routes = {}
         for i, call in enumerate(self.sched.calls):
             route = self._route(self._code(call, self.sched.specs[i]))
             if route is not None:
                 routes[route.name] = route
+        if not routes:
+            return  # nothing goes to the cluster (yet: a streamed call connects when it needs to)
+        await self._connect()
         try:
             await check_routes(self.client, list(routes.values()), self.run_id, self.executor.preflight_timeout)
         except BaseException:
             await self.aclose()
             raise
 
+    async def _connect(self) -> None:
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self.executor.connect())
+        client, owned = await asyncio.shield(self._connecting)
+        if self.client is None:
+            self.client, self._owned = client, owned
+
     def close(self) -> None:
         self.local.close()
 
     async def aclose(self) -> None:
         """Cancel what is still running, release the tools' data, close an owned client."""
+        conn = self._connecting
+        if self.client is None and conn is not None:  # a connection under way when the run ended
+            if not conn.done():
+                conn.cancel()
+            await asyncio.gather(conn, return_exceptions=True)
+            if not conn.cancelled() and conn.exception() is None:
+                self.client, self._owned = conn.result()
         futures = list(self._futures.values())
         self._futures.clear()
         for route in self._routes.values():
@@ -125,6 +142,10 @@ class DaskRun:
         if route is None:
             return await self.local.invoke(inv)
         if not route.checked:  # a streamed call brought a tool the preflight did not see
+            try:
+                await self._connect()
+            except PlanInvalid as exc:
+                raise RunError(EXECUTOR_LOST, "; ".join(d.message for d in exc.diagnostics)) from None
             await check_routes(self.client, [route], self.run_id, self.executor.preflight_timeout, raise_=False)
         if route.refused is not None:
             raise refused_error(route)

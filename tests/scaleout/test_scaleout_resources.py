@@ -99,3 +99,11 @@ def test_calls_ready_together_go_in_one_submission_per_resource_set(gpu_cluster,
     result = sophon_dsl.run(plan, tools, tool_executor=DaskExecutor(gpu_cluster.scheduler_address))
     assert result.status == "succeeded"
     assert sorted(batches, key=str) == sorted([(6, None), (3, {"GPU": 1}), (1, None)], key=str)
+
+
+def test_a_run_with_nothing_routed_needs_no_cluster(tools):
+    import os
+
+    ex = DaskExecutor("tcp://127.0.0.1:9", connect_timeout=1)  # nothing listens there
+    result = sophon_dsl.run("†state.here = where_local()", tools, tool_executor=ex)
+    assert result.status == "succeeded" and result.state["state"]["here"] == os.getpid()
