@@ -9,6 +9,7 @@ Responses are read as a stream and cut at ``http_max_response_bytes``.
 
 from __future__ import annotations
 
+import asyncio
 import json as _json
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -233,50 +234,55 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         except Exception as exc:
             raise ToolError("Http.InvalidUrl", f"invalid URL {url!r}: {exc}") from None
         transport = _make_transport(config, allow)
-        async with httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False,
-                                     timeout=httpx.Timeout(tmo)) as client:
-            while True:
-                # every hop, as httpx parsed it (the first one was also checked as written)
-                await netguard.check_url_async(str(current), allow)
-                try:
-                    req = client.build_request(method, current, headers=hdrs, content=content)
-                    response = await client.send(req, stream=True)
-                except ToolError:
-                    raise
-                except httpx.TimeoutException as exc:
-                    raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
-                except httpx.HTTPError as exc:
-                    raise ToolError("Http.ConnectionError", f"{method} {current} failed: {exc}") from exc
-                try:
-                    location = response.headers.get("location")
-                    if follow_redirects and response.status_code in REDIRECT_STATUSES and location:
-                        if len(redirects) >= config.http_max_redirects:
-                            raise ToolError("Http.TooManyRedirects",
-                                            f"more than {config.http_max_redirects} redirects")
+        try:  # one deadline for the whole exchange: httpx's timeout is per read, and a
+            # server sending a byte a second never trips it
+            async with asyncio.timeout(tmo):
+                async with httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False,
+                                             timeout=httpx.Timeout(tmo)) as client:
+                    while True:
+                        # every hop, as httpx parsed it (the first one was also checked as written)
+                        await netguard.check_url_async(str(current), allow)
                         try:
-                            nxt = current.join(location)
-                        except Exception as exc:
-                            raise ToolError("Http.InvalidUrl", f"bad redirect {location!r}: {exc}") from None
-                        if response.status_code == 303 or (
-                                response.status_code in (301, 302) and method == "POST"):
-                            if method != "HEAD":
-                                method = "GET"
-                            content = None
-                            hdrs = {k: v for k, v in hdrs.items() if k.lower() != "content-type"}
-                        if _origin(nxt) != _origin(current):
-                            hdrs = {k: v for k, v in hdrs.items() if not is_credential_header(k)}
-                        redirects.append(str(nxt))
-                        current = nxt
-                        continue
-                    try:
-                        raw, truncated = await _read_capped(response, config.http_max_response_bytes)
-                    except httpx.TimeoutException as exc:
-                        raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
-                    except httpx.HTTPError as exc:
-                        raise ToolError("Http.ConnectionError", f"reading {current} failed: {exc}") from exc
-                finally:
-                    await response.aclose()
-                break
+                            req = client.build_request(method, current, headers=hdrs, content=content)
+                            response = await client.send(req, stream=True)
+                        except ToolError:
+                            raise
+                        except httpx.TimeoutException as exc:
+                            raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
+                        except httpx.HTTPError as exc:
+                            raise ToolError("Http.ConnectionError", f"{method} {current} failed: {exc}") from exc
+                        try:
+                            location = response.headers.get("location")
+                            if follow_redirects and response.status_code in REDIRECT_STATUSES and location:
+                                if len(redirects) >= config.http_max_redirects:
+                                    raise ToolError("Http.TooManyRedirects",
+                                                    f"more than {config.http_max_redirects} redirects")
+                                try:
+                                    nxt = current.join(location)
+                                except Exception as exc:
+                                    raise ToolError("Http.InvalidUrl", f"bad redirect {location!r}: {exc}") from None
+                                if response.status_code == 303 or (
+                                        response.status_code in (301, 302) and method == "POST"):
+                                    if method != "HEAD":
+                                        method = "GET"
+                                    content = None
+                                    hdrs = {k: v for k, v in hdrs.items() if k.lower() != "content-type"}
+                                if _origin(nxt) != _origin(current):
+                                    hdrs = {k: v for k, v in hdrs.items() if not is_credential_header(k)}
+                                redirects.append(str(nxt))
+                                current = nxt
+                                continue
+                            try:
+                                raw, truncated = await _read_capped(response, config.http_max_response_bytes)
+                            except httpx.TimeoutException as exc:
+                                raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
+                            except httpx.HTTPError as exc:
+                                raise ToolError("Http.ConnectionError", f"reading {current} failed: {exc}") from exc
+                        finally:
+                            await response.aclose()
+                        break
+        except TimeoutError:
+            raise ToolError("Http.Timeout", f"{method} {current} took longer than {tmo}s in all") from None
 
         encoding = response.charset_encoding or "utf-8"
         try:

@@ -55,9 +55,9 @@ class _Hostile(BaseHTTPRequestHandler):
             self._send(302, b"", {"Location": f"http://localhost:{self.server.server_address[1]}/landing"})
         elif self.path == "/drip":
             self.send_response(200)
-            self.send_header("Content-Length", "1000")
+            self.send_header("Content-Length", "200")
             self.end_headers()
-            for _ in range(40):  # a byte every 0.1 s: no single read times out
+            for _ in range(200):  # a byte every 0.1 s for 20 s: no single read times out
                 try:
                     self.wfile.write(b"x")
                     self.wfile.flush()
@@ -154,3 +154,21 @@ def test_credentials_are_kept_on_a_same_origin_redirect(servers):
     run(_tools()["http.get"](url=f"http://127.0.0.1:{a.server_address[1]}/to-same-origin", headers=SECRETS))
     landed = _headers_seen(a, "/landing")
     assert landed["authorization"] == "Bearer s3cret" and landed["x-api-key"] == "k-123"
+
+
+def test_the_timeout_is_a_total_deadline_not_per_read(servers):
+    a, _ = servers
+    t = _tools(http_timeout=1.0)
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            run(t["http.get"](url=f"http://127.0.0.1:{a.server_address[1]}/drip"))
+        except ToolError as exc:
+            box["code"] = exc.code
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(15)  # the server drips for 20 s; a per-read timeout of 1 s never fires
+    assert not worker.is_alive()
+    assert box.get("code") == "Http.Timeout"
