@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..loader import loads
 from ..model import OutputMethod
 from ..runtime.state import StateLog, iso_time
+from .planload import load_stored_plan
 
 __all__ = ["run_summary", "stored_result"]
 
@@ -26,7 +26,7 @@ def run_summary(row: dict) -> dict:
 
 def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
     run_id = row["run_id"]
-    plan = loads(row["spec"]["plan"], "json")
+    plan = load_stored_plan(row["spec"]["plan"])
     committed = store.load_calls(run_id)
     intents = store.load_intents(run_id)
     entries = store.load_log(run_id)

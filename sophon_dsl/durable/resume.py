@@ -14,11 +14,11 @@ import os
 import socket
 from typing import Any
 
-from ..loader import loads
 from ..runtime.api import _execute, _make, _stamped
 from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
+from .planload import load_stored_plan
 from .session import WAIT, DurableRun, owner_id, plan_hash
 
 __all__ = ["LEASE_HELD", "PLAN_CHANGED", "RUN_NOT_FOUND", "StoreRunError", "aresume", "resume"]
@@ -70,7 +70,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         if row is None:
             raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {backend.url}")
         spec = row["spec"]
-        plan = loads(spec["plan"], "json")
+        plan = load_stored_plan(spec["plan"])
         wait = isinstance(approve, str) and approve.lower() == WAIT
         opts = {**options, "approve": None if wait else approve}
         if spec.get("context"):
