@@ -138,3 +138,10 @@ def test_dask_local_on_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr
     state = json.loads(proc.stdout)["state"]["state"]
     assert state["pid"] != state["here"]  # one of the embedded cluster's worker processes
+
+
+def test_dask_local_threads_on_the_command_line(tmp_path, capsys):
+    plan = _plan(tmp_path, "†state.r = report(label=\"t\")\n")
+    code, out, err = _run(capsys, plan, "--tools", TOOLS, "--executor", "dask:local-threads", "--json")
+    assert code == 0, err
+    assert json.loads(out)["state"]["state"]["r"] == {"pid": os.getpid(), "label": "t"}  # in-process workers
