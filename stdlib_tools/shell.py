@@ -31,8 +31,58 @@ class ShellResult(TypedDict):
     truncated: bool
 
 
+def _holders(proc: asyncio.subprocess.Process) -> list[int]:
+    """Processes (other than us) holding the read ends' pipes of ``proc`` (Linux /proc)."""
+    pipes = set()
+    for stream in (proc.stdout, proc.stderr):
+        transport = getattr(stream, "_transport", None)
+        pipe = transport.get_extra_info("pipe") if transport is not None else None
+        if pipe is not None:
+            try:
+                pipes.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+            except (OSError, ValueError):
+                pass
+    if not pipes or not os.path.isdir("/proc"):
+        return []
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in pipes for fd in fds):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def build(config: StdlibConfig) -> list[ToolSpec]:
     root = config.root
+
+    async def _drain(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+        """What the killed group wrote.  A descendant that left the group (setsid) still
+        holds the pipes and would keep communicate() waiting: it is found by the pipes it
+        holds and killed too, and the pipes are closed."""
+        try:
+            return await asyncio.wait_for(proc.communicate(), 1.0)
+        except asyncio.TimeoutError:
+            pass
+        for pid in _holders(proc):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            return await asyncio.wait_for(proc.communicate(), 1.0)
+        except asyncio.TimeoutError:  # not Linux, or hidden from /proc: give up on the output
+            for stream in (proc.stdout, proc.stderr):
+                transport = getattr(stream, "_transport", None)
+                if transport is not None:
+                    transport.close()
+            await proc.wait()
+            return b"", b""
 
     async def run(command: Annotated[list[str] | str, Field(
                       description="argv list, or a string split like a POSIX shell would "
@@ -73,7 +123,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            out, err = await proc.communicate()
+            out, err = await _drain(proc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
         cap = config.shell_max_output
