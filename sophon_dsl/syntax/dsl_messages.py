@@ -320,6 +320,25 @@ def _separators(w: _Where) -> Found:
     return None
 
 
+def _ref_brackets(w: _Where) -> Found:
+    """`$input.items[abc]`: a bracket after a reference that is neither an index nor JMESPath."""
+    if w.found != "RSQB":
+        return None
+    k = next((n for n in range(len(w.prev)) if w.prev[n].text == "["), None)
+    if k is None or k + 1 >= len(w.prev):
+        return None
+    bracket, ref = w.prev[k], w.prev[k + 1]
+    if ref.kind != "ref" or ref.end != bracket.end - 1:
+        return None
+    inner = w.source[bracket.end:w.pos]
+    name = ref.text.rstrip(".")
+    if ref.text.endswith("."):
+        return (f"no '.' goes before '[': write {name}[{inner}]", ref.line, ref.col)
+    hint = f"; for a name write {name}.{inner}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", inner) else ""
+    return (f"'[{inner}]' after a reference: a bracket holds an index ([0], [-1]), a slice ([1:3]), [*], [] "
+            f"or a filter ([?price > `10`]){hint}", ref.line, ref.col)
+
+
 def _endings(w: _Where) -> Found:
     t = w.p()
     if t is None or w.found not in ("$END", "_NL"):
@@ -349,7 +368,7 @@ def _decorators(w: _Where) -> Found:
 
 
 _RULES: tuple[Callable[[_Where], Found], ...] = (
-    _chars, _comment_value, _brackets, _decorators, _positional, _operators, _assignments, _separators, _endings)
+    _chars, _comment_value, _brackets, _ref_brackets, _decorators, _positional, _operators, _assignments, _separators, _endings)
 
 
 def explain(found: str, text: str, line: int, col: int, pos: int, expected: Any, source: str) -> Found:
