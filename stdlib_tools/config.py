@@ -54,6 +54,7 @@ class StdlibConfig:
     # memory: an SQLite file (created with its directory on first use), or ":memory:" for a
     # store that lives as long as the tools built from this config
     memory_db_path: str = field(default_factory=default_memory_path)
+    memory_busy_timeout: float = 10.0  # seconds to wait for another writer (then Memory.Busy)
 
     # email
     smtp_host: str | None = None

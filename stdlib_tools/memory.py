@@ -49,13 +49,15 @@ class SearchResult(TypedDict):
 class MemoryStore:
     """A small full-text memory: rows of (text, tags, metadata) in an FTS5 table."""
 
-    def __init__(self, path: str = ":memory:"):
+    def __init__(self, path: str = ":memory:", busy_timeout: float = 10.0):
         self.path = path
         self._lock = threading.Lock()
         try:
             if str(path) != ":memory:" and not str(path).startswith("file:"):
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._conn = sqlite3.connect(path, check_same_thread=False)
+            # another process writing the same file: wait for it (busy timeout), then a
+            # named error instead of sqlite's raw "database is locked"
+            self._conn = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
             self._conn.executescript(
                 """
                 CREATE TABLE IF NOT EXISTS memories (
@@ -80,11 +82,17 @@ class MemoryStore:
         if not str(text).strip():
             raise ToolError("Memory.InvalidArgument", "text is empty")
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        tag_text = " ".join(str(t).strip() for t in (tags or []) if str(t).strip())
-        with self._lock, self._conn:
-            cur = self._conn.execute(
-                "INSERT INTO memories(text, tags, metadata, created_at) VALUES (?, ?, ?, ?)",
-                (str(text), tag_text, json.dumps(metadata or {}), created))
+        clean = [str(t).strip() for t in (tags or []) if str(t).strip()]
+        if any(len(t.split()) > 1 for t in clean):  # tags are stored space-separated
+            raise ToolError("Memory.InvalidArgument", "a tag cannot hold whitespace")
+        tag_text = " ".join(clean)
+        try:
+            with self._lock, self._conn:
+                cur = self._conn.execute(
+                    "INSERT INTO memories(text, tags, metadata, created_at) VALUES (?, ?, ?, ?)",
+                    (str(text), tag_text, json.dumps(metadata or {}), created))
+        except sqlite3.OperationalError as exc:
+            raise _store_error(self.path, exc) from None
         return WriteReceipt(id=int(cur.lastrowid or 0), created_at=created)
 
     def search(self, query: str, limit: int = 5, tags: list[str] | None = None,
@@ -95,30 +103,44 @@ class MemoryStore:
         else:
             words = _WORD.findall(str(query))
             match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        clauses = [f"({match})"] if match else []
-        for t in tags or []:
-            clauses.append('tags : "' + str(t).replace('"', '""') + '"')
         params: list[Any] = []
         where = []
-        if clauses:
+        if match:
             where.append("memories_fts MATCH ?")
-            params.append(" AND ".join(clauses))
+            params.append(match)
+        for t in tags or []:  # a tag matches exactly: never stemmed, never a part of another
+            where.append("instr(' ' || m.tags || ' ', ?) > 0")
+            params.append(" " + str(t).strip() + " ")
         sql = ("SELECT m.id, m.text, m.tags, m.metadata, m.created_at, "
-               + ("bm25(memories_fts)" if where else "0.0")
+               + ("bm25(memories_fts)" if match else "0.0")
                + " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
                + (" WHERE " + " AND ".join(where) if where else "")
-               + (" ORDER BY bm25(memories_fts), m.id DESC" if where else " ORDER BY m.id DESC")
+               + (" ORDER BY bm25(memories_fts), m.id DESC" if match else " ORDER BY m.id DESC")
                + " LIMIT ?")
         params.append(limit)
         try:
             with self._lock:
                 rows = self._conn.execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise _store_error(self.path, exc) from None
             raise ToolError("Memory.InvalidQuery", f"invalid search query {query!r}: {exc}") from None
         return SearchResult(results=[
             MemoryRecord(id=r[0], text=r[1], tags=r[2].split() if r[2] else [],
                          metadata=json.loads(r[3]), created_at=r[4], score=float(-r[5]) or 0.0)
             for r in rows])
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _store_error(path: str, exc: sqlite3.OperationalError) -> ToolError:
+    if _busy(exc):
+        return ToolError("Memory.Busy", f"the memory database {path!r} stayed locked by another "
+                         "writer past the busy timeout")
+    return ToolError("Memory.Unavailable", f"memory database {path!r}: {exc}")
 
 
 def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSpec]:
@@ -130,7 +152,7 @@ def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSp
             return store
         with opening:
             if "s" not in holder:
-                holder["s"] = MemoryStore(config.memory_db_path)
+                holder["s"] = MemoryStore(config.memory_db_path, config.memory_busy_timeout)
             return holder["s"]
 
     def write(text: Annotated[str, Field(description="what to remember")],
