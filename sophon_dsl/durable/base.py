@@ -341,7 +341,7 @@ class RunStore:
     def load_log(self, run_id: str) -> list[dict]:
         """The committed log, oldest first (each entry with its ``seq``)."""
         stmt = self.sql("SELECT seq, entry FROM log WHERE run_id = ? ORDER BY seq")
-        return [{"seq": seq, **json.loads(e)} for seq, e in self._wait(lambda cur: _all(cur, stmt, (run_id,)))]
+        return [_entry(seq, json.loads(e)) for seq, e in self._wait(lambda cur: _all(cur, stmt, (run_id,)))]
 
     def load_calls(self, run_id: str) -> dict[str, dict]:
         stmt = self.sql("SELECT call_id, record FROM calls WHERE run_id = ?")
@@ -409,6 +409,14 @@ class _RowsOp:
         intents = [r for op in ops for r in op.intents]
         if intents:
             cur.executemany(add_intent, intents)
+
+
+def _entry(seq: int, e: Any) -> dict:
+    """A stored log entry (``[kind, path, value, method, call, date]``, or a dict) as a dict."""
+    if type(e) is list:
+        kind, path, value, method, call, date = e
+        return {"seq": seq, "kind": kind, "path": path, "value": value, "method": method, "call": call, "date": date}
+    return {"seq": seq, **e}
 
 
 def _run_callbacks(callbacks: list) -> None:

@@ -31,17 +31,20 @@ STORE_FAILED = "Store.CommitFailed"
 _METHODS = {m.value: m for m in OutputMethod}
 
 
-def entry_json(entry: tuple) -> dict:
+def entry_json(entry: tuple) -> list:
+    """A log entry as stored: ``[kind, path, value, method, call, date]`` (a list: the
+    cheapest JSON to write, once per write of every durable run)."""
     kind, path, value, method, call, date = entry
-    return {"kind": kind, "path": list(path), "value": value, "method": method, "call": call, "date": date}
+    return [kind, path, value, method, call, date]
 
 
 def record_json(rec: CallRecord, written: tuple[int, ...]) -> dict:
-    """What a committed call keeps: its record and which of its output paths it wrote."""
+    """What a committed call keeps: its record and which of its output paths it wrote
+    (times as POSIX timestamps, formatted when read)."""
     return {"id": rec.id, "index": rec.index, "status": rec.status, "attempts": rec.attempts,
             "error": rec.error.to_json() if rec.error else None, "reason": rec.reason,
-            "started_at": rec.started_at, "ended_at": rec.ended_at, "caught": rec.caught,
-            "branch": rec.branch, "written": list(written),
+            "started": rec._started_at, "ended": rec._ended_at, "caught": rec.caught,
+            "branch": rec.branch, "written": written,
             "output": rec.output if not written else None}
 
 
@@ -51,8 +54,8 @@ def restore_record(rec: CallRecord, data: dict) -> None:
     err = data.get("error")
     rec.error = ErrorInfo(err["error"], err.get("cause", "")) if err else None
     rec.reason = data.get("reason")
-    rec.started_at = data.get("started_at")
-    rec.ended_at = data.get("ended_at")
+    rec.started_at = data.get("started")
+    rec.ended_at = data.get("ended")
     rec.caught = data.get("caught", False)
     rec.branch = data.get("branch")
     rec.output = data.get("output")
@@ -173,11 +176,14 @@ class Journal:
 
 
 def _written_indexes(out: Any, rec: CallRecord) -> tuple[int, ...]:
-    """Which of the call's output paths it wrote, by position (the texts as ``written``)."""
-    texts = rec.written
-    if not texts:
+    """Which of the call's output paths it wrote, by position."""
+    done = rec._written  # the References written, until someone reads ``written`` (texts)
+    if not done:
         return ()
-    return tuple(k for k, p in enumerate(out.paths) if p.text() in texts)
+    paths = out.paths
+    if type(done) is tuple:
+        return tuple(paths.index(p) for p in done)
+    return tuple(k for k, p in enumerate(paths) if p.text() in done)
 
 
 def replay(journal: Journal, entries: list[dict]) -> None:

@@ -39,7 +39,7 @@ def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
         if rec is not None:
             calls.append({"id": cid, "tool": call.tool, "status": rec["status"], "attempts": rec["attempts"],
                           "error": rec.get("error"), "reason": rec.get("reason"),
-                          "started_at": rec.get("started_at"), "ended_at": rec.get("ended_at")})
+                          "started_at": _iso(rec.get("started")), "ended_at": _iso(rec.get("ended"))})
         else:
             doubt = cid in intents
             calls.append({"id": cid, "tool": call.tool, "status": "pending", "attempts": 0, "error": None,
