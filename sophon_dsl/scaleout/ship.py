@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import typing
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -51,9 +52,16 @@ def by_value(module_name: str | None) -> bool:
 
 def _unwrapped(name: str, func: Callable[..., Any]) -> tuple:
     inner = getattr(func, "__wrapped__", None)
-    if inner is not None and getattr(func, "__qualname__", "").startswith("_ArgumentConverter.wrap"):
-        return ("convert", name, inner)
-    return ("plain", name, func)
+    code = getattr(func, "__code__", None)  # (functools.wraps gave the wrapper the function's names)
+    if inner is not None and getattr(code, "co_qualname", "").startswith("_ArgumentConverter.wrap"):
+        # the hints resolved here: a function shipped by value keeps only the globals its code
+        # uses, so a hint written as text ("Point") would not resolve on the worker
+        try:
+            hints = typing.get_type_hints(inner, include_extras=True)
+        except Exception:  # noqa: BLE001 - unresolvable here too: converted as locally (not at all)
+            hints = None
+        return ("convert", name, inner, hints)
+    return ("plain", name, func, None)
 
 
 def ship(name: str, func: Callable[..., Any]) -> Shipped:

@@ -120,3 +120,14 @@ def idempotency_key() -> dict:
 
     cur = current_call()
     return {"key": cur.key, "attempt": cur.attempt}
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int
+
+
+@tool
+def norm1(p: Point) -> int:
+    """A pydantic-typed parameter: converted from JSON on the worker, as locally."""
+    return abs(p.x) + abs(p.y)

@@ -187,3 +187,10 @@ def test_the_idempotency_key_is_the_runs_on_the_worker_too(proc_cluster, tools):
     assert result.state["state"]["k"] == {"key": f"{run_id}:c1", "attempt": 1}
     if getattr(result, "run_id", None):  # durable runs mint the run id; the keys use it
         assert run_id == result.run_id
+
+
+def test_typed_arguments_are_converted_on_the_worker_even_after_a_local_call(proc_cluster, tools):
+    plan = '†state.n = norm1(p={"x": 3, "y": -4})'
+    assert sophon_dsl.run(plan, tools).state["state"]["n"] == 7  # builds the converter's adapters here
+    result = sophon_dsl.run(plan, tools, tool_executor=_ex(proc_cluster))
+    assert result.status == "succeeded" and result.state["state"]["n"] == 7
