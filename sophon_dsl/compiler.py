@@ -93,7 +93,9 @@ AGENT_STEP = ToolSpec(
 
 
 def _map_runs_in_the_scheduler(**_: Any) -> Any:
-    raise RuntimeError("a map call is expanded by the scheduler, never invoked")
+    # (reached only where no MapDriver expands it: a plan streamed in while it runs)
+    raise RuntimeError("a map is not expanded while its plan streams in; run the plan once the reply "
+                       "has ended")
 
 
 #: The builtin tool of map calls (``sophon_dsl.maps``): code, no parameter checks (the map's
