@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import warnings
 from typing import Any, Callable
 
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec, schemas_from_function
+
+from .errors import ToolError
 
 __all__ = ["make_tool", "clean_schema"]
 
@@ -69,5 +72,42 @@ def make_tool(fn: Callable[..., Any], name: str, risk: Risk, description: str, *
         return (clean_schema(input_schema if input_schema is not None else derived_in),
                 clean_schema(output_schema if output_schema is not None else derived_out))
 
-    return ToolSpec.deferred(name, schemas, description=description, risk=risk, func=fn,
+    return ToolSpec.deferred(name, schemas, description=description, risk=risk, func=_named_failures(fn, name),
                              is_async=inspect.iscoroutinefunction(fn), origin="stdlib")
+
+
+_GROUPS = {"datetime": "Time", "document": "Document", "files": "Files", "http": "Http", "email": "Email"}
+# what a value the tool could not handle raises (an integer past the 4,300-digit limit, a
+# number out of range, a structure nested past the recursion limit...)
+_VALUE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, KeyError, IndexError)
+
+
+def _named_failures(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` whose unexpected value errors become ``<Group>.InvalidArgument`` ToolErrors, so
+    every failure of a standard tool has a documented dotted code, never a raw exception."""
+    group = name.split(".", 1)[0]
+    code = _GROUPS.get(group, group.capitalize()) + ".InvalidArgument"
+
+    def named(exc: Exception) -> ToolError:
+        return ToolError(code, f"{name}: {type(exc).__name__}: {exc}")
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except ToolError:
+                raise
+            except _VALUE_ERRORS as exc:
+                raise named(exc) from exc
+        return run_async
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except _VALUE_ERRORS as exc:
+            raise named(exc) from exc
+    return run
