@@ -30,6 +30,7 @@ from .worker import Payload, run_call
 __all__ = ["EXECUTOR_LOST", "DaskRun"]
 
 EXECUTOR_LOST = "Executor.Lost"
+_CLOSE_WITHIN = 5.0  # seconds for cancelling and closing at the end of a run
 _LOST_TYPES = ("KilledWorker", "FutureCancelledError", "CancelledError", "CommClosedError", "FutureLostError")
 
 
@@ -123,16 +124,23 @@ class DaskRun:
         client = self.client
         if client is None:
             return
+        # bounded: a client that lost its scheduler may wait for it to come back
+        alive = client.status == "running"
         try:
-            if futures:
-                await client.cancel(futures)
-            if self._cancels:
-                await asyncio.gather(*self._cancels, return_exceptions=True)
+            async with asyncio.timeout(_CLOSE_WITHIN):
+                if futures and alive:
+                    await client.cancel(futures)
+                if self._cancels:
+                    await asyncio.gather(*self._cancels, return_exceptions=True)
         except Exception:  # noqa: BLE001 - a client that is gone has nothing left to cancel
             pass
         if self._owned:
             self.client = None
-            await client.close()
+            try:
+                async with asyncio.timeout(_CLOSE_WITHIN):
+                    await client.close(timeout=_CLOSE_WITHIN if alive else 0.1)
+            except Exception:  # noqa: BLE001 - nothing more to do for a lost client
+                pass
 
     # -- calls -----------------------------------------------------------------------
 

@@ -107,3 +107,29 @@ def test_a_run_with_nothing_routed_needs_no_cluster(tools):
     ex = DaskExecutor("tcp://127.0.0.1:9", connect_timeout=1)  # nothing listens there
     result = sophon_dsl.run("†state.here = where_local()", tools, tool_executor=ex)
     assert result.status == "succeeded" and result.state["state"]["here"] == os.getpid()
+
+
+def test_losing_the_scheduler_mid_run_is_a_named_error_not_a_hang(tools, tmp_path):
+    import threading
+
+    import distributed
+
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0")
+    release = tmp_path / "release"
+    ex = DaskExecutor(cluster.scheduler_address)
+
+    def pull_the_plug():
+        for _ in range(1000):  # once the call is on the cluster
+            if ex.last_keys:
+                break
+            threading.Event().wait(0.01)
+        cluster.close()
+
+    threading.Thread(target=pull_the_plug, daemon=True).start()
+    try:
+        result = sophon_dsl.run(f'†state.x || †state.err = blocks(path="{release}", seconds=20)', tools,
+                                tool_executor=ex)
+    finally:
+        release.touch()
+    assert result.calls[0].error.error == "Executor.Lost"
+    assert result.state["state"]["err"]["error"] == "Executor.Lost"
