@@ -28,7 +28,8 @@ def test_every_rule_declares_codes_scope_and_one_line_summary():
 def test_every_static_code_has_a_rule():
     streaming = {"E212"}  # refused while a reply streams in written order (runtime.feed), not a check
     loading = {"E501"}  # a malformed map: read with the source, like E1xx
-    static = {c for c in CODES if c[1] in "2345" and c[0] in "EW"} - streaming - loading
+    text = {"W101"}  # a warning about what strings say (issue 12): checked by a rule, not when read
+    static = ({c for c in CODES if c[1] in "2345" and c[0] in "EW"} | text) - streaming - loading
     assert static == {c for r in checks.RULES for c in r.codes}
 
 
