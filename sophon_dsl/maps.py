@@ -102,7 +102,7 @@ Subst = Callable[[Reference], Reference]
 def _subst(names: dict[str, str], kind: str) -> Subst:
     """``†<name>.path`` -> ``†<name>@<item key>.path`` for each scoped name."""
     def fn(r: Reference) -> Reference:
-        return r if r.kind not in names else Reference(f"{r.kind}@{kind}", r.path, r.span)
+        return r if r.kind not in names else Reference(f"{r.kind}@{kind}", r.path, r.span, r.query)
     return fn
 
 
@@ -170,7 +170,7 @@ class ItemTemplate:
         params: list[Any] = []
         for p in call.params:
             v = p.value
-            if type(v) is Reference and v.kind in names:
+            if type(v) is Reference and v.kind in names and v.query is None:
                 params.append((p.name, v.kind, v.path, p.span, v.span))
             elif any(r.kind in names for r in references(v)):
                 return None

@@ -109,3 +109,25 @@ def test_scheduler_and_reference_interpreter_agree(case):
     assert [c.status for c in a.calls] == [c.status for c in b.calls]
     assert a_seen == b_seen
     assert a.output == b.output
+
+
+def test_an_expression_on_a_map_item_is_kept():
+    """A map body's reference to its item keeps its JMESPath expression, in the scheduler, the
+    reference interpreter and the checks."""
+    plan = loads('$state.out = map($input.rows, as=row) {\n'
+                 '    $local.x = pick(last=$row.tags[-1], n=${row.tags | length(@)})\n'
+                 '    return $local.x\n'
+                 '}\n')
+
+    async def pick(last, n):
+        return {"last": last, "n": n}
+
+    tools = [ToolSpec("pick", "", None, None, func=pick)]
+    rows = {"rows": [{"tags": ["a", "b"]}, {"tags": ["c"]}]}
+    want = [{"last": "b", "n": 2}, {"last": "c", "n": 1}]
+    assert compiler.compile_plan(plan, tools).ok
+    got = asyncio.run(arun(plan, tools, input=rows, validate_input=False))
+    assert got.status == "succeeded", got.error
+    assert got.state["state"]["out"] == want
+    ref = asyncio.run(areference_run(plan, tools, input=rows))
+    assert ref.state["state"]["out"] == want

@@ -180,7 +180,7 @@ class MapBodies(Rule):
         names = {spec.item, spec.index}
 
         def as_input(r: Reference) -> Reference:
-            return Reference("input", (r.kind, *r.path), r.span) if r.kind in names else r
+            return Reference("input", (r.kind, *r.path), r.span, r.query) if r.kind in names else r
 
         body = tuple(_rewrite_reads(c, as_input) for c in spec.body)
         sub = Plan(body, mode=plan.mode, input_schema=schema, state_schema=plan.state_schema, file=plan.file,
