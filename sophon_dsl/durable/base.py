@@ -20,6 +20,8 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable
 
+from ..errors import SophonError
+
 __all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
@@ -51,7 +53,7 @@ _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "pl
                 "last_seq", "lease_owner", "lease_until")
 
 
-class StoreError(Exception):
+class StoreError(SophonError):
     """A store operation failed (``Store.*`` errors of the runtime wrap it)."""
 
 

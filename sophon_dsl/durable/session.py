@@ -25,14 +25,15 @@ from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult
 from .journal import CALL_OUTCOME_UNKNOWN, Journal, replay, restore_record
 
-__all__ = ["WAIT", "DurableRun", "RunWaiting", "begin", "new_run_id", "owner_id", "plan_hash"]
+__all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
 
 WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
 
 
-class RunWaiting(BaseException):
-    """Raised through the plan-level approval gate when the run is left waiting (a
-    BaseException: ``decide`` must not turn it into a rejection)."""
+class _RunWaiting(BaseException):
+    """Raised through the plan-level approval gate when the run is left waiting, and caught
+    by :meth:`DurableRun.guard` (never seen outside; a BaseException: ``decide`` must not
+    turn it into a rejection)."""
 
 
 def new_run_id() -> str:
@@ -139,7 +140,7 @@ class DurableRun:
         self.waiting = {"decision": name, "kind": request.kind, "call_id": request.call_id,
                         "calls": list(request.calls)}
         if request.kind == "plan":
-            raise RunWaiting(name)
+            raise _RunWaiting(name)
         sched = self.journal.sched
         sched.cancel()  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
@@ -219,7 +220,7 @@ class DurableRun:
         try:
             try:
                 result = await coro
-            except RunWaiting:
+            except _RunWaiting:
                 result = None
             await self.journal.flush()
             if self.waiting is not None:
