@@ -47,6 +47,7 @@ class McpServerConfig:
     name: str | None = None
     prefix: str = ""
     risk: Risk | None = None
+    min_risk: Risk | None = None  # "minRisk": the server's annotations cannot go below it
     include: tuple[str, ...] | None = None
     timeout: float | None = None
     connect_timeout: float = 60.0
@@ -166,7 +167,7 @@ def load_mcp_config(path: str | os.PathLike, names: Iterable[str] | None = None)
 
     ``{"mcpServers": {name: {"command", "args", "env", "cwd"} | {"url", "headers"}}}``; each
     entry may also say ``"type"`` (``stdio`` / ``http`` / ``streamable-http``), ``"prefix"``,
-    ``"risk"``, ``"include"``, ``"timeout"``, ``"stderr"`` and ``"disabled": true``.  A relative
+    ``"risk"``, ``"minRisk"``, ``"include"``, ``"timeout"``, ``"stderr"`` and ``"disabled": true``.  A relative
     ``cwd`` (and the default ``cwd`` of a stdio server) is the config file's directory.
     """
     p = Path(path)
@@ -198,7 +199,7 @@ def load_mcp_config(path: str | os.PathLike, names: Iterable[str] | None = None)
 
 
 _ENTRY_KEYS = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "prefix", "risk",
-               "include", "timeout", "connectTimeout", "stderr", "disabled", "description"}
+               "minRisk", "include", "timeout", "connectTimeout", "stderr", "disabled", "description"}
 
 
 def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, where: str) -> McpServerConfig:
@@ -228,13 +229,15 @@ def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, wher
             raise ValueError(f"{where}: {key!r} must be an object of strings")
         return {str(k): str(v) for k, v in value.items()}
 
-    risk = entry.get("risk")
+    risk, floor = entry.get("risk"), entry.get("minRisk")
     try:
         level = Risk.parse(risk) if risk is not None else None
+        min_level = Risk.parse(floor) if floor is not None else None
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     include = strings("include") if "include" in entry else None
-    common: dict[str, Any] = dict(name=name, prefix=str(entry.get("prefix", "")), risk=level, include=include,
+    common: dict[str, Any] = dict(name=name, prefix=str(entry.get("prefix", "")), risk=level, min_risk=min_level,
+                                  include=include,
                                   timeout=_number(entry.get("timeout"), where, "timeout"),
                                   stderr=str(entry.get("stderr", "capture")))
     if entry.get("connectTimeout") is not None:

@@ -51,8 +51,11 @@ CallFn = Callable[[str, dict], Awaitable[Any]]
 
 
 def tool_to_spec(tool: Mapping[str, Any], call: CallFn, *, prefix: str = "", risk: Risk | None = None,
-                 origin: str = "mcp") -> ToolSpec:
-    """An MCP tool (its JSON form, as in ``tools/list``) -> a ToolSpec whose func awaits ``call(name, args)``."""
+                 origin: str = "mcp", min_risk: Risk | None = None) -> ToolSpec:
+    """An MCP tool (its JSON form, as in ``tools/list``) -> a ToolSpec whose func awaits ``call(name, args)``.
+
+    ``risk`` (the user's) sets the risk; else the server's annotations give it, never below
+    ``min_risk`` (the user's floor: a server's own ``readOnlyHint`` is a claim, not a proof)."""
     mcp_name = str(tool["name"])
     annotations = tool.get("annotations") or {}
     description = tool.get("description") or tool.get("title") or annotations.get("title") or ""
@@ -70,7 +73,7 @@ def tool_to_spec(tool: Mapping[str, Any], call: CallFn, *, prefix: str = "", ris
         description=description,
         input_schema=input_schema,
         output_schema=_clean_schema(tool.get("outputSchema")),
-        risk=risk if risk is not None else risk_from_annotations(annotations),
+        risk=risk if risk is not None else max(risk_from_annotations(annotations), min_risk or Risk.NONE),
         func=call_mcp_tool,
         is_async=True,
         origin=origin,

@@ -209,7 +209,8 @@ class McpToolSource:
 
     def specs(self, call: CallFn) -> list[ToolSpec]:
         """The listed tools as ToolSpecs whose funcs await ``call(name, arguments)``."""
-        return [tool_to_spec(t, call, prefix=self.config.prefix, risk=self.config.risk, origin=self.origin)
+        return [tool_to_spec(t, call, prefix=self.config.prefix, risk=self.config.risk, origin=self.origin,
+                             min_risk=self.config.min_risk)
                 for t in self.raw_tools]
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
