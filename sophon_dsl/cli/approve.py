@@ -29,6 +29,10 @@ def run(args: argparse.Namespace) -> int:
         decision = {"action": "reject" if args.reject else "approve",
                     "reason": args.reason or ("rejected" if args.reject else "approved") + " with sophon-dsl approve"}
         store.put_decision(args.run_id, waiting["decision"], decision).result()
+        if waiting.get("kind") == "goal":     # a goal waiting for a person (docs/goals.md)
+            from .goal import continue_goal
+
+            return continue_goal(args, store, row)
         # further decisions the run needs leave it waiting again; calls in doubt fail (catchable)
         return continue_run(args, store, "wait", "fail")
     finally:

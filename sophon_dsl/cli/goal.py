@@ -75,28 +75,93 @@ def run(args: argparse.Namespace) -> int:
     registry = reg[0] if isinstance(reg, tuple) else reg
     provider = _provider(args.provider, args.model)
     planner, evaluator = _provider(args.planner_provider), _provider(args.evaluator_provider)
-    shown = None if args.json else GoalProgress()
-    final: dict[str, Any] = {}
-
-    def progress(ev: Any) -> None:
-        if ev.type == "goal_done":
-            final["result"] = ev.data
-        if shown is not None:
-            shown(ev)
-
+    progress, final = _watch(args.json)
     approve = approver_for(args.approve)
     # A step that needs a person asks only a person (or the explicit --approve answer):
     # off a terminal and without --approve the run stops 'hitl' rather than guessing.
     person = approve if args.approve is not None or approve == "ask" else None
     agent = Agent(provider, tools=registry, max_turns=args.max_turns, approve=approve, model=args.model,
                   on_event=progress)
+    store, run_id = _store(args)
     try:
         runner = GoalRunner(agent, planner_provider=planner, evaluator_provider=evaluator,
                             max_goal_steps=args.max_goal_steps, max_replans=args.max_replans,
-                            subagent_turns=args.max_turns, approve=person, on_event=progress)
+                            subagent_turns=args.max_turns, approve=person, on_event=progress, store=store,
+                            store_meta=_meta(args))
     except ValueError as exc:       # MAX_GOAL_STEPS / MAX_REPLAN_ATTEMPTS that are not numbers
         raise UsageError(str(exc)) from None
-    result = asyncio.run(_until_done_or_interrupted(runner, args.goal, input_value, final))
+    if run_id is not None:
+        print(f"goal run id: {run_id}", file=sys.stderr)
+    try:
+        result = asyncio.run(_until_done_or_interrupted(runner.arun(args.goal, input=input_value, run_id=run_id),
+                                                        final))
+    finally:
+        if store is not None:
+            store.close()
+    return _report(args, result)
+
+
+def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The run store the goal is recorded in (unless --no-store) and the goal's run id."""
+    import uuid
+
+    from ..durable.clistore import open_cli_store
+
+    if args.no_store:
+        return None, None
+    return open_cli_store(args.store), f"goal-{uuid.uuid4().hex[:12]}"
+
+
+def _meta(args: argparse.Namespace) -> dict:
+    """What ``sophon-dsl approve`` needs to continue the goal in another process."""
+    from ..durable.clistore import tool_meta
+
+    return {**tool_meta(args), "planner_provider": args.planner_provider,
+            "evaluator_provider": args.evaluator_provider, "max_turns": args.max_turns,
+            "max_goal_steps": args.max_goal_steps, "max_replans": args.max_replans, "approve": args.approve}
+
+
+def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
+    """The goal's event callback (the progress lines unless ``as_json``) and where it keeps
+    the last result (a cancelled goal's steps reached)."""
+    shown = None if as_json else GoalProgress()
+    final: dict[str, Any] = {}
+
+    def on_event(ev: Any) -> None:
+        if ev.type == "goal_done":
+            final["result"] = ev.data
+        if shown is not None:
+            shown(ev)
+
+    return on_event, final
+
+
+def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
+    """``sophon-dsl approve RUN_ID`` on a goal: rebuild the runner from what the goal kept
+    (tools, providers, limits) and continue it with the stored answer."""
+    from ..durable.clistore import tool_args
+    from ..goals import GoalResumeError, GoalRunner
+    from ..llm.agent import Agent
+
+    meta = (row.get("spec") or {}).get("meta") or {}
+    registry, _notes = registry_for(tool_args(args, meta))
+    approve = approver_for(meta.get("approve"))
+    progress, final = _watch(args.json)
+    agent = Agent(_provider(meta.get("provider"), meta.get("model")), tools=registry,
+                  max_turns=meta.get("max_turns") or 4, approve=approve, model=meta.get("model"), on_event=progress)
+    runner = GoalRunner(agent, planner_provider=_provider(meta.get("planner_provider")),
+                        evaluator_provider=_provider(meta.get("evaluator_provider")),
+                        max_goal_steps=meta.get("max_goal_steps"), max_replans=meta.get("max_replans"),
+                        subagent_turns=meta.get("max_turns") or 4, on_event=progress, store=store, store_meta=meta)
+    try:
+        result = asyncio.run(_until_done_or_interrupted(runner.aresume(args.run_id), final))
+    except GoalResumeError as exc:
+        print(f"sophon-dsl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    return _report(args, result)
+
+
+def _report(args: argparse.Namespace, result: Any) -> int:
     if result is None:
         print("goal cancelled", file=sys.stderr)
         return EXIT_FAIL
@@ -106,14 +171,16 @@ def run(args: argparse.Namespace) -> int:
         ex = result.to_json()["goal_execution"]
         print(f"goal {result.status.value}: {ex['steps_run']} step(s) run, {ex['replans']} replan(s)"
               + (f": {result.error}" if result.error else ""), file=sys.stderr)
+        if result.status.value == "hitl" and result.run_id:
+            print(f"  waiting for a person: sophon-dsl approve {result.run_id} [--reject]", file=sys.stderr)
         print(json.dumps({"output": result.output, "facts": result.facts}, ensure_ascii=False, indent=2,
                          default=str))
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
-async def _until_done_or_interrupted(runner: Any, goal: str, input_value: Any, final: dict[str, Any]) -> Any:
+async def _until_done_or_interrupted(work: Any, final: dict[str, Any]) -> Any:
     """The goal's result; on Ctrl-C (or SIGTERM) the result it had reached (status cancelled)."""
-    task = asyncio.ensure_future(runner.arun(goal, input=input_value))
+    task = asyncio.ensure_future(work)
     with on_signals(task.cancel):
         try:
             return await task

@@ -239,6 +239,10 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
                    help="risky calls and steps that need a person: default ask on a terminal; elsewhere risky "
                         "calls are refused and a step that needs a person ends the run 'hitl'")
+    p.add_argument("--store", default=None, metavar="URL",
+                   help="record the goal (default: $SOPHON_DSL_STORE, else the per-user SQLite file), so a "
+                        "goal waiting for a person continues with 'sophon-dsl approve RUN_ID'")
+    p.add_argument("--no-store", action="store_true", help="do not record the goal (it cannot be continued)")
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 

@@ -45,6 +45,8 @@ def _show(store, args: argparse.Namespace) -> int:
     if row is None:
         print(f"sophon-dsl runs show: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
         return EXIT_USAGE
+    if (row.get("spec") or {}).get("kind") == "goal":
+        return _show_goal(row, args)
     data = stored_result(store, row, with_log=args.log)
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
@@ -61,4 +63,21 @@ def _show(store, args: argparse.Namespace) -> int:
         for m in data["log"]:
             print(f"  #{m['seq']} {m['call'] or '-'}: {m['kind']}.{'.'.join(map(str, m['path']))} "
                   f"{m['method']} {json.dumps(m['value'], ensure_ascii=False, default=str)}")
+    return EXIT_OK
+
+
+def _show_goal(row: dict, args: argparse.Namespace) -> int:
+    """A recorded goal (docs/goals.md): its last result, and what it waits for."""
+    summary = row.get("summary") or {}
+    data = {**(summary.get("goal") or {}), "run_id": row["run_id"], "status": row["status"],
+            "waiting": summary.get("waiting")}
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        return EXIT_OK
+    print(f"goal {row['run_id']}: {row['status']}  {row.get('goal') or ''}")
+    for s in (data.get("goal_execution") or {}).get("steps", []):
+        print(f"  {s['id']}: {s['status']} ({s.get('verdict')}) {s['task']}")
+    if data["waiting"]:
+        print(f"  waiting for a person (steps {', '.join(data['waiting'].get('steps', []))}): "
+              f"sophon-dsl approve {row['run_id']} [--reject]")
     return EXIT_OK

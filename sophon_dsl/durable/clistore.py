@@ -9,7 +9,7 @@ from typing import Any
 
 from . import default_store_url, open_store
 
-__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "tool_args"]
+__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "tool_args", "tool_meta"]
 
 # the flags that build a run's tool registry (cli/registry.py), kept with the run
 TOOL_FLAGS = ("tools", "no_stdlib", "stdlib", "sandbox", "stdlib_config", "allow_host")
@@ -37,14 +37,20 @@ def run_store_options(args: argparse.Namespace, options: dict) -> None:
         return
     store = open_cli_store(getattr(args, "store", None))
     store.close_after_run = True  # the run closes it when it ends
+    options["store"] = store
+    options["store_meta"] = tool_meta(args)
+
+
+def tool_meta(args: argparse.Namespace) -> dict:
+    """The tool flags (paths made absolute) and the provider, kept with a run so that a
+    resume from another directory builds the same tools."""
     meta = {flag: getattr(args, flag, None) for flag in TOOL_FLAGS}
     meta["tools"] = [_absolute(t) for t in meta["tools"] or ()]
     for flag in ("sandbox", "stdlib_config"):
         if meta[flag]:
             meta[flag] = os.path.abspath(meta[flag])
     meta["provider"], meta["model"] = getattr(args, "provider", None), getattr(args, "model", None)
-    options["store"] = store
-    options["store_meta"] = meta
+    return meta
 
 
 def tool_args(args: argparse.Namespace, meta: dict | None) -> argparse.Namespace:

@@ -6,10 +6,10 @@ from .evaluator import EvaluatorError, StepEvaluator, StepOutcome, SubAgentStatu
 from .plan_builder import STEP_TOOL, steps_to_plan
 from .planner import Planner, StepSummary
 from .result import GoalResult, GoalStatus, StepRecord, StepStatus
-from .runner import EVALUATOR_FAILED, HUMAN_NEEDED, STEP_FAILED, GoalRunner
+from .runner import EVALUATOR_FAILED, HUMAN_NEEDED, STEP_FAILED, GoalResumeError, GoalRunner
 from .steps import HINTS, PlannedStep, PlannerError, normalize_hint, parse_steps
 
-__all__ = ["EVALUATOR_FAILED", "EvaluatorError", "GoalResult", "GoalRunner", "GoalStatus", "HINTS",
+__all__ = ["EVALUATOR_FAILED", "EvaluatorError", "GoalResult", "GoalResumeError", "GoalRunner", "GoalStatus", "HINTS",
            "HUMAN_NEEDED", "PlannedStep", "Planner", "PlannerError", "STEP_FAILED", "STEP_TOOL", "StepEvaluator",
            "StepOutcome", "StepRecord", "StepStatus", "StepSummary", "SubAgentStatus", "Verdict", "VerdictKind",
            "normalize_hint", "parse_steps", "steps_to_plan"]

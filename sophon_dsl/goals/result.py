@@ -52,6 +52,8 @@ class GoalResult:
     elapsed_s: float
     error: str | None = None
     plans: list[list[dict]] = field(default_factory=list, repr=False)   # every plan's steps, as JSON
+    run_id: str | None = None   # the goal's id in the run store (None: not recorded); not in to_json(),
+    #                             whose keys are the CLI's contract: the CLI prints it on stderr
 
     @property
     def ok(self) -> bool:

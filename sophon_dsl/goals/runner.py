@@ -22,9 +22,11 @@ import asyncio
 import fnmatch
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import SophonError
 from ..model import Risk
 from ..runtime.approval import ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import RunError
@@ -36,13 +38,18 @@ from .planner import Planner, StepSummary
 from .result import GoalResult, GoalStatus, StepRecord, StepStatus
 from .steps import PlannedStep, PlannerError
 
-__all__ = ["GoalRunner", "STEP_FAILED", "HUMAN_NEEDED", "EVALUATOR_FAILED"]
+__all__ = ["GoalResumeError", "GoalRunner", "STEP_FAILED", "HUMAN_NEEDED", "EVALUATOR_FAILED"]
 
 STEP_FAILED = "Goal.StepFailed"
 HUMAN_NEEDED = "Goal.HumanNeeded"
 EVALUATOR_FAILED = "Goal.EvaluatorFailed"
 
 DEFAULT_MAX_GOAL_STEPS = 30
+
+
+class GoalResumeError(SophonError):
+    """A goal cannot be resumed: no store, no such goal, not waiting, or no answer given."""
+
 DEFAULT_MAX_REPLANS = 8
 
 
@@ -90,7 +97,7 @@ class GoalRunner:
                  max_goal_steps: int | None = None, max_replans: int | None = None, subagent_turns: int = 4,
                  roles: dict[str, list[str]] | None = None, approve: Any = None,
                  on_event: Callable[[Event], Any] | None = None, identity: str | None = None,
-                 approval_timeout: float | None = 600.0):
+                 approval_timeout: float | None = 600.0, store: Any = None, store_meta: dict | None = None):
         self.agent = agent
         self.planner = Planner(_provider(planner_provider) or agent.provider, model=planner_model)
         self.evaluator = StepEvaluator(_provider(evaluator_provider) or agent.provider, model=evaluator_model)
@@ -104,6 +111,8 @@ class GoalRunner:
         self.approval_timeout = approval_timeout
         self.on_event = on_event if on_event is not None else agent.on_event
         self.identity = identity if identity is not None else (agent.system or "")
+        self.store = store              # a run store or its URL: goals that wait for a person are kept there
+        self.store_meta = dict(store_meta or {})   # what a resume from the CLI needs again (tools, providers)
 
     # -- the loop -------------------------------------------------------------------
 
@@ -115,20 +124,85 @@ class GoalRunner:
             return asyncio.run(self.arun(goal, input=input))
         raise RuntimeError("GoalRunner.run() was called inside a running event loop; use 'await runner.arun(...)'")
 
-    async def arun(self, goal: str, *, input: Any = None) -> GoalResult:
-        started = time.perf_counter()
+    async def arun(self, goal: str, *, input: Any = None, run_id: str | None = None) -> GoalResult:
+        """Reach ``goal``. With a ``store``, the goal is recorded under ``run_id`` (minted when
+        not given; ``GoalResult.run_id``) and a goal left waiting for a person can be resumed."""
         loop = _Loop(self, goal, input)
+        return await self._finish(loop, loop.drive(), run_id, created=False)
+
+    def resume(self, run_id: str, *, approve: bool | None = None, reason: str = "") -> GoalResult:
+        """Synchronous :meth:`aresume`."""
+        return asyncio.run(self.aresume(run_id, approve=approve, reason=reason))
+
+    async def aresume(self, run_id: str, *, approve: bool | None = None, reason: str = "") -> GoalResult:
+        """Continue the goal ``run_id`` that waits for a person, from the store: ``approve``
+        answers for every waiting step (None: the decision stored with the run, e.g. by
+        ``sophon-dsl approve``). Raises ``GoalResumeError`` when there is nothing to resume."""
+        from ..durable import open_store
+        from .durable import GOAL_KIND, decision_name, load_state
+
+        if self.store is None:
+            raise GoalResumeError("resuming a goal needs the store it was recorded in (GoalRunner(store=...))")
+        store = open_store(self.store)
+        row = store.get_run(run_id)
+        spec = (row or {}).get("spec") or {}
+        if row is None or spec.get("kind") != GOAL_KIND:
+            raise GoalResumeError(f"no goal {run_id!r} in {store.url}")
+        if row["status"] != "waiting":
+            raise GoalResumeError(f"goal {run_id} is not waiting for a person (status {row['status']})")
+        if approve is None:
+            decision = store.load_decisions(run_id).get(decision_name(run_id))
+            if decision is None:
+                raise GoalResumeError(f"goal {run_id} waits for a person's answer: give approve=True/False "
+                                      f"(CLI: sophon-dsl approve {run_id} [--reject])")
+            approve, reason = decision.get("action") == "approve", reason or decision.get("reason", "")
+        loop = _Loop(self, row["goal"] or "", spec.get("input"))
+        last_steps = load_state(loop, spec["checkpoint"])
+        return await self._finish(loop, loop.answered(last_steps, approve, reason), run_id, created=True)
+
+    async def _finish(self, loop: "_Loop", driving: Any, run_id: str | None, created: bool) -> GoalResult:
+        started = time.perf_counter()
+        store = None
+        if self.store is not None:
+            from ..durable import open_store
+
+            store = open_store(self.store)
+            run_id = run_id or f"goal-{uuid.uuid4().hex[:12]}"
+            if not created:
+                store.create_run(run_id, plan_id="goal", goal=loop.goal, spec=self._spec(loop, None),
+                                 plan_hash="").result()
         try:
-            status, error = await loop.drive()
+            status, error = await driving
         except asyncio.CancelledError:
             # what was reached goes out with the last event, so a caller that cancelled
             # (Ctrl-C on the CLI) can still show it
-            partial = loop.result(GoalStatus.CANCELLED, "the goal was cancelled", started)
-            self.emit("goal_done", goal, partial.status.value, reason=partial.error, data=partial)
+            partial = loop.result(GoalStatus.CANCELLED, "the goal was cancelled", started, run_id)
+            if store is not None:
+                store.set_status(run_id, partial.status.value, {"goal": partial.to_json()}).result()
+            self.emit("goal_done", loop.goal, partial.status.value, reason=partial.error, data=partial)
             raise
-        result = loop.result(status, error, started)
-        self.emit("goal_done", goal, status.value, reason=error, data=result)
+        result = loop.result(status, error, started, run_id)
+        if store is not None:
+            self._record(store, run_id, loop, result)
+        self.emit("goal_done", loop.goal, status.value, reason=error, data=result)
         return result
+
+    def _spec(self, loop: "_Loop", checkpoint: dict | None) -> dict:
+        from .durable import GOAL_KIND
+
+        return {"kind": GOAL_KIND, "input": loop.input, "meta": self.store_meta, "checkpoint": checkpoint}
+
+    def _record(self, store: Any, run_id: str, loop: "_Loop", result: GoalResult) -> None:
+        from .durable import decision_name, dump_state
+
+        summary: dict[str, Any] = {"goal": result.to_json()}
+        status = result.status.value
+        if result.status is GoalStatus.HITL and loop.pending:
+            store.set_spec(run_id, self._spec(loop, dump_state(loop)), "").result()
+            summary["waiting"] = {"decision": decision_name(run_id), "kind": "goal",
+                                  "steps": [p["id"] for p in loop.pending]}
+            status = "waiting"
+        store.set_status(run_id, status, summary).result()
 
     # -- pieces the loop uses ---------------------------------------------------------
 
@@ -182,14 +256,22 @@ class _Loop:
         self.steps_run = 0
         self.plans: list[list[dict]] = []
         self.last: _PlanRun | None = None
+        self.pending: list[dict] = []                # steps waiting for a person (kept in the store)
 
     async def drive(self) -> tuple[GoalStatus, str | None]:
         r = self.runner
-        tools = list(r.agent.prompt_tools())
         try:
-            steps = await r.planner.plan(self.goal, identity=r.identity, facts=self.facts, tools=tools)
+            steps = await r.planner.plan(self.goal, identity=r.identity, facts=self.facts, tools=self.tools())
         except PlannerError as exc:
             return GoalStatus.FAILED, f"planner error: {exc}"
+        return await self.cycle(steps)
+
+    def tools(self) -> list:
+        return list(self.runner.agent.prompt_tools())
+
+    async def cycle(self, steps: list[PlannedStep]) -> tuple[GoalStatus, str | None]:
+        """Run ``steps``, then replan around failures until done or a limit stops the loop."""
+        r = self.runner
         while True:
             left = r.max_goal_steps - self.steps_run
             if len(steps) > left:
@@ -206,22 +288,55 @@ class _Loop:
             failed = [rec for rec in done.records.values() if rec.status is StepStatus.FAILED]
             if not failed:
                 return GoalStatus.COMPLETE, None
-            if self.replans >= r.max_replans:
-                return GoalStatus.FAILED, (f"step(s) {', '.join(f.id for f in failed)} failed and the replan "
-                                           f"limit ({r.max_replans}) is reached")
-            self.replans += 1
-            summary = [StepSummary(rec.id, rec.task, rec.verdict or "", rec.note)
-                       for rec in self.records.values() if rec.status is StepStatus.DONE]
-            failures = [StepSummary(f.id, f.task, f.verdict or "fail", f.note) for f in failed]
-            r.emit("goal_replan", self.goal, "replanning", data={"replan": self.replans,
-                                                                 "failed": [f.to_json() for f in failures]})
-            try:
-                steps = await r.planner.replan(
-                    self.goal, completed=summary, failed=failures, facts=self.facts,
-                    remaining_steps=r.max_goal_steps - self.steps_run, remaining_replans=r.max_replans - self.replans,
-                    tools=tools, identity=r.identity, first_number=len(self.records) + 1)
-            except PlannerError as exc:
-                return GoalStatus.FAILED, f"planner error: {exc}"
+            outcome = await self.replan(failed)
+            if isinstance(outcome, tuple):
+                return outcome
+            steps = outcome
+
+    async def replan(self, failed: list[StepRecord]) -> list[PlannedStep] | tuple[GoalStatus, str]:
+        r = self.runner
+        if self.replans >= r.max_replans:
+            return GoalStatus.FAILED, (f"step(s) {', '.join(f.id for f in failed)} failed and the replan "
+                                       f"limit ({r.max_replans}) is reached")
+        self.replans += 1
+        summary = [StepSummary(rec.id, rec.task, rec.verdict or "", rec.note)
+                   for rec in self.records.values() if rec.status is StepStatus.DONE]
+        failures = [StepSummary(f.id, f.task, f.verdict or "fail", f.note) for f in failed]
+        r.emit("goal_replan", self.goal, "replanning", data={"replan": self.replans,
+                                                             "failed": [f.to_json() for f in failures]})
+        try:
+            return await r.planner.replan(
+                self.goal, completed=summary, failed=failures, facts=self.facts,
+                remaining_steps=r.max_goal_steps - self.steps_run, remaining_replans=r.max_replans - self.replans,
+                tools=self.tools(), identity=r.identity, first_number=len(self.records) + 1)
+        except PlannerError as exc:
+            return GoalStatus.FAILED, f"planner error: {exc}"
+
+    async def answered(self, last_steps: list[PlannedStep], approve: bool, reason: str) -> tuple[GoalStatus, str | None]:
+        """Continue a goal that waited for a person: ``approve`` passes every waiting step,
+        else they fail; then the rest of that plan runs (or the loop replans)."""
+        number = len(self.plans) - 1
+        for p in self.pending:
+            step = PlannedStep(p["id"], p["task"], "", ())
+            if approve:
+                for key, value in (p.get("facts") or {}).items():
+                    self.facts.setdefault(str(key), value)
+                note = f"a person judged the step done: {reason or 'approved'}"
+                self.completed[p["id"]] = {"output": p.get("output"), "verdict": "pass", "confidence": 1.0,
+                                           "note": note, "facts": p.get("facts") or {}}
+                self.records[p["id"]] = StepRecord(p["id"], step.task, StepStatus.DONE, "pass", 1.0, note, number)
+            else:
+                self.records[p["id"]] = StepRecord(p["id"], step.task, StepStatus.FAILED, "fail", 1.0,
+                                                   f"a person judged the step failed: {reason or 'rejected'}", number)
+            self.runner.emit("goal_step_verdict", self.goal, self.records[p["id"]].verdict or "", call_id=p["id"],
+                             data=self.records[p["id"]].to_json())
+        self.pending = []
+        failed = [self.records[s.id] for s in last_steps if self.records[s.id].status is StepStatus.FAILED]
+        if failed:
+            outcome = await self.replan(failed)
+            return outcome if isinstance(outcome, tuple) else await self.cycle(outcome)
+        rest = [s for s in last_steps if self.records[s.id].status is not StepStatus.DONE]
+        return await self.cycle(rest) if rest else (GoalStatus.COMPLETE, None)
 
     async def run_plan(self, steps: list[PlannedStep]) -> _PlanRun:
         from ..runtime.api import arun
@@ -267,6 +382,8 @@ class _Loop:
         if verdict.kind is VerdictKind.HITL:
             done.waiting = True
             self.record(done, step, StepStatus.WAITING, verdict)
+            self.pending.append({"id": step.id, "task": step.task, "note": verdict.note, "facts": verdict.facts,
+                                 "output": outcome.output})
             raise RunError(HUMAN_NEEDED, verdict.note or "the step needs a person's judgement")
         if verdict.kind is VerdictKind.FAIL:
             self.record(done, step, StepStatus.FAILED, verdict)
@@ -331,9 +448,9 @@ class _Loop:
 
     # -- the result ---------------------------------------------------------------------
 
-    def result(self, status: GoalStatus, error: str | None, started: float) -> GoalResult:
+    def result(self, status: GoalStatus, error: str | None, started: float, run_id: str | None = None) -> GoalResult:
         return GoalResult(status, self.output(), dict(self.facts), self.step_records(), self.replans,
-                          self.steps_run, time.perf_counter() - started, error, self.plans)
+                          self.steps_run, time.perf_counter() - started, error, self.plans, run_id)
 
     def step_records(self) -> list[StepRecord]:
         records = dict(self.records)

@@ -79,3 +79,36 @@ def test_an_empty_goal_and_a_bad_environment_limit_exit_2(capsys, monkeypatch):
     monkeypatch.setenv("MAX_GOAL_STEPS", "lots")
     assert main(_argv()) == 2
     assert "MAX_GOAL_STEPS must be a whole number" in capsys.readouterr().err
+
+
+def test_a_goal_waiting_for_a_person_continues_with_approve(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", open("/dev/null"))
+    (tmp_path / "t.py").write_text("from sophon_dsl import tool\n\n@tool\ndef look(q: str) -> str:\n"
+                                   "    '''Looks.'''\n    return q.upper()\n", encoding="utf-8")
+    (tmp_path / "planner.yaml").write_text(
+        'keyed:\n  - match: "Goal:"\n    reply: \'{"steps": [{"task": "Look up alpha", "success_criterion": "found"},'
+        ' {"task": "Look up beta", "success_criterion": "found"}, {"task": "Look up gamma", "success_criterion":'
+        ' "found", "depends_on": [2]}]}\'\n', encoding="utf-8")
+    (tmp_path / "agents.yaml").write_text(
+        'keyed:\n  - match: "Request: Look up (\\\\w+)"\n    reply: "return \\"done\\""\n', encoding="utf-8")
+    (tmp_path / "evaluator.yaml").write_text(
+        'keyed:\n  - match: "Task: Look up beta"\n    reply: \'{"verdict": "hitl", "confidence": 0.5, "note": "ask"}\'\n'
+        '  - match: "Task:"\n    reply: \'{"verdict": "pass", "confidence": 0.9, "note": "ok"}\'\n', encoding="utf-8")
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    argv = ["goal", "Look things up", "--tools", str(tmp_path / "t.py"), "--provider",
+            f"scripted:{tmp_path / 'agents.yaml'}", "--planner-provider", f"scripted:{tmp_path / 'planner.yaml'}",
+            "--evaluator-provider", f"scripted:{tmp_path / 'evaluator.yaml'}", "--store", store, "--json"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    first = json.loads(out)
+    run_id = err.split("goal run id: ", 1)[1].split()[0]
+    assert first["status"] == "hitl" and run_id.startswith("goal-")
+    assert main(["runs", "list", "--store", store, "--status", "waiting", "--json"]) == 0
+    assert run_id in capsys.readouterr().out
+    assert main(["approve", run_id, "--store", store, "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["status"] == "complete"
+    assert [(s["id"], s["status"]) for s in done["goal_execution"]["steps"]] == [
+        ("s1", "done"), ("s2", "done"), ("s3", "done")]
+    assert main(["approve", run_id, "--store", store]) == 1      # nothing waits any more
+    assert "not waiting" in capsys.readouterr().err

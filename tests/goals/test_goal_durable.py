@@ -1,0 +1,91 @@
+"""A goal that waits for a person is kept in the run store and continues later, from
+another runner (another process), with the person's answer (issue 16 item 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sophon_dsl import Agent, GoalRunner, tool
+from sophon_dsl.durable import open_store
+from sophon_dsl.goals import GoalResumeError, GoalStatus
+from sophon_dsl.goals.durable import decision_name
+
+from goal_support import keyed, plan_reply, step, verdict
+
+
+@tool
+def noop(x: str = "") -> str:
+    """Does nothing."""
+    return x
+
+
+def _three() -> str:
+    return plan_reply(step("First job [one]", "first done"), step("Second job [two]", "second done"),
+                      step("Third job [three]", "third done", depends_on=[2]))
+
+
+def _runner(store, **kw):
+    sub = keyed((r"Request: .*\[one\]", 'return 1'), (r"Request: .*\[two\]", 'return 2'),
+                (r"Request: .*\[three\]", 'return 3'), (r"Request: .*\[four\]", 'return 4'))
+    evaluator = keyed((r"Task: .*\[two\]", verdict("hitl", "only a person can tell", seen=2)),
+                      (r"Task:", verdict("pass", "ok")))
+    planner = keyed((r"Completed steps", plan_reply(step("Fourth job [four]", "fourth done"))), (r"Goal:", _three()))
+    runner = GoalRunner(Agent(sub, [noop], stdlib=False), planner_provider=planner, evaluator_provider=evaluator,
+                        store=store, **kw)
+    return runner, sub, evaluator, planner
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def _waiting(store_url):
+    runner, *_ = _runner(store_url)
+    first = runner.run("g")
+    assert first.status is GoalStatus.HITL and first.run_id
+    return first.run_id
+
+
+def test_a_waiting_goal_is_kept_and_approved_later(store_url):
+    run_id = _waiting(store_url)
+    store = open_store(store_url)
+    row = store.get_run(run_id)
+    assert row["status"] == "waiting" and row["summary"]["waiting"]["steps"] == ["s2"]
+    store.close()
+
+    runner, sub, evaluator, planner = _runner(store_url)          # a new process, in effect
+    result = runner.resume(run_id, approve=True, reason="looks right")
+    assert result.status is GoalStatus.COMPLETE and result.run_id == run_id
+    # only the step that waited behind the person ran: no step done before is asked again
+    assert len(sub.calls) == 1 and len(evaluator.calls) == 1 and planner.calls == []
+    assert [(s.id, s.status.value, s.verdict) for s in result.steps] == [
+        ("s1", "done", "pass"), ("s2", "done", "pass"), ("s3", "done", "pass")]
+    assert result.facts == {"seen": 2} and result.output == 3
+    store = open_store(store_url)
+    assert store.get_run(run_id)["status"] == "complete"
+    store.close()
+
+
+def test_a_rejected_step_fails_and_the_goal_replans(store_url):
+    run_id = _waiting(store_url)
+    runner, sub, evaluator, planner = _runner(store_url)
+    result = runner.resume(run_id, approve=False)
+    assert result.status is GoalStatus.COMPLETE and result.replans == 1 and len(planner.calls) == 1
+    assert {s.id: s.verdict for s in result.steps}["s2"] == "fail"
+    assert result.output == 4
+
+
+def test_the_stored_decision_answers_and_resuming_twice_is_refused(store_url):
+    run_id = _waiting(store_url)
+    runner, *_ = _runner(store_url)
+    with pytest.raises(GoalResumeError, match="waits for a person's answer"):
+        runner.resume(run_id)
+    store = open_store(store_url)
+    store.put_decision(run_id, decision_name(run_id), {"action": "approve", "reason": "ok"}).result()
+    store.close()
+    assert runner.resume(run_id).status is GoalStatus.COMPLETE
+    with pytest.raises(GoalResumeError, match="not waiting"):
+        runner.resume(run_id, approve=True)
+    with pytest.raises(GoalResumeError, match="no goal"):
+        runner.resume("goal-nope", approve=True)
