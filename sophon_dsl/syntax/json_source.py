@@ -22,6 +22,7 @@ import json
 import math
 import re
 from bisect import bisect_right
+from sys import intern
 from typing import Iterator, Sequence
 
 from ..diagnostics import Diagnostic, Span
@@ -376,8 +377,15 @@ def _refuse_constant(name: str) -> None:
     raise _Unusual  # NaN, Infinity, -Infinity
 
 
+# one value at an offset of a document json.loads has already read whole
+_decode_at = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant).raw_decode
+
+
 # \uD800-\uDFFF: the parser pairs or replaces surrogates itself
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# numbers the measurer refuses (a 4,000-digit int, a float out of range), or strings
+# merely holding such digits: checked before any item is measured lazily
+_HUGE_NUMBER = re.compile(r"[0-9]{300}|[0-9.][eE][+-]?[0-9]{3}")
 _BLANK = re.compile(r"[ \t\n\r]*")
 _KEY = re.compile(r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*")[ \t\n\r]*:[ \t\n\r]*')
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -391,18 +399,15 @@ class _Measurer:
     def __init__(self, text: str):
         self.text = text
         self.starts = LineIndex(text).starts
-        # one int object per line number, shared by every span on that line
-        self.numbers = list(range(1, len(self.starts) + 1))
 
     def span(self, start: int, end: int) -> Span:
         starts = self.starts
-        line = bisect_right(starts, start) - 1
-        first = starts[line]
-        number = self.numbers[line]
-        if line + 1 == len(starts) or end < starts[line + 1]:
-            return Span(number, start - first + 1, number, end - first + 1)
-        end_line = bisect_right(starts, end) - 1
-        return Span(number, start - first + 1, self.numbers[end_line], end - starts[end_line] + 1)
+        line = bisect_right(starts, start)
+        first = starts[line - 1]
+        if line == len(starts) or end < starts[line]:
+            return Span(line, start - first + 1, line, end - first + 1)
+        end_line = bisect_right(starts, end)
+        return Span(line, start - first + 1, end_line, end - starts[end_line - 1] + 1)
 
     def node(self, value, pos: int, path: str, depth: int) -> tuple[LocatedNode, int]:
         """The node of ``value`` written at ``pos``, and the offset just after it."""
@@ -419,6 +424,7 @@ class _Measurer:
                 entries: list[tuple[str, LocatedNode]] = []
                 key_spans: dict[str, Span] = {}
                 for key, item in value.items():
+                    key = intern(key)  # items are decoded one by one: share the keys they repeat
                     m = _KEY.match(text, inner)
                     key_spans[key] = self.span(m.start(1), m.end(1))
                     child, after = self.node(item, m.end(), child_path(path, key), depth + 1)
@@ -427,8 +433,8 @@ class _Measurer:
                 end = inner + 1
                 return LocatedNode(OBJECT, entries, self.span(pos, end), path, key_spans), end
             if len(value) >= _LAZY_ITEMS:
-                end = _container_end(text, pos)
-                lazy = _Items(self, value, inner, path, depth + 1)
+                end = _container_end(text, pos, MAX_DEPTH - depth)
+                lazy = _Items(self, len(value), inner, path, depth + 1)
                 return LocatedNode(ARRAY, lazy, self.span(pos, end), path), end
             items: list[LocatedNode] = []
             for i, item in enumerate(value):
@@ -454,13 +460,17 @@ _LAZY_ITEMS = 32
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
-def _container_end(text: str, pos: int) -> int:
-    """The offset just after the array or object that opens at ``pos``."""
+def _container_end(text: str, pos: int, levels: int) -> int:
+    """The offset just after the array or object that opens at ``pos``; nesting
+    ``levels`` deep inside it goes to the parser (its items are measured later, where
+    an :class:`_Unusual` could no longer be turned into the parser's diagnostic)."""
     depth = 0
     for m in _STRING_OR_BRACKET.finditer(text, pos):
         ch = text[m.start()]
         if ch == "[" or ch == "{":
             depth += 1
+            if depth >= levels:
+                raise _Unusual
         elif ch == "]" or ch == "}":
             depth -= 1
             if depth == 0:
@@ -469,25 +479,26 @@ def _container_end(text: str, pos: int) -> int:
 
 
 class _Items(Sequence):
-    """The items of a long array: each located when read, none kept."""
+    """The items of a long array: each decoded again and located when read, none kept
+    (holding json.loads' values of a whole plan would cost more than the plan)."""
 
-    __slots__ = ("_measurer", "_values", "_start", "_path", "_depth")
+    __slots__ = ("_measurer", "_count", "_start", "_path", "_depth")
 
-    def __init__(self, measurer: _Measurer, values: list, start: int, path: str, depth: int):
+    def __init__(self, measurer: _Measurer, count: int, start: int, path: str, depth: int):
         self._measurer = measurer
-        self._values = values
+        self._count = count
         self._start = start
         self._path = path
         self._depth = depth
 
     def __len__(self) -> int:
-        return len(self._values)
+        return self._count
 
     def __iter__(self) -> Iterator[LocatedNode]:
         node, text, path, depth = self._measurer.node, self._measurer.text, self._path, self._depth
         pos = self._start
-        for i, item in enumerate(self._values):
-            child, after = node(item, pos, f"{path}[{i}]", depth)
+        for i in range(self._count):
+            child, after = node(_decode_at(text, pos)[0], pos, f"{path}[{i}]", depth)
             yield child
             pos = _AFTER_ITEM.match(text, after).end()
 
@@ -495,8 +506,8 @@ class _Items(Sequence):
         if isinstance(index, slice):
             return list(self)[index]
         if index < 0:
-            index += len(self._values)
-        if not 0 <= index < len(self._values):
+            index += self._count
+        if not 0 <= index < self._count:
             raise IndexError(index)
         for i, child in enumerate(self):
             if i == index:
@@ -506,7 +517,7 @@ class _Items(Sequence):
 
 def _read_plain(text: str) -> LocatedNode | None:
     """The located tree of a plain JSON document, or ``None`` when it is not one."""
-    if _SURROGATE_ESCAPE.search(text):
+    if _SURROGATE_ESCAPE.search(text) or _HUGE_NUMBER.search(text):
         return None
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)

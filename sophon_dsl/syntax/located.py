@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,7 +51,8 @@ class LineIndex:
     def __init__(self, text: str):
         self.text = text
         self.size = len(text)
-        self.starts = [0]
+        # offsets as machine words: a list would hold one int object per line
+        self.starts = array("q", (0,))
         find = text.find
         i = find("\n")
         while i >= 0:
