@@ -20,9 +20,6 @@ from typing import Any
 from dataclasses import replace
 
 from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
-from dataclasses import replace
-
-from ..maps import body_ids, outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
 from ..checks.schema import offline_registry, offline_validator, write_schema
