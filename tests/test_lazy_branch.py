@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 import sophon_dsl
 from sophon_dsl.llm.agent import Agent

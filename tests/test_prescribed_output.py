@@ -3,9 +3,7 @@ tool's input schema is where its calls write; another path is E210."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
 
 import pytest
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from ..model import Call
 from ..runtime.errors import TOOL_FAILED, PlanInvalid, RunError
-from ..runtime.invoker import Invocation, LocalInvoker
+from ..runtime.invoker import Invocation
 from ..runtime.protocols import Branch
 from ..tools import ToolSpec
 from .preflight import Route, check_routes, refused_error, route_for

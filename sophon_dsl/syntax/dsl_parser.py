@@ -37,7 +37,6 @@ from ..model import (
     Plan,
     Reference,
     Risk,
-    Template,
     ToolDecl,
     value_to_json,
 )

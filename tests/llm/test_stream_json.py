@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from typing import Any, AsyncIterator, Sequence
 
 import pytest

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import Any
 
 import pytest
 
