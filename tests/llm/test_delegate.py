@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Sequence
 
 import pytest
 
