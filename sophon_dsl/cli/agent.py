@@ -21,7 +21,7 @@ import sys
 from typing import Any, Callable
 
 from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, on_signals,
-                     parse_json_arg, provider_usage_error)
+                     parse_json_arg, provider_usage_error, tool_executor_from_flags)
 from .registry import registry_for as _default_registry_for
 
 __all__ = ["AgentProgress", "run"]
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         raise UsageError("--max-calls must be at least 1")
     if args.delegate_dir is not None and not os.path.isdir(args.delegate_dir):
         raise UsageError(f"--delegate-dir: {args.delegate_dir!r} is not a directory")
-    tool_executor = _tool_executor(args)
+    tool_executor = tool_executor_from_flags(args)
     if tool_executor is False:
         return EXIT_USAGE
     input_value = parse_json_arg("--input", args.input)
@@ -162,20 +162,6 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
     return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
-
-
-def _tool_executor(args: argparse.Namespace) -> Any:
-    """--executor's DaskExecutor (None: local); False after printing why the flags are bad."""
-    if not (getattr(args, "executor", None) or getattr(args, "executor_config", None)
-            or os.environ.get("SOPHON_DSL_EXECUTOR")):
-        return None  # the local path imports nothing of the scale-out package
-    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
-
-    try:
-        return tool_executor_for(args)
-    except ExecutorConfigError as exc:
-        print_refusal(exc)
-        return False
 
 
 def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:

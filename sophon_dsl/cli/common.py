@@ -363,3 +363,17 @@ def on_signals(handler: Callable[[], None]) -> Iterator[None]:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
                 pass
+
+
+def tool_executor_from_flags(args: argparse.Namespace) -> Any:
+    """``--executor``'s DaskExecutor (None: local); False after printing why the flags are bad."""
+    if not (getattr(args, "executor", None) or getattr(args, "executor_config", None)
+            or os.environ.get("SOPHON_DSL_EXECUTOR")):
+        return None  # the local path imports nothing of the scale-out package
+    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
+
+    try:
+        return tool_executor_for(args)
+    except ExecutorConfigError as exc:
+        print_refusal(exc)
+        return False

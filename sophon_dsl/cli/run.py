@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
 from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
-                     provider_usage_error, read_plan)
+                     provider_usage_error, read_plan, tool_executor_from_flags)
 from .progress import ProgressView
 from .registry import registry_for
 
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     if getattr(args, "smart_retry", False) and not args.provider:
         raise UsageError("--smart-retry needs --provider (the model that suggests alternatives)")
-    args.tool_executor = _tool_executor(args)
+    args.tool_executor = tool_executor_from_flags(args)
     if args.tool_executor is False:
         return EXIT_USAGE
     loaded = load_runnable(args)
@@ -98,19 +97,6 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
 
     with on_signals(interrupt):
         return await handle.result()
-
-
-def _tool_executor(args: argparse.Namespace) -> Any:
-    """--executor's DaskExecutor (None: local); False after printing why the flags are bad."""
-    if not (args.executor or args.executor_config or os.environ.get("SOPHON_DSL_EXECUTOR")):
-        return None  # the local path imports nothing of the scale-out package
-    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
-
-    try:
-        return tool_executor_for(args)
-    except ExecutorConfigError as exc:
-        print_refusal(exc)
-        return False
 
 
 def _latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:

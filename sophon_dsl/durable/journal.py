@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any, Iterable
+from typing import Any
 
 from ..model import OutputMethod
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import CallRecord
-from ..runtime.state import LogSnapshot, StateLog
+from ..runtime.state import StateLog
+from ..runtime.store import MemoryStore
 
 __all__ = ["CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
 
@@ -61,18 +62,16 @@ def restore_record(rec: CallRecord, data: dict) -> None:
     rec.output = data.get("output")
 
 
-class Journal:
-    """One durable run's state store (see the module docstring)."""
+class Journal(MemoryStore):
+    """One durable run's state store (see the module docstring): the in-memory log and
+    records of :class:`MemoryStore`, and each completion committed to ``backend``."""
 
     durable = True
 
     def __init__(self, backend: Any, run_id: str) -> None:
+        super().__init__(StateLog())
         self.backend = backend
         self.run_id = run_id
-        self.log = StateLog()
-        self.records: list[CallRecord] = []
-        self.write = self.log.write
-        self.get = self.log.get
         self.sched: Any = None
         self.failure: BaseException | None = None
         self.committing: list = []   # futures of the transactions not known to be committed
@@ -81,19 +80,7 @@ class Journal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
 
-    # -- StateStore -----------------------------------------------------------------
-
-    def resolved(self, exclude: Iterable[str] = ()) -> dict[str, Any]:
-        return self.log.resolved(exclude)
-
-    def snapshot(self) -> LogSnapshot:
-        return self.log.snapshot()
-
-    def add_record(self, record: CallRecord) -> None:
-        self.records.append(record)
-
-    def record_started(self, record: CallRecord) -> None:
-        pass
+    # -- StateStore (the rest is MemoryStore's) ---------------------------------------
 
     def record_ended(self, rec: CallRecord) -> None:
         if rec.status == "cancelled" or self.failure is not None:
