@@ -14,7 +14,7 @@ import os
 import socket
 from typing import Any
 
-from ..runtime.api import _execute, _make, _stamped
+from ..runtime.api import finish_run, make_run
 from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
@@ -76,7 +76,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         if spec.get("context"):
             opts["context"] = spec["context"]
         opts["plan_id"] = spec.get("plan_id")
-        handle, run_opts, context, prep, input, state = _make(plan, tools, opts, spec.get("state"), spec.get("input"))
+        handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"), spec.get("input"))
         if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:
             raise StoreRunError(PLAN_CHANGED, f"the plan or the sources of its tools changed since run {run_id} "
                                               "began; resume with force=True (--force) to run it anyway")
@@ -88,17 +88,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         handle.run_id, handle.durable = run_id, durable
         run_opts.approver = durable.approver(WAIT if wait else run_opts.approver)
         await asyncio.wrap_future(backend.set_status(run_id, "running"))
-        task = asyncio.ensure_future(_stamped(handle, _execute(handle, plan, tools, input, state, run_opts,
-                                                               context, prep)))
-        handle._task = task
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            handle.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            raise
-        await handle.bus.drain()
-        return result
+        return await finish_run(handle, plan, tools, input, state, run_opts, context, prep)
     finally:
         if owned:
             backend.close()

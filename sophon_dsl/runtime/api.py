@@ -237,10 +237,9 @@ def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
 def _validate_input(plan: Plan, input: Any) -> None:
     if plan.input_schema is None or not isinstance(plan.input_schema, dict):
         return
-    import jsonschema
+    from ..checks.schema import offline_validator  # never fetches a remote $ref (issue 17)
 
     value = {} if input is None else input
-    from ..checks.schema import offline_validator  # never fetches a remote $ref (issue 17)
 
     err = next(iter(offline_validator(plan.input_schema).iter_errors(value)), None)
     if err is not None:
@@ -398,8 +397,11 @@ def seeded(plan: Any, input: Any, state: Any) -> tuple[Any, Any]:
     return input, state
 
 
-def _make(plan: Any, tools: Any, options: dict, state: Any = None,
-          input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared, Any, Any]:
+def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
+             input: Any = None) -> tuple[RunHandle, RunOptions, dict | None, Prepared, Any, Any]:
+    """What a run needs before it starts: its handle, options, context, the prepared plan,
+    and its input and state (``run``, ``start`` and a durable resume all begin here).
+    Raises :class:`PlanInvalid` when the plan cannot run."""
     opts, rest = _split_options(options)
     approve = rest.pop("approve", None)
     store, run_id, store_meta = rest.pop("store", None), rest.pop("run_id", None), rest.pop("store_meta", None)
@@ -446,7 +448,14 @@ async def _stamped(handle: RunHandle, coro: Any) -> RunResult:
 
 async def arun(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunResult:
     """Run ``plan`` to the end and return its :class:`RunResult` (see :func:`run` for options)."""
-    handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
+    handle, opts, context, prep, input, state = make_run(plan, tools, options, state, input)
+    return await finish_run(handle, plan, tools, input, state, opts, context, prep)
+
+
+async def finish_run(handle: RunHandle, plan: Any, tools: Any, input: Any, state: Any, opts: RunOptions,
+                     context: dict | None, prep: Prepared) -> RunResult:
+    """Run what :func:`make_run` prepared to its end; cancelling the caller cancels the run
+    (it ends with its summary) and re-raises."""
     task = asyncio.ensure_future(_stamped(handle, _execute(handle, plan, tools, input, state, opts, context, prep)))
     handle._task = task
     try:
@@ -487,7 +496,7 @@ def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None,
     Plan errors raise :class:`PlanInvalid` here, before anything runs.
     """
     asyncio.get_running_loop()
-    handle, opts, context, prep, input, state = _make(plan, tools, options, state, input)
+    handle, opts, context, prep, input, state = make_run(plan, tools, options, state, input)
     handle._task = asyncio.ensure_future(_stamped(handle, _execute(handle, plan, tools, input, state, opts, context,
                                                                    prep)))
     return handle
