@@ -63,18 +63,14 @@ class _MapRun:
 
 
 class MapDriver:
-    """Expands the map calls of one scheduler (see the module docstring).  It wraps the
-    scheduler's ``_start`` (a map call starts here, not in the invoker) and ``finish``
-    (an item's calls ending)."""
+    """Expands the map calls of one scheduler (see the module docstring).  The scheduler
+    starts calls through :meth:`start` (a map call starts here, not in the invoker) and ends
+    them through :meth:`finish` (an item's calls ending), when its plan has maps."""
 
     def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
         self.s = sched
         self.owner: dict[int, tuple[_MapRun, int]] = {}  # instance call -> (its map, item)
         self.hidden: set[str] = set()                     # item kinds (not in the run's state)
-        self._start = sched._start
-        self._finish = sched.finish
-        sched._start = self.start
-        sched.finish = self.finish
 
     # -- the scheduler's hooks -------------------------------------------------------
 
@@ -82,31 +78,31 @@ class MapDriver:
         s = self.s
         call = s.calls[j]
         if call.map is None:
-            self._start(j, args, inline)
+            s.start_task(j, args, inline)
             return
         broken = self._broken(j, call.map)
         if broken is not None:  # an outer read can never be written: as for any call's input
             s.records[j].reason = broken
-            s._loop.call_soon(self._skip, j)
+            s.call_soon(self._skip, j)
             return
-        s.runner._started(j)
+        s.runner.started(j)
         s.records[j].attempts = 1
         cid = s.ids[j]
         over = args.get("over")
         if type(over) is not list:
             err = ErrorInfo(MAP_NOT_A_LIST, f"map {cid} goes over {_describe(over)}, not a list")
-            s._loop.call_soon(self._end, j, err, None)
+            s.call_soon(self._end, j, err, None)
             return
         run = _MapRun(j, cid, call.map, over)
         s.emit("map_start", "running", j, data={"items": run.n})
         if run.n == 0:
             run.ended = True
-            s._loop.call_soon(self._end, j, None, [])
+            s.call_soon(self._end, j, None, [])
             return
         self._fill(run)
 
     def finish(self, i: int, status: str) -> None:
-        self._finish(i, status)
+        self.s.finish_call(i, status)
         own = self.owner.pop(i, None)
         if own is None:
             return
@@ -137,7 +133,7 @@ class MapDriver:
 
     def _skip(self, j: int) -> None:
         s = self.s
-        if s.records[j].status in _TERMINAL or s._stopping:
+        if s.records[j].status in _TERMINAL or s.stopping:
             return
         s.finish(j, "skipped")
         s.settled(j)
@@ -152,7 +148,7 @@ class MapDriver:
         run.filling = True
         try:
             s = self.s
-            while not run.ended and not s._stopping and run.next < run.n and run.inflight < run.limit:
+            while not run.ended and not s.stopping and run.next < run.n and run.inflight < run.limit:
                 k = run.next
                 run.next += 1
                 run.inflight += 1
@@ -174,20 +170,12 @@ class MapDriver:
         if not calls:
             self._item_done(run, k)
             return
-        flow = s.flow
-        first = len(flow.calls)
-        for call, cid in zip(calls, ids):
-            flow.add_call(call, cid)
         run.left[k] = len(calls)
+        added = s.add_calls(calls, ids)  # every call first: a body call may read a later one
         owner = self.owner
-        for _ in calls:
-            owner[s._grow()] = (run, k)  # every call first: a body call may read a later one
-        decided, waiting, eager = s._decided, s._waiting, s._eager
-        for i in range(first, first + len(calls)):
-            if s._stopping:
-                return
-            if not decided[i] and (waiting[i] <= 0 or eager[i]) and s._consider(i):
-                s.settled(i)
+        for i in added:
+            owner[i] = (run, k)
+        s.start_ready(added)
 
     def _item_done(self, run: _MapRun, k: int) -> None:
         s = self.s
@@ -212,11 +200,11 @@ class MapDriver:
             first = run.first_error[1]  # type: ignore[index]
             why = (f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)}); "
                    f"first: {first.error}: {first.cause}")
-            s._loop.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
+            s.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
             return
         if run.done == run.n:
             run.ended = True
-            s._loop.call_soon(self._end, run.j, None, run.results)
+            s.call_soon(self._end, run.j, None, run.results)
             return
         self._fill(run)
 
@@ -236,7 +224,7 @@ class MapDriver:
         """The map call ends: its result written (or its error delivered) as any call's."""
         s = self.s
         rec = s.records[j]
-        if rec.status in _TERMINAL or s._stopping:
+        if rec.status in _TERMINAL or s.stopping:
             return
         if err is None:
             err = s.runner.accept(j, s.calls[j], results)

@@ -102,7 +102,7 @@ class CallRunner:
                 s.journal.settle_after_commit(i)
                 return
             if self._sem is None:
-                self._started(i)
+                self.started(i)
             else:  # started when a slot under max_concurrency is free (see _attempt)
                 rec.status = "queued"
                 s.emit("plan_step_queued", "queued", i)
@@ -185,7 +185,7 @@ class CallRunner:
         else:  # the barrier: dependents start once this call's completion is committed
             s.journal.settle_after_commit(i)
 
-    def _started(self, i: int) -> None:
+    def started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""
         s = self.s
         rec = s.records[i]
@@ -326,7 +326,7 @@ class CallRunner:
             if self._sem is not None:
                 async with self._sem:
                     if s.records[i].started is None:
-                        self._started(i)
+                        self.started(i)
                     result = await self._timed(s.invoker.invoke(inv), timeout)
             else:
                 result = await self._timed(s.invoker.invoke(inv), timeout)

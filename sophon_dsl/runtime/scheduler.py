@@ -23,10 +23,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..dataflow import DataFlow
-from ..model import Plan, Risk
+from ..model import Call, Plan, Risk
 from ..tools import ToolRegistry, ToolSpec
 from .contracts import final_output
 from .errors import PLAN_CANCELLED, PLAN_TIMEOUT, ErrorInfo
@@ -162,6 +162,9 @@ class Scheduler:
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)
         self.maps: MapDriver | None = MapDriver(self) if self.flow.has_maps else None
+        if self.maps is not None:  # map calls start (and item calls end) through the driver
+            self._start = self.maps.start
+            self.finish = self.maps.finish
 
     # ------------------------------------------------------------------ per-call bookkeeping
 
@@ -266,7 +269,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def finish(self, i: int, status: str) -> None:
+    def finish_call(self, i: int, status: str) -> None:
         """Record call ``i``'s final status (and tell the store and the subscribers)."""
         rec = self.records[i]
         rec.status = status
@@ -291,6 +294,31 @@ class Scheduler:
         if self._remaining == 0:
             self._done.set()
 
+    finish = finish_call  # what the run calls; a map driver puts its own in front (see __init__)
+
+    def add_calls(self, calls: Sequence[Call], ids: Sequence[str]) -> range:
+        """Calls that join the run while it runs (a map's items): wired into the data flow
+        and given their bookkeeping; :meth:`start_ready` then starts those that can go."""
+        flow = self.flow
+        first = len(flow.calls)
+        for call, cid in zip(calls, ids):
+            flow.add_call(call, cid)
+        for _ in calls:
+            self._grow()
+        return range(first, first + len(calls))
+
+    def start_ready(self, indices: Iterable[int]) -> None:
+        """Start (or decide) each of ``indices`` whose inputs are settled."""
+        decided, waiting, eager = self._decided, self._waiting, self._eager
+        for i in indices:
+            if self._stopping:
+                return
+            if not decided[i] and (waiting[i] <= 0 or eager[i]) and self._consider(i):
+                self.settled(i)
+
+    def call_soon(self, callback: Any, *args: Any) -> None:
+        """Run ``callback(*args)`` on the run's event loop, after what runs now."""
+        self._loop.call_soon(callback, *args)
 
     def settled(self, i: int) -> None:
         """Call ``i`` ended: count it off its dependents and examine those it may decide
@@ -357,10 +385,13 @@ class Scheduler:
         self._start(j, args, inline)
         return False
 
-    def _start(self, j: int, args: dict, inline: Any) -> None:
+    def start_task(self, j: int, args: dict, inline: Any) -> None:
+        """Start call ``j``'s task with its arguments (``inline``: its inline result)."""
         self._tasks[j] = self._create_task(self.runner.run_call(j, args, inline))
         if self.on_dispatch is not None:
             self.on_dispatch(j)
+
+    _start = start_task  # the hot path's name; a map driver puts its own in front (see __init__)
 
     def _pump(self) -> None:
         """Create the next burst of queued tasks (FIFO: same start order as creating them all)."""
