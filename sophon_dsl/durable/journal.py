@@ -21,7 +21,7 @@ from typing import Any
 
 from ..model import OutputMethod
 from ..runtime.errors import ErrorInfo
-from ..runtime.result import CallRecord
+from ..runtime.result import CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
 from ..runtime.store import MemoryStore
 
@@ -42,9 +42,10 @@ def entry_json(entry: tuple) -> list:
 def record_json(rec: CallRecord, written: tuple[int, ...]) -> dict:
     """What a committed call keeps: its record and which of its output paths it wrote
     (times as POSIX timestamps, formatted when read)."""
+    times = raw_times(rec)
     return {"id": rec.id, "index": rec.index, "status": rec.status, "attempts": rec.attempts,
             "error": rec.error.to_json() if rec.error else None, "reason": rec.reason,
-            "started": rec._started_at, "ended": rec._ended_at, "caught": rec.caught,
+            "started": times[0], "ended": times[1], "caught": rec.caught,
             "branch": rec.branch, "written": written,
             "output": rec.output if not written else None}
 
@@ -85,10 +86,9 @@ class Journal(MemoryStore):
     def record_ended(self, rec: CallRecord) -> None:
         if rec.status == "cancelled" or self.failure is not None:
             return  # not committed: it runs again on resume (its entries wait for the next commit)
-        entries = self.log._entries
-        start, end = self._sent, len(entries)
-        self._sent = end
-        rows = [(seq, entry_json(entries[seq])) for seq in range(start, end)]
+        start = self._sent
+        rows = [(seq, entry_json(e)) for seq, e in enumerate(self.log.entries(start), start)]
+        self._sent = start + len(rows)
         out = self.sched.calls[rec.index].output if self.sched is not None else None
         written = _written_indexes(out, rec) if out is not None else ()
         if self._loop is None:
@@ -98,7 +98,7 @@ class Journal(MemoryStore):
             fut = self.backend.commit_call(self.run_id, rows, record_json(rec, written),
                                            notify=(self._loop, partial(self._landed, rec.index)))
         except Exception as exc:  # noqa: BLE001 - a value the store cannot hold: the run stops
-            self._fail(exc)
+            self.fail(exc)
             return
         self.committing.append(fut)
 
@@ -113,12 +113,12 @@ class Journal(MemoryStore):
 
     def _landed(self, i: int, fut: Any) -> None:
         if fut.exception() is not None:
-            self._fail(fut.exception())
+            self.fail(fut.exception())
             return
         if self._waiting.pop(i, False) and self.failure is None:
             self.sched.settled(i)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         """The store refused a transaction: nothing more is committed and the run stops (what
         was committed is what a resume starts from)."""
         if self.failure is None:
@@ -133,10 +133,10 @@ class Journal(MemoryStore):
             try:
                 await asyncio.wrap_future(self.backend.barrier())
             except Exception as exc:  # noqa: BLE001
-                self._fail(exc)
+                self.fail(exc)
         for landing in pending:  # (its callback may not have run yet: look at each)
             if landing.exception() is not None:
-                self._fail(landing.exception())
+                self.fail(landing.exception())
 
     def failure_error(self) -> ErrorInfo | None:
         if self.failure is None:
@@ -157,14 +157,14 @@ class Journal(MemoryStore):
         self.backend.put_intent(self.run_id, call_id, f"{self.run_id}:{call_id}", notify=(loop, landed))
         exc = await done
         if exc is not None:
-            self._fail(exc)
+            self.fail(exc)
             return self.failure_error()
         return None
 
 
 def _written_indexes(out: Any, rec: CallRecord) -> tuple[int, ...]:
     """Which of the call's output paths it wrote, by position."""
-    done = rec._written  # the References written, until someone reads ``written`` (texts)
+    done = written_so_far(rec)  # the References written, until someone reads ``written`` (texts)
     if not done:
         return ()
     paths = out.paths

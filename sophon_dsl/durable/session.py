@@ -231,7 +231,7 @@ class DurableRun:
                 try:
                     await asyncio.wrap_future(self.backend.set_status(self.run_id, result.status, summary))
                 except Exception as exc:  # noqa: BLE001 - how it ended is not recorded: resume finds out
-                    self.journal._fail(exc)
+                    self.journal.fail(exc)
             err = self.journal.failure_error()
             if err is not None and self.waiting is None:
                 result.status, result.error = "failed", err

@@ -210,6 +210,18 @@ def _stamp_property(attr: str, doc: str) -> property:
     return property(get, set_, doc=doc)
 
 
+def raw_times(rec: CallRecord) -> tuple[Any, Any]:
+    """``(started, ended)`` as kept: timestamps until someone formats them (a durable store
+    commits these, not the text)."""
+    return rec._started_at, rec._ended_at
+
+
+def written_so_far(rec: CallRecord) -> Any:
+    """What the call wrote as kept: None, a tuple of References, or (once read) a list of
+    path texts; unlike ``written`` it formats nothing."""
+    return rec._written
+
+
 CallRecord.started_at = _stamp_property("_started_at", "When the call started (ISO 8601, UTC), or None.")  # type: ignore[assignment]
 CallRecord.ended_at = _stamp_property("_ended_at", "When the call ended (ISO 8601, UTC), or None.")  # type: ignore[assignment]
 

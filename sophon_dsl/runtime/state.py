@@ -236,6 +236,11 @@ class StateLog:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def entries(self, start: int = 0) -> list[tuple]:
+        """The raw entries from ``start`` on: ``(kind, path, value, method value, call,
+        date)`` tuples, the date a timestamp (what a durable store commits, unformatted)."""
+        return self._entries[start:]
+
     def append(self, kind: str, path: tuple, value: Any, method: OutputMethod = OutputMethod.SET,
                call: str | None = None, date: str | None = None) -> Message:
         """Append a write; returns its :class:`Message`."""
