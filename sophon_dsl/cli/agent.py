@@ -21,7 +21,7 @@ import sys
 from typing import Any, Callable
 
 from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, on_signals,
-                     parse_json_arg, provider_usage_error, tool_executor_from_flags)
+                     parse_json_arg, ready_provider, tool_executor_from_flags)
 from .registry import registry_for as _default_registry_for
 
 __all__ = ["AgentProgress", "run"]
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
     state_value = parse_json_arg("--state", args.state, object_only=True)
     reg = registry_for(args)
     registry = reg[0] if isinstance(reg, tuple) else reg
-    provider = _provider(args.provider, args.model)
+    provider = ready_provider(args.provider, args.model)
     progress = None if args.json else AgentProgress(max_turns=args.max_turns)
     final: dict[str, Any] = {}
 
@@ -170,21 +170,6 @@ def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:
 
     if isinstance(provider, FailoverProvider) and provider.on_event is None:
         provider.on_event = on_event
-
-
-def _provider(spec: str, model: str | None) -> Any:
-    from ..llm.provider import check_ready
-    from ..llm.providers import get_provider
-
-    try:
-        provider = get_provider(spec, model=model)
-        check_ready(provider)  # a missing API key is a usage error, found before turn 1
-        return provider
-    except Exception as exc:
-        usage = provider_usage_error(spec, exc)
-        if usage is None:
-            raise
-        raise usage from None
 
 
 async def _until_done_or_interrupted(agent: Any, args: argparse.Namespace, input_value: Any,

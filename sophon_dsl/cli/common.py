@@ -377,3 +377,20 @@ def tool_executor_from_flags(args: argparse.Namespace) -> Any:
     except ExecutorConfigError as exc:
         print_refusal(exc)
         return False
+
+
+def ready_provider(spec: str, model: str | None = None) -> Any:
+    """The provider ``spec`` names, checked ready to send (a missing API key, an unknown spec
+    or a missing SDK is a usage error, found before the first request)."""
+    from ..llm.provider import check_ready
+    from ..llm.providers import get_provider
+
+    try:
+        provider = get_provider(spec, model=model)
+        check_ready(provider)
+        return provider
+    except Exception as exc:
+        usage = provider_usage_error(spec, exc)
+        if usage is None:
+            raise
+        raise usage from None

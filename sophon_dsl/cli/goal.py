@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, UsageError, approver_for, on_signals, parse_json_arg
+from .common import EXIT_FAIL, EXIT_OK, UsageError, approver_for, on_signals, parse_json_arg, ready_provider
 from .registry import registry_for
 
 __all__ = ["GoalProgress", "run"]
@@ -50,9 +50,7 @@ class GoalProgress:
 
 
 def _provider(spec: str | None, model: str | None = None) -> Any:
-    from .agent import _provider as agent_provider
-
-    return None if spec is None else agent_provider(spec, model)
+    return None if spec is None else ready_provider(spec, model)
 
 
 def _limit(flag: str, value: int | None, least: int) -> int | None:
