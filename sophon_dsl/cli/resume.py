@@ -42,9 +42,9 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
     if meta.get("provider"):
-        from .run import _latent_executor
+        from .run import latent_executor
 
-        options["executor"] = _latent_executor(meta["provider"], meta.get("model"))
+        options["executor"] = latent_executor(meta["provider"], meta.get("model"))
     try:
         outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
     except StoreRunError as exc:
@@ -57,9 +57,9 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
     if args.json:
         print(outcome.dumps())
     else:
-        from .run import _summarise
+        from .run import summarise
 
-        _summarise(outcome)
+        summarise(outcome)
     return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
 
 

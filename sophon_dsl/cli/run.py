@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(outcome.dumps())
     else:
-        _summarise(outcome)
+        summarise(outcome)
     return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
 
 
@@ -75,7 +75,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         if value is not None:
             options[name] = value
     if args.provider:
-        options["executor"] = _latent_executor(args.provider, args.model, view)
+        options["executor"] = latent_executor(args.provider, args.model, view)
         if getattr(args, "smart_retry", False):
             from ..planning.advisor import LLMAdvisor
 
@@ -99,7 +99,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         return await handle.result()
 
 
-def _latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:
+def latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:
     from ..llm.latent import LLMLatentExecutor
     from ..llm.providers import get_provider
     from ..llm.providers.failover import FailoverProvider
@@ -126,7 +126,7 @@ def _risky_names(outcome: Any) -> str:
     return "see dry-run"
 
 
-def _summarise(outcome: Any) -> None:
+def summarise(outcome: Any) -> None:
     counts: dict[str, int] = {}
     for rec in outcome.calls:
         counts[rec.status] = counts.get(rec.status, 0) + 1
