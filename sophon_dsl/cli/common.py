@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable, Iterator, Sequence
 
 from ..diagnostics import Diagnostic, render_json, render_text
+from ..files import write_file  # noqa: F401 - fmt -w writes through it (kept here for the CLI modules)
 from ..errors import SophonError
 from ..loader import LoadResult, format_for_path, parse, parse_file
 from ..model import Plan
@@ -170,59 +171,6 @@ def read_flag_file(flag: str, path: str) -> str:
         raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-
-
-def write_file(path: str, text: str) -> bool:
-    """Write ``text`` to ``path`` (UTF-8) atomically: a reader (or a crash) sees the old
-    content or the new, never a truncated file.  False, writing nothing, when the file
-    already holds exactly ``text``.  OSError when it cannot be written."""
-    import tempfile  # not at the top: ``--help`` imports this module
-
-    data = text.encode("utf-8")  # before anything is touched: text that cannot be written fails here
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(len(data) + 1) == data:
-                return False
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes it 0600: keep the file's own permissions
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _sync_directory(os.path.dirname(os.path.abspath(path)))
-    return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _sync_directory(directory: str) -> None:
-    """Make the rename itself durable (best effort: not every system opens directories)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) -> Any:

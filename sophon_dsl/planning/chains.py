@@ -154,7 +154,9 @@ class ChainBook:
         self.holder.registry = registry.with_tools([spec])
         self.definitions[name] = {"name": name, "description": description, "steps": steps}
         if save and self.path is not None:
-            self.path.write_text(json.dumps(list(self.definitions.values()), indent=2, ensure_ascii=False))
+            from ..files import write_file  # atomic: a crash never leaves half a file of chains
+
+            write_file(str(self.path), json.dumps(list(self.definitions.values()), indent=2, ensure_ascii=False))
         return spec
 
     def load(self) -> list[ToolSpec]:
