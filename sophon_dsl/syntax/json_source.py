@@ -22,7 +22,6 @@ import json
 import math
 import re
 from bisect import bisect_right
-from sys import intern
 from typing import Iterator, Sequence
 
 from ..diagnostics import Diagnostic, Span
@@ -377,15 +376,29 @@ def _refuse_constant(name: str) -> None:
     raise _Unusual  # NaN, Infinity, -Infinity
 
 
+def _plain_int(text: str) -> int:
+    if len(text) > 4000:
+        raise _Unusual  # the parser refuses it with its own message
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Unusual  # likewise
+    return value
+
+
+# numbers are refused while the whole document is read, not later when a long array's
+# items are measured one by one (where _Unusual could no longer reach the parser)
+_PLAIN = dict(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_plain_int,
+              parse_float=_finite_float)
 # one value at an offset of a document json.loads has already read whole
-_decode_at = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant).raw_decode
+_decode_at = json.JSONDecoder(**_PLAIN).raw_decode
 
 
 # \uD800-\uDFFF: the parser pairs or replaces surrogates itself
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-# numbers the measurer refuses (a 4,000-digit int, a float out of range), or strings
-# merely holding such digits: checked before any item is measured lazily
-_HUGE_NUMBER = re.compile(r"[0-9]{300}|[0-9.][eE][+-]?[0-9]{3}")
 _BLANK = re.compile(r"[ \t\n\r]*")
 _KEY = re.compile(r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*")[ \t\n\r]*:[ \t\n\r]*')
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -424,7 +437,6 @@ class _Measurer:
                 entries: list[tuple[str, LocatedNode]] = []
                 key_spans: dict[str, Span] = {}
                 for key, item in value.items():
-                    key = intern(key)  # items are decoded one by one: share the keys they repeat
                     m = _KEY.match(text, inner)
                     key_spans[key] = self.span(m.start(1), m.end(1))
                     child, after = self.node(item, m.end(), child_path(path, key), depth + 1)
@@ -434,7 +446,7 @@ class _Measurer:
                 return LocatedNode(OBJECT, entries, self.span(pos, end), path, key_spans), end
             if len(value) >= _LAZY_ITEMS:
                 end = _container_end(text, pos, MAX_DEPTH - depth)
-                lazy = _Items(self, len(value), inner, path, depth + 1)
+                lazy = _Items(self, value, inner, path, depth + 1)
                 return LocatedNode(ARRAY, lazy, self.span(pos, end), path), end
             items: list[LocatedNode] = []
             for i, item in enumerate(value):
@@ -457,6 +469,7 @@ class _Measurer:
 # Arrays this long (a plan's calls) are measured item by item as they are read, and
 # their items are not kept: the located tree of a whole plan never exists at once.
 _LAZY_ITEMS = 32
+_LOCATED = object()  # in place of an item's value once it has been located
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
@@ -479,14 +492,16 @@ def _container_end(text: str, pos: int, levels: int) -> int:
 
 
 class _Items(Sequence):
-    """The items of a long array: each decoded again and located when read, none kept
-    (holding json.loads' values of a whole plan would cost more than the plan)."""
+    """The items of a long array: each located when read, none kept.  json.loads' value
+    of an item is let go once the item is located (all of them would cost as much as
+    the plan built from them); a later pass over it decodes it again."""
 
-    __slots__ = ("_measurer", "_count", "_start", "_path", "_depth")
+    __slots__ = ("_measurer", "_values", "_count", "_start", "_path", "_depth")
 
-    def __init__(self, measurer: _Measurer, count: int, start: int, path: str, depth: int):
+    def __init__(self, measurer: _Measurer, values: list, start: int, path: str, depth: int):
         self._measurer = measurer
-        self._count = count
+        self._values = values
+        self._count = len(values)
         self._start = start
         self._path = path
         self._depth = depth
@@ -497,8 +512,14 @@ class _Items(Sequence):
     def __iter__(self) -> Iterator[LocatedNode]:
         node, text, path, depth = self._measurer.node, self._measurer.text, self._path, self._depth
         pos = self._start
+        values = self._values
         for i in range(self._count):
-            child, after = node(_decode_at(text, pos)[0], pos, f"{path}[{i}]", depth)
+            item = values[i]
+            if item is _LOCATED:
+                item = _decode_at(text, pos)[0]
+            else:
+                values[i] = _LOCATED
+            child, after = node(item, pos, f"{path}[{i}]", depth)
             yield child
             pos = _AFTER_ITEM.match(text, after).end()
 
@@ -517,10 +538,10 @@ class _Items(Sequence):
 
 def _read_plain(text: str) -> LocatedNode | None:
     """The located tree of a plain JSON document, or ``None`` when it is not one."""
-    if _SURROGATE_ESCAPE.search(text) or _HUGE_NUMBER.search(text):
+    if _SURROGATE_ESCAPE.search(text):
         return None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        value = json.loads(text, **_PLAIN)
         measurer = _Measurer(text)
         node, end = measurer.node(value, _BLANK.match(text).end(), "$", 0)
     except (_Unusual, ValueError, RecursionError):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,8 +50,7 @@ class LineIndex:
     def __init__(self, text: str):
         self.text = text
         self.size = len(text)
-        # offsets as machine words: a list would hold one int object per line
-        self.starts = array("q", (0,))
+        self.starts = [0]
         find = text.find
         i = find("\n")
         while i >= 0:
