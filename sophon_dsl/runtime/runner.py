@@ -77,6 +77,7 @@ class CallRunner:
         self._plain: bool | None = None  # no concurrency limit and no default timeout
         # (tool, names of the parameters that read values) -> the run-time input check
         self._read_checks: dict[tuple, Any] = {}
+        self._param_props: dict[str, dict] = {}  # tool -> its input schema's properties (less _outputPath)
         self.result_bytes = 0  # the run's results so far, as JSON (max_run_result_bytes)
 
     # -- one call ------------------------------------------------------------------
@@ -276,10 +277,11 @@ class CallRunner:
             return partial(self._check_input, spec, call.tool)
         if self.s.inputs.reads_nothing(i):
             return None  # every value is a literal tree, validated before the run
-        schema = parameter_schema(spec.input_schema)
-        props = schema.get("properties") if isinstance(schema, dict) else None
-        if not isinstance(props, dict):
-            props = {}
+        props = self._param_props.get(call.tool)
+        if props is None:  # once per tool: the properties arguments are checked against
+            schema = parameter_schema(spec.input_schema)
+            props = schema.get("properties") if isinstance(schema, dict) else None
+            props = self._param_props[call.tool] = props if isinstance(props, dict) else {}
         names = [p.name for p in call.params
                  if type(p.value) is not Literal and not statically_valid(p.value, props.get(p.name, False))]
         if not names:
@@ -376,13 +378,21 @@ class CallRunner:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
                                  "alternative of its output path")
             result = result.value
-        measured = type(result) in _FIXED_SIZE
-        if not measured:  # before converting: a result shaped as a bomb never expands
-            size = json_size(result, self._size_room())
-            if size is not None:
-                measured = True
-                if (err := self._charge(call.tool, size)) is not None:
-                    return err
+        rt = type(result)
+        if rt is str or (rt is int and result.bit_length() < 14_000):
+            # the common results, sized at once as json_size would (under 4,215 digits: JSON can hold it)
+            measured = True
+            if (err := self._charge(call.tool, len(result) + 2 if rt is str
+                                    else result.bit_length() * 30103 // 100000 + 2)) is not None:
+                return err
+        else:
+            measured = rt in _FIXED_SIZE
+            if not measured:  # before converting: a result shaped as a bomb never expands
+                size = json_size(result, self._size_room())
+                if size is not None:
+                    measured = True
+                    if (err := self._charge(call.tool, size)) is not None:
+                        return err
         if branch is not None or type(result) not in _SCALARS:
             try:
                 value = to_json_value(result)
