@@ -47,6 +47,11 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             run_id TEXT NOT NULL, name TEXT NOT NULL, decision TEXT NOT NULL,
             PRIMARY KEY (run_id, name))""",
     )),
+    (2, (
+        # tool chains an agent created (seed 000's tool.create_chain), kept for later runs
+        """CREATE TABLE chains (
+            name TEXT PRIMARY KEY, definition TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)""",
+    )),
 )
 
 _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
@@ -356,6 +361,23 @@ class RunStore:
     def load_decisions(self, run_id: str) -> dict[str, dict]:
         stmt = self.sql("SELECT name, decision FROM decisions WHERE run_id = ?")
         return {n: json.loads(d) for n, d in self._wait(lambda cur: _all(cur, stmt, (run_id,)))}
+
+    def put_chain(self, name: str, definition: dict) -> Future:
+        """Keep (or replace) the tool chain ``name`` (``{name, description, steps}``)."""
+        text = dumps(definition)
+        stmt = self.sql("INSERT INTO chains (name, definition, created, updated) VALUES (?,?,?,?) ON CONFLICT (name) "
+                        "DO UPDATE SET definition = excluded.definition, updated = excluded.updated")
+
+        def op(cur: Any) -> None:
+            now = time.time()
+            cur.execute(stmt, (name, text, now, now))
+
+        return self.submit(op)
+
+    def load_chains(self) -> list[dict]:
+        """Every kept tool chain, in the order they were first kept (a chain may use an earlier one)."""
+        stmt = self.sql("SELECT definition FROM chains ORDER BY created, name")
+        return [json.loads(d) for (d,) in self._wait(lambda cur: _all(cur, stmt, ()))]
 
 
 class Landing:

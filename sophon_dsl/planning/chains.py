@@ -121,11 +121,17 @@ def chain_plan_text(steps: list, registry: Any) -> tuple[str, dict[str, Any]]:
 
 class ChainBook:
     """The chains of one agent (or registry holder): creates them, registers them in
-    ``holder.registry``, and keeps their definitions in ``path`` (JSON) when given."""
+    ``holder.registry``, and keeps their definitions in ``path`` (JSON) and in the durable
+    run ``store`` (its ``chains`` table) when given."""
 
-    def __init__(self, holder: Any, path: str | Path | None = None):
+    def __init__(self, holder: Any, path: str | Path | None = None, *, store: Any = None):
         self.holder = holder
         self.path = Path(path) if path is not None else None
+        if store is not None:
+            from ..durable import open_store
+
+            store = open_store(store)
+        self.store = store
         self.definitions: dict[str, dict] = {}
 
     def meta_tool(self) -> ToolSpec:
@@ -153,6 +159,8 @@ class ChainBook:
                         tools[-1].output_schema, risk, _runner(name, plan, registry), True, origin="chain")
         self.holder.registry = registry.with_tools([spec])
         self.definitions[name] = {"name": name, "description": description, "steps": steps}
+        if save and self.store is not None:
+            self.store.put_chain(name, self.definitions[name]).result()
         if save and self.path is not None:
             from ..files import write_file  # atomic: a crash never leaves half a file of chains
 
@@ -160,11 +168,14 @@ class ChainBook:
         return spec
 
     def load(self) -> list[ToolSpec]:
-        """Register every chain saved in ``path`` (none when it does not exist yet)."""
-        if self.path is None or not self.path.exists():
-            return []
-        saved = json.loads(self.path.read_text(encoding="utf-8"))
-        return [self.create(d["name"], d["steps"], d.get("description", ""), save=False) for d in saved]
+        """Register every chain kept in the run store and saved in ``path`` (none when
+        neither has any yet); a chain in both is taken from the store."""
+        saved: dict[str, dict] = {}
+        if self.path is not None and self.path.exists():
+            saved.update((d["name"], d) for d in json.loads(self.path.read_text(encoding="utf-8")))
+        if self.store is not None:
+            saved.update((d["name"], d) for d in self.store.load_chains())
+        return [self.create(d["name"], d["steps"], d.get("description", ""), save=False) for d in saved.values()]
 
 
 def _checked(text: str, registry: Any) -> Any:
@@ -194,10 +205,12 @@ def _runner(name: str, plan: Any, registry: Any):
     return run_chain
 
 
-def enable_chains(holder: Any, path: str | Path | None = None) -> ChainBook:
+def enable_chains(holder: Any, path: str | Path | None = None, *, store: Any = None) -> ChainBook:
     """Give ``holder`` (an Agent, or anything with a ``registry``) the ``tool.create_chain``
-    meta-tool, and register the chains saved in ``path``."""
-    book = ChainBook(holder, path)
+    meta-tool, and register the chains saved in ``path`` and kept in the durable run
+    ``store`` (a store or its URL: ``sqlite:///runs.db``, ``postgresql://...``), where new
+    chains are kept too."""
+    book = ChainBook(holder, path, store=store)
     holder.registry = holder.registry.with_tools([book.meta_tool()])
     book.load()
     return book

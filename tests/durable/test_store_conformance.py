@@ -143,3 +143,17 @@ def test_sqlite_pragmas(tmp_path):
     finally:
         s.close()
     assert json.loads('"x"') == "x"
+
+
+def test_tool_chains_are_kept_in_creation_order_and_replaced_by_name(store, store_url):
+    first = {"name": "a.chain", "description": "one", "steps": [{"toolName": "t", "arguments": {"x": "é"}}]}
+    second = {"name": "b.chain", "description": "two", "steps": []}
+    store.put_chain("a.chain", first).result()
+    store.put_chain("b.chain", second).result()
+    store.put_chain("a.chain", {**first, "description": "one, again"}).result()
+    again = open_store(store_url)   # another process, in effect
+    try:
+        assert [(c["name"], c["description"]) for c in again.load_chains()] == [("a.chain", "one, again"),
+                                                                               ("b.chain", "two")]
+    finally:
+        again.close()

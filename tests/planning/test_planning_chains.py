@@ -109,3 +109,20 @@ def test_the_model_creates_a_chain_and_uses_it_in_a_later_turn_and_it_persists(t
     again = Agent(ScriptedProvider(["return 1"]), tools=registry())
     enable_chains(again, path=tmp_path / "chains.json")
     assert again.registry["research_and_save"].risk is Risk.MEDIUM
+
+
+def test_chains_are_kept_in_the_durable_store(tmp_path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    holder = type("Holder", (), {})()
+    holder.registry = registry()
+    book = enable_chains(holder, store=store)
+    book.create("research_and_save", SEED_STEPS, "Search, scrape, and save to memory")
+    book.store.close()
+    later = type("Holder", (), {})()
+    later.registry = registry()
+    again = enable_chains(later, store=store)       # a later run of the agent, another process
+    try:
+        assert later.registry["research_and_save"].risk is Risk.MEDIUM
+        assert list(again.definitions) == ["research_and_save"]
+    finally:
+        again.store.close()
