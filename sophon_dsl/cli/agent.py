@@ -109,6 +109,10 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
     if not args.request.strip():
         raise UsageError("REQUEST is empty: say what the agent should do")
+    if args.max_turns is None:  # 8, or the seed's 100 under --planning (planning.limits)
+        from ..planning.limits import default_max_turns
+
+        args.max_turns = default_max_turns(getattr(args, "planning", None))
     if args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
     if args.max_turns > 500:  # sophon_dsl.planning.limits.HARD_LIMIT (not imported: --help stays light)

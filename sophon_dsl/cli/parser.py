@@ -202,7 +202,8 @@ def agent_args(sub: argparse._SubParsersAction,
                    help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
     p.add_argument("--approve", choices=("yes", "no", "ask"), default=None,
                    help="risky calls (and lazy plans): default ask on a terminal, else no")
-    p.add_argument("--max-turns", type=int, default=8, metavar="N", help="at most N requests (default 8)")
+    p.add_argument("--max-turns", type=int, default=None, metavar="N",
+                   help="at most N requests (default 8; 100 with --planning, the seed's MaxToolIterations)")
     p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")

@@ -146,7 +146,7 @@ class Agent:
     (terminal prompt) or a callable (``ApprovalRequest -> decision``).
     """
 
-    def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int = 8,
+    def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int | None = None,
                  approve: Any = "no", max_calls: int | None = 20, model: str | None = None,
                  output_schema: Any = None, state_schema: Any = None, on_event: Any = None,
                  latent_provider: Any = None, delegates: dict | None = None,
@@ -159,13 +159,15 @@ class Agent:
 
             provider = get_provider(provider)
         from ..planning.guards import Guards
-        from ..planning.limits import check_max_turns
+        from ..planning.limits import check_max_turns, default_max_turns
 
         # budget, context window, tool filter, loop detector (sophon_dsl.planning.guards)
         self.guards = guards if guards is not None else Guards()
         self.provider: Provider = self.guards.wrap(provider, model)
         self.registry: ToolRegistry = as_registry(tools, stdlib=stdlib)
         self.mode = Mode(mode)
+        if max_turns is None:  # 8 for one request; the seed's MaxToolIterations (100) under planning
+            max_turns = default_max_turns(planning)
         check_max_turns(max_turns)   # 1 .. the hard iteration limit (500)
         self.max_turns = max_turns
         self.approve = approve if approve is not None else "no"

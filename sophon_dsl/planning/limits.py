@@ -2,18 +2,27 @@
 500, and a progress checkpoint every 10 iterations.
 
 An iteration of the seed's loop is one model request and the tool calls it asks for: here,
-one agent turn.  ``Agent(max_turns=N)`` is the per-agent setting (its default stays 8, a
-short loop for one request); a value above :data:`HARD_LIMIT` is refused.  Every
+one agent turn.  ``Agent(max_turns=N)`` is the per-agent setting.  Left out, it is the
+seed's ``MaxToolIterations`` (100) for an agent running the planning pipeline
+(``planning=`` given), and 8 otherwise (a short loop for one request, the agent's default
+since before the pipeline); a value above :data:`HARD_LIMIT` is refused.  Every
 :data:`PROGRESS_EVERY` turns the agent emits an ``agent_progress`` event.
 """
 
 from __future__ import annotations
 
-__all__ = ["HARD_LIMIT", "MAX_ITERATIONS", "PROGRESS_EVERY", "check_max_turns", "is_checkpoint"]
+__all__ = ["DEFAULT_TURNS", "HARD_LIMIT", "MAX_ITERATIONS", "PROGRESS_EVERY", "check_max_turns",
+           "default_max_turns", "is_checkpoint"]
 
 MAX_ITERATIONS = 100
 HARD_LIMIT = 500
 PROGRESS_EVERY = 10
+DEFAULT_TURNS = 8
+
+
+def default_max_turns(planning: object) -> int:
+    """The turn limit when none is given: the seed's under the planning pipeline."""
+    return DEFAULT_TURNS if planning is None else MAX_ITERATIONS
 
 
 def check_max_turns(max_turns: int) -> int:

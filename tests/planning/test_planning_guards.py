@@ -234,3 +234,14 @@ def test_agent_context_window_keeps_the_request_within_the_window():
     sent = provider.calls[0]["messages"]
     assert sum(estimate_tokens(m.content) for m in sent) <= 1400
     assert sent[1].content.startswith("Request: sum") and "left out to fit the context window" in sent[1].content
+
+
+def test_the_seeds_iteration_limit_is_the_default_under_planning():
+    provider = keyed(("Request: ", "return 1"))
+    assert Agent(provider, tools=[search], stdlib=False).max_turns == 8             # a plain agent, as before
+    assert Agent(provider, tools=[search], stdlib=False, planning="never").max_turns == 100   # MaxToolIterations
+    assert Agent(provider, tools=[search], stdlib=False, planning="auto", max_turns=3).max_turns == 3
+    # a model that never gives a final output under planning stops at the 100th turn
+    endless = keyed(("Request: ", [f'$state.v{i} = web.search(query="q{i}")\n' for i in range(120)]))
+    result = Agent(endless, tools=[search], stdlib=False, planning="never").run("go on")
+    assert result.status == "failed" and len(result.turns) == 100
