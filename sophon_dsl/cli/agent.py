@@ -20,8 +20,8 @@ import os
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, on_signals,
-                     parse_json_arg, ready_provider, tool_executor_from_flags)
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, keep_last,
+                     parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 
 __all__ = ["AgentProgress", "run"]
@@ -129,14 +129,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
     reg = registry_for(args)
     registry = reg[0] if isinstance(reg, tuple) else reg
     provider = ready_provider(args.provider, args.model)
-    progress = None if args.json else AgentProgress(max_turns=args.max_turns)
-    final: dict[str, Any] = {}
-
-    def on_event(ev: Any) -> None:
-        if ev.type == "agent_done":
-            final["result"] = ev.data
-        if progress is not None:
-            progress(ev)
+    on_event, final = keep_last("agent_done", None if args.json else AgentProgress(max_turns=args.max_turns))
 
     _listen_to_failover(provider, on_event)
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
@@ -149,7 +142,8 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
         agent.run_options["advisor"] = LLMAdvisor(provider, args.model)
     try:
-        result = asyncio.run(_until_done_or_interrupted(agent, args, input_value, state_value, final))
+        result = asyncio.run(until_done_or_interrupted(
+            agent.arun(args.request, input=input_value, state=state_value), final))
     finally:
         if tool_executor is not None:
             tool_executor.close()
@@ -174,14 +168,3 @@ def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:
 
     if isinstance(provider, FailoverProvider) and provider.on_event is None:
         provider.on_event = on_event
-
-
-async def _until_done_or_interrupted(agent: Any, args: argparse.Namespace, input_value: Any,
-                                     state_value: Any, final: dict[str, Any]) -> Any:
-    """The agent's result; on Ctrl-C (or SIGTERM) the result it had reached (None if none)."""
-    task = asyncio.ensure_future(agent.arun(args.request, input=input_value, state=state_value))
-    with on_signals(task.cancel):
-        try:
-            return await task
-        except asyncio.CancelledError:
-            return final.get("result")

@@ -342,3 +342,31 @@ def ready_provider(spec: str, model: str | None = None) -> Any:
         if usage is None:
             raise
         raise usage from None
+
+
+def keep_last(done_event: str, show: Callable[[Any], None] | None) -> tuple[Callable[[Any], None], dict[str, Any]]:
+    """An event callback that passes every event to ``show`` (the progress lines; None: none)
+    and keeps the data of the last ``done_event`` in ``final["result"]``: what a run that is
+    cancelled had reached."""
+    final: dict[str, Any] = {}
+
+    def on_event(ev: Any) -> None:
+        if ev.type == done_event:
+            final["result"] = ev.data
+        if show is not None:
+            show(ev)
+
+    return on_event, final
+
+
+async def until_done_or_interrupted(work: Any, final: dict[str, Any]) -> Any:
+    """Await ``work`` (a coroutine); on Ctrl-C or SIGTERM cancel it and return what
+    ``final`` kept (see :func:`keep_last`; None when nothing was reached)."""
+    import asyncio
+
+    task = asyncio.ensure_future(work)
+    with on_signals(task.cancel):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return final.get("result")

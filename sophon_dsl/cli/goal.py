@@ -19,7 +19,8 @@ import json
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, UsageError, approver_for, on_signals, parse_json_arg, ready_provider
+from .common import (EXIT_FAIL, EXIT_OK, UsageError, approver_for, keep_last, parse_json_arg, ready_provider,
+                     until_done_or_interrupted)
 from .registry import registry_for
 
 __all__ = ["GoalProgress", "run"]
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if run_id is not None:
         print(f"goal run id: {run_id}", file=sys.stderr)
     try:
-        result = asyncio.run(_until_done_or_interrupted(runner.arun(args.goal, input=input_value, run_id=run_id),
+        result = asyncio.run(until_done_or_interrupted(runner.arun(args.goal, input=input_value, run_id=run_id),
                                                         final))
     finally:
         if store is not None:
@@ -122,16 +123,7 @@ def _meta(args: argparse.Namespace) -> dict:
 def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
     """The goal's event callback (the progress lines unless ``as_json``) and where it keeps
     the last result (a cancelled goal's steps reached)."""
-    shown = None if as_json else GoalProgress()
-    final: dict[str, Any] = {}
-
-    def on_event(ev: Any) -> None:
-        if ev.type == "goal_done":
-            final["result"] = ev.data
-        if shown is not None:
-            shown(ev)
-
-    return on_event, final
+    return keep_last("goal_done", None if as_json else GoalProgress())
 
 
 def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
@@ -152,7 +144,7 @@ def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
                         max_goal_steps=meta.get("max_goal_steps"), max_replans=meta.get("max_replans"),
                         subagent_turns=meta.get("max_turns") or 4, on_event=progress, store=store, store_meta=meta)
     try:
-        result = asyncio.run(_until_done_or_interrupted(runner.aresume(args.run_id), final))
+        result = asyncio.run(until_done_or_interrupted(runner.aresume(args.run_id), final))
     except GoalResumeError as exc:
         print(f"sophon-dsl {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -174,13 +166,3 @@ def _report(args: argparse.Namespace, result: Any) -> int:
         print(json.dumps({"output": result.output, "facts": result.facts}, ensure_ascii=False, indent=2,
                          default=str))
     return EXIT_OK if result.ok else EXIT_FAIL
-
-
-async def _until_done_or_interrupted(work: Any, final: dict[str, Any]) -> Any:
-    """The goal's result; on Ctrl-C (or SIGTERM) the result it had reached (status cancelled)."""
-    task = asyncio.ensure_future(work)
-    with on_signals(task.cancel):
-        try:
-            return await task
-        except asyncio.CancelledError:
-            return final.get("result")
