@@ -8,29 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 import sophon_dsl
 from sophon_dsl.cli import main
 
+from hang_guard import finishes
+
 
 def _ends(fn: Any, limit: float = 60.0) -> Any:
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    worker.join(limit)
-    assert not worker.is_alive(), "the run never ended"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return finishes(fn, limit, "the run never ended")
 
 
 def _statuses(result: Any) -> dict[str, str]:

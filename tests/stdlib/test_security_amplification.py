@@ -6,35 +6,25 @@ peak: on the code before the fix these plans ran for minutes or allocated gigaby
 
 from __future__ import annotations
 
-import threading
+import sys
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import sophon_dsl
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hang_guard import finishes  # noqa: E402
+
 
 def _bounded(fn: Any, limit: float = 60.0) -> tuple[Any, int]:
-    """``fn()`` in a worker thread (a hang guard) and tracemalloc's peak while it ran."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            box["error"] = exc
-
+    """``fn()`` under the hang guard, and tracemalloc's peak while it ran."""
     tracemalloc.start()
     try:
-        worker = threading.Thread(target=work, daemon=True)
-        worker.start()
-        worker.join(limit)
-        peak = tracemalloc.get_traced_memory()[1]
+        value = finishes(fn, limit, "still running: the result was not bounded")
+        return value, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert not worker.is_alive(), "still running: the result was not bounded"
-    if "error" in box:
-        raise box["error"]
-    return box["value"], peak
 
 
 def _error(result: Any, cid: str) -> str | None:

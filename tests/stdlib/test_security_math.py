@@ -6,7 +6,8 @@ the fix these ran for minutes holding the GIL (a hang guard, not a timing assert
 
 from __future__ import annotations
 
-import threading
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,23 +16,12 @@ import sophon_dsl
 from stdlib_tools.errors import ToolError
 from stdlib_tools.math import safe_eval
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hang_guard import finishes  # noqa: E402
+
 
 def _finishes(fn: Any, limit: float = 60.0) -> Any:
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    worker.join(limit)
-    assert not worker.is_alive(), "still computing: the result was not bounded before the work"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return finishes(fn, limit, "still computing: the result was not bounded before the work")
 
 
 @pytest.mark.parametrize("expression", [
