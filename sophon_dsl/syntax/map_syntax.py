@@ -113,19 +113,29 @@ def map_from_dsl(builder: Any, tool: str, params: list, block: tuple, tool_span:
     return MapSpec(over, body, result=result, span=span, **fields)  # type: ignore[arg-type]
 
 
-def map_args(spec: MapSpec, fmt: Callable[[Value], str]) -> list[str]:
-    """The DSL arguments of a map: the list (bare when it is a reference), then its options."""
-    out = [fmt(spec.over) if type(spec.over) is Reference else f"over={fmt(spec.over)}"]
+def map_options(spec: MapSpec) -> list[tuple[str, Any]]:
+    """The options a map sets away from their defaults, as ``(name, JSON value)``: spelled
+    the same in every form (``tolerate`` a count, or a percentage as ``"10%"``)."""
+    out: list[tuple[str, Any]] = []
     if spec.item != "item":
-        out.append(f"as={spec.item}")
+        out.append(("as", spec.item))
     if spec.index != "index":
-        out.append(f"index={spec.index}")
+        out.append(("index", spec.index))
     if spec.concurrency is not None:
-        out.append(f"concurrency={spec.concurrency}")
+        out.append(("concurrency", spec.concurrency))
     if spec.tolerate is not None:
-        out.append(f"tolerate={spec.tolerate}")
+        out.append(("tolerate", spec.tolerate))
     if spec.tolerate_percent is not None:
-        out.append(f'tolerate="{_pct(spec.tolerate_percent)}"')
+        out.append(("tolerate", _pct(spec.tolerate_percent)))
+    return out
+
+
+def map_args(spec: MapSpec, fmt: Callable[[Value], str]) -> list[str]:
+    """The DSL arguments of a map: the list (bare when it is a reference), then its options
+    (``as``/``index`` name variables: written bare)."""
+    out = [fmt(spec.over) if type(spec.over) is Reference else f"over={fmt(spec.over)}"]
+    for name, value in map_options(spec):
+        out.append(f'{name}="{value}"' if type(value) is str and name == "tolerate" else f"{name}={value}")
     return out
 
 
@@ -177,17 +187,7 @@ def map_from_node(reader: Any, node: Any) -> MapSpec | None:
 
 def map_document(spec: MapSpec, call_doc: Callable[[Call], dict], to_json: Callable[[Value], Any]) -> dict:
     """The ``_map`` object of a map call (``call_doc`` prints each body call)."""
-    out: dict[str, Any] = {"over": to_json(spec.over)}
-    if spec.item != "item":
-        out["as"] = spec.item
-    if spec.index != "index":
-        out["index"] = spec.index
-    if spec.concurrency is not None:
-        out["concurrency"] = spec.concurrency
-    if spec.tolerate is not None:
-        out["tolerate"] = spec.tolerate
-    if spec.tolerate_percent is not None:
-        out["tolerate"] = _pct(spec.tolerate_percent)
+    out: dict[str, Any] = {"over": to_json(spec.over), **dict(map_options(spec))}
     out["do"] = [call_doc(c) for c in spec.body]
     if spec.result is not None:
         out["return"] = to_json(spec.result)
