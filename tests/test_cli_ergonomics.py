@@ -18,16 +18,9 @@ import jsonschema
 import pytest
 
 from sophon_dsl import __version__
-from sophon_dsl.cli import main
 from sophon_dsl.diagnostics import CODES
 
-ECHO_TOOLS = """\
-from sophon_dsl import tool
-
-@tool
-def echo(x: str) -> str:
-    return x
-"""
+from test_cli_bad_input import ECHO_TOOLS, run_cli as cli  # the same echo tool and no-traceback runner
 
 # the parts of the SARIF 2.1.0 schema (sarif-schema-2.1.0.json) a code-scanning upload
 # relies on: required members, their types, levels and 1-based regions
@@ -84,16 +77,6 @@ def ws(tmp_path: Path, monkeypatch) -> Path:
     # W303: a read of a state path nothing writes (a warning, not an error)
     (tmp_path / "warn.plan").write_text("$state.a = echo(x=$state.never)\n", encoding="utf-8")
     return tmp_path
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err
-    return code, out.out, out.err
 
 
 # -- check: stdout, --strict, --format --------------------------------------------------------
