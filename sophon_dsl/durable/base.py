@@ -52,6 +52,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         """CREATE TABLE chains (
             name TEXT PRIMARY KEY, definition TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)""",
     )),
+    (3, (
+        # an agent run's replies as they streamed (sophon_dsl.durable.agent_run): one row per
+        # piece of text, in order; a row with final = 1 (and no text) marks a complete reply
+        """CREATE TABLE agent_replies (
+            run_id TEXT NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL,
+            final INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, turn, seq))""",
+    )),
 )
 
 _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
@@ -378,6 +385,24 @@ class RunStore:
         """Every kept tool chain, in the order they were first kept (a chain may use an earlier one)."""
         stmt = self.sql("SELECT definition FROM chains ORDER BY created, name")
         return [json.loads(d) for (d,) in self._wait(lambda cur: _all(cur, stmt, ()))]
+
+    def append_reply(self, run_id: str, turn: int, seq: int, text: str, final: bool = False) -> Future:
+        """A piece of turn ``turn``'s reply (``final``: the reply is complete), queued: it is
+        committed before anything queued after it (an intent, a call's completion)."""
+        stmt = self.sql("INSERT INTO agent_replies (run_id, turn, seq, text, final) VALUES (?,?,?,?,?) "
+                        "ON CONFLICT (run_id, turn, seq) DO NOTHING")
+        return self.submit(lambda cur: cur.execute(stmt, (run_id, turn, seq, text, int(final))) and None)
+
+    def load_replies(self, run_id: str) -> dict[int, tuple[str, bool]]:
+        """Each recorded turn's reply text and whether it was complete."""
+        stmt = self.sql("SELECT turn, text, final FROM agent_replies WHERE run_id = ? ORDER BY turn, seq")
+        parts: dict[int, list[str]] = {}
+        done: set[int] = set()
+        for turn, text, final in self._wait(lambda cur: _all(cur, stmt, (run_id,))):
+            parts.setdefault(turn, []).append(text)
+            if final:
+                done.add(turn)
+        return {turn: ("".join(texts), turn in done) for turn, texts in parts.items()}
 
 
 class Landing:

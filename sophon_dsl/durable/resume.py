@@ -21,11 +21,12 @@ from . import default_store_url, open_store
 from .planload import load_stored_plan
 from .session import WAIT, DurableRun, owner_id, plan_hash
 
-__all__ = ["LEASE_HELD", "PLAN_CHANGED", "RUN_NOT_FOUND", "StoreRunError", "aresume", "resume"]
+__all__ = ["LEASE_HELD", "PLAN_CHANGED", "RUN_NOT_FOUND", "WRONG_KIND", "StoreRunError", "aresume", "resume"]
 
 RUN_NOT_FOUND = "Store.RunNotFound"
 LEASE_HELD = "Store.LeaseHeld"
 PLAN_CHANGED = "Store.PlanChanged"
+WRONG_KIND = "Store.WrongKind"
 
 
 class StoreRunError(RunError):
@@ -70,6 +71,10 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         if row is None:
             raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {backend.url}")
         spec = row["spec"]
+        if spec.get("kind"):  # an agent run (Agent.aresume) or a goal (GoalRunner.aresume)
+            raise StoreRunError(WRONG_KIND, f"run {run_id} is a{'n' if spec['kind'][0] in 'aeiou' else ''} "
+                                            f"{spec['kind']} run, not a plan run: continue it with "
+                                            f"'sophon-dsl resume {run_id}' or its own aresume")
         plan = load_stored_plan(spec["plan"])
         wait = isinstance(approve, str) and approve.lower() == WAIT
         opts = {**options, "approve": None if wait else approve}

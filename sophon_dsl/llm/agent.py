@@ -23,6 +23,10 @@ plus ``return value``) or as seed-shaped JSON; the form is detected.
 After the calls of a turn have run: a non-null output (and no errors in the
 turn) ends the loop; otherwise the next turn sees the new state, the plan and
 the errors, so it can go on or repair.  The loop is bounded by ``max_turns``.
+
+Durable runs (``store=``, docs/runtime.md): each turn's reply is recorded as it streams and
+each turn's calls are journaled like a plan run's; :meth:`Agent.aresume` continues a recorded
+run without asking the provider again for a recorded reply (:mod:`sophon_dsl.durable.agent_run`).
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class AgentResult:
     provider_error: dict | None = None   # the ProviderError that ended the run, as ProviderError.to_json()
     planning: dict | None = None   # PlanningDecision.to_json() when planning was asked for
     usage: dict | None = None      # tokens and cost of the model calls, when a budget is set
+    run_id: str | None = None      # the run's id in its store (durable runs)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +127,8 @@ class AgentResult:
             out["planning"] = self.planning
         if self.usage is not None:
             out["usage"] = self.usage
+        if self.run_id is not None:
+            out["run_id"] = self.run_id
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
@@ -153,7 +160,8 @@ class Agent:
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
                  temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
-                 planning: Any = None, guards: Any = None, stream_order: str = "any", _depth: int = 0):
+                 planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
+                 run_id: str | None = None, store_meta: dict | None = None, _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -191,6 +199,11 @@ class Agent:
         # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
         self.planning = planning
         self._approver = normalize_approver(self.approve)
+        # durable runs: the run store (a URL or an open store; None: not recorded), the id of the
+        # next recorded run (minted when None), and what the CLI keeps with it (tool flags, provider)
+        self.store = store
+        self.run_id = run_id
+        self.store_meta = store_meta
 
     # -- helpers -------------------------------------------------------------------
 
@@ -230,22 +243,25 @@ class Agent:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self, request: str, *, input: Any = None, state: Any = None,
-            instances: dict[str, dict] | None = None, planning: Any = None) -> AgentResult:
+            instances: dict[str, dict] | None = None, planning: Any = None, run_id: str | None = None) -> AgentResult:
         """Synchronous :meth:`arun` (creates an event loop)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.arun(request, input=input, state=state, instances=instances,
-                                         planning=planning))
+                                         planning=planning, run_id=run_id))
         raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
-                   instances: dict[str, dict] | None = None, planning: Any = None) -> AgentResult:
+                   instances: dict[str, dict] | None = None, planning: Any = None,
+                   run_id: str | None = None) -> AgentResult:
         """Run the loop until the model gives a final output (or ``max_turns`` pass).
 
         ``instances`` (Act 013): ``{id: {"input": {...}, "state": {...}}}``; a call with
         ``@instance(id)`` reads and writes that instance's data.  ``planning`` (this request's
-        planning mode) wins over the agent's.
+        planning mode) wins over the agent's.  With a ``store``, the run is recorded under
+        ``run_id`` (default: the agent's ``run_id``, else a new one) and can be continued
+        with :meth:`aresume`.
 
         Raises :class:`~sophon_dsl.llm.provider.ProviderError` before the first request when a
         provider cannot send one (no API key); a provider failure during a turn ends the run
@@ -256,6 +272,63 @@ class Agent:
             check_ready(self.latent_provider)
         warm_up()
         mode, planned = await self._plan_mode(request, planning)
+        record = None
+        if self.store is not None:
+            import uuid
+
+            from ..durable.agent_run import AgentRecord, agent_hash
+
+            rid, self.run_id = run_id or self.run_id or uuid.uuid4().hex, None
+            spec = {"request": request, "input": input, "state": state, "instances": instances,
+                    "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta}
+            record = AgentRecord.create(self.store, rid, spec, agent_hash(self.registry, spec["options"]))
+        return await self._loop(request, input, state, instances, mode, planned, record)
+
+    def resume(self, run_id: str, **kw: Any) -> AgentResult:
+        """Synchronous :meth:`aresume` (creates an event loop)."""
+        return asyncio.run(self.aresume(run_id, **kw))
+
+    async def aresume(self, run_id: str, *, store: Any = None, unknown: str = "fail",
+                      force: bool = False) -> AgentResult:
+        """Continue the recorded agent run ``run_id`` (from ``store``, default the agent's, else
+        the default store) with this agent's provider and tools, and the run's own request,
+        data and loop options (which this agent takes).  Recorded replies are not asked for
+        again, committed calls do not run again; calls in doubt follow ``unknown``
+        (``"rerun"``, ``"fail"``: ``Call.OutcomeUnknown``, ``"ask"``: the approver).
+
+        Raises :class:`~sophon_dsl.durable.resume.StoreRunError` (``Store.RunNotFound``,
+        ``Store.WrongKind``, ``Store.LeaseHeld``, ``Store.PlanChanged`` unless ``force``)
+        before anything runs."""
+        from ..durable.agent_run import AgentRecord, agent_hash
+
+        check_ready(self.provider)
+        if self.latent_provider is not None:
+            check_ready(self.latent_provider)
+        record, spec = AgentRecord.reopen(store if store is not None else self.store, run_id,
+                                          lambda sp: agent_hash(self.registry, sp.get("options") or {}),
+                                          unknown=unknown, force=force)
+        self._take_options(spec.get("options") or {})
+        warm_up()
+        return await self._loop(spec["request"], spec.get("input"), spec.get("state"), spec.get("instances"),
+                                Mode(spec["mode"]), spec.get("planning"), record)
+
+    def _loop_options(self) -> dict:
+        """What a recorded run keeps of the loop's options (a resume takes them back)."""
+        return {"max_turns": self.max_turns, "max_calls": self.max_calls, "model": self.model,
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "system": self.system,
+                "output_schema": self.output_schema, "state_schema": self.state_schema,
+                "stream_order": self.stream_order, "approval_risk": self.approval_risk.label}
+
+    def _take_options(self, options: dict) -> None:
+        for name in ("max_turns", "max_calls", "model", "temperature", "max_tokens", "system", "output_schema",
+                     "state_schema", "stream_order"):
+            if name in options:
+                setattr(self, name, options[name])
+        if options.get("approval_risk"):
+            self.approval_risk = Risk.parse(options["approval_risk"])
+
+    async def _loop(self, request: str, input: Any, state: Any, instances: dict | None, mode: Mode,
+                    planned: dict | None, record: Any) -> AgentResult:
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
@@ -273,6 +346,12 @@ class Agent:
         provider_error: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
         guard = self.guards.start(self.provider)
+        run_id = record.run_id if record is not None else None
+        if record is not None:
+            record.keep_lease()
+            if record.resumed:
+                self._emit(_agent_event("agent_resumed", 0, "running", data={
+                    "run_id": run_id, "recorded_turns": len(record.replies)}))
         try:
             for n in range(1, self.max_turns + 1):
                 msgs = build_messages(
@@ -280,43 +359,54 @@ class Agent:
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls)
-                self._emit(_agent_event("agent_turn_start", n, "running", data=msgs))
-                record, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode)
-                turns.append(record)
-                self._emit(_agent_event("agent_turn_end", n, record.status, data=record))
-                if record.state_after is not None:
-                    kinds = {k: v for k, v in record.state_after.items() if not k.startswith("input")}
+                replayed = record is not None and record.recorded(n) is not None
+                self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
+                rec, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
+                turns.append(rec)
+                self._emit(_agent_event("agent_turn_end", n, rec.status, data=rec))
+                if rec.state_after is not None:
+                    kinds = {k: v for k, v in rec.state_after.items() if not k.startswith("input")}
                 if stop is not None:
                     status, error = stop
-                    output = record.output
-                    provider_error = record.provider_error
+                    output = rec.output
+                    provider_error = rec.provider_error
                     break
-                if record.output is not None and not record.errors:
-                    status, output = "succeeded", record.output
+                if rec.output is not None and not rec.errors:
+                    status, output = "succeeded", rec.output
                     break
-                told, loop_stop = guard.after_turn(record)
+                told, loop_stop = guard.after_turn(rec)
                 if loop_stop is not None:   # the model was told at the stop level a turn before
-                    status, error, output = "failed", loop_stop, record.output
+                    status, error, output = "failed", loop_stop, rec.output
                     break
                 if guard.checkpoint(n):
                     self._emit(_agent_event("agent_progress", n, "running", data={
                         "turn": n, "max_turns": self.max_turns, "calls": sum(len(t.calls) for t in turns),
                         "usage": guard.usage()}))
-                prev_plan, prev_calls, prev_errors = record.plan, record.calls, record.errors + told
-                output = record.output
+                prev_plan, prev_calls, prev_errors = rec.plan, rec.calls, rec.errors + told
+                output = rec.output
             else:
                 error = f"no final output after {self.max_turns} turn(s)"
         except asyncio.CancelledError:
             status, error = "cancelled", "the agent was cancelled"
-            result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage())
+            result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage(),
+                                 run_id=run_id)
+            if record is not None:
+                await asyncio.shield(record.finish(_summary(result)))
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
             raise
-        result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage())
+        except BaseException:
+            if record is not None:  # not an end: the run stays resumable
+                await asyncio.shield(record.finish(None))
+            raise
+        result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage(), run_id)
+        if record is not None:
+            await record.finish(_summary(result))
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
         return result
 
     async def _turn(self, n: int, msgs: list[Message], input: Any, kinds: dict, inst_inputs: dict,
-                    delegate: DelegateExecutor, mode: Mode | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+                    delegate: DelegateExecutor, mode: Mode | None = None,
+                    record: Any = None) -> tuple[TurnRecord, tuple[str, str] | None]:
         mode = mode or self.mode
         eager = mode is Mode.EAGER
         bus = EventBus(self.on_event if self.on_event else None)
@@ -329,21 +419,35 @@ class Agent:
             else:
                 self._emit(_agent_event("agent_call_arrived", n, "accepted", call_id=cid, tool=call.tool))
 
+        options = self._options(eager)
+        durable = recorder = recorded = None
+        if record is not None:  # this turn's calls are journaled; its reply is recorded or replayed
+            durable, recorder = record.turn_run(n, self._approver)
+            options.approver = durable.wrapped_approver
+            recorded = record.recorded(n)
         turn = StreamTurn(self.registry, mode=mode, input=input, initial=kinds, state_schema=self.state_schema,
-                          max_calls=self.max_calls, options=self._options(eager), bus=bus, plan_id=f"turn{n}",
+                          max_calls=self.max_calls, options=options, bus=bus, plan_id=f"turn{n}",
                           delegate=delegate, instance_inputs=inst_inputs, on_call=on_call,
-                          order=self.stream_order)
+                          order=self.stream_order, store=durable.journal if durable is not None else None,
+                          on_start=durable.attach if durable is not None and recorded is None else None)
         stop: tuple[str, str] | None = None
-        try:
-            async for delta in self.provider.stream(msgs, model=self.model, temperature=self.temperature,
-                                                    max_tokens=self.max_tokens):
-                turn.feed(delta)
-        except ProviderError as exc:
-            stop = ("failed", f"provider error: {exc}")
-            turn.provider_error = exc.to_json()
-        except BaseException:
-            await asyncio.shield(turn.abort())
-            raise
+        if recorded is not None:
+            _replay(turn, durable, *recorded)
+        else:
+            try:
+                async for delta in self.provider.stream(msgs, model=self.model, temperature=self.temperature,
+                                                        max_tokens=self.max_tokens):
+                    if recorder is not None:  # committed before any call it holds starts (TurnRun)
+                        recorder.append(delta)
+                    turn.feed(delta)
+                if recorder is not None:
+                    recorder.complete()
+            except ProviderError as exc:
+                stop = ("failed", f"provider error: {exc}")
+                turn.provider_error = exc.to_json()
+            except BaseException:
+                await asyncio.shield(turn.abort())
+                raise
         dry: dict | None = None
         if eager or stop is not None:
             outcome = await turn.finish() if (eager or turn.scheduler is not None) else _invalid(turn)
@@ -354,17 +458,25 @@ class Agent:
             if any(d.is_error for d in turn.diagnostics) or turn.errors:
                 outcome = await turn.finish()          # nothing was dispatched: status "invalid"
             else:
-                outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds)
+                approver = durable.wrapped_approver if durable is not None else self._approver
+                outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds, approver)
+        if durable is not None:  # every completion of the turn is committed before the next turn
+            await durable.journal.flush()
+            failed = durable.journal.failure_error()
+            if failed is not None and stop is None:
+                stop = ("failed", f"{failed.error}: {failed.cause}")
         errors = list(outcome.errors)
+        if recorded is not None and not recorded[1]:  # a cut reply: an empty kept part is no model error
+            errors = [e for e in errors if (e.get("error") or {}).get("code") != "Reply.Empty"]
         out = outcome.output
         if out is not None and self.output_schema is not None and not errors:
             msg = _validate(self.output_schema, out)
             if msg:
                 errors.append({"call": "return", "error": {"code": "Output.Invalid", "message": msg}})
-        record = TurnRecord(n, outcome.reply, outcome.form, outcome.plan, outcome.calls, errors, outcome.status,
-                            out, outcome.diagnostics, outcome.dispatch_latency, dry, msgs,
-                            outcome.state if outcome.result is not None else None, turn.provider_error)
-        return record, stop
+        rec = TurnRecord(n, outcome.reply, outcome.form, outcome.plan, outcome.calls, errors, outcome.status,
+                         out, outcome.diagnostics, outcome.dispatch_latency, dry, msgs,
+                         outcome.state if outcome.result is not None else None, turn.provider_error)
+        return rec, stop
 
     async def _plan_mode(self, request: str, planning: Any) -> tuple[Mode, dict | None]:
         """The mode this request runs in, and the planning decision when planning was asked for
@@ -381,8 +493,8 @@ class Agent:
                                 reason=decision.fallback, data=report))
         return (Mode.LAZY if decision.plan else Mode.EAGER), report
 
-    async def _lazy_gate(self, n: int, turn: StreamTurn, plan: Plan, input: Any,
-                         kinds: dict) -> tuple[TurnOutcome, dict | None, tuple[str, str] | None]:
+    async def _lazy_gate(self, n: int, turn: StreamTurn, plan: Plan, input: Any, kinds: dict,
+                         approver: Any) -> tuple[TurnOutcome, dict | None, tuple[str, str] | None]:
         """Lazy mode: dry-run, approval, then run the checked plan."""
         from ..runtime.dryrun import adry_run
 
@@ -401,7 +513,7 @@ class Agent:
             max_risk = max((Risk.parse(c["risk"]) for c in risky), default=Risk.NONE)
             req = ApprovalRequest("plan", plan, tuple(risky), plan_id=f"turn{n}", max_risk=max_risk)
             self._emit(_agent_event("approval_requested", n, "pending", data=req))
-            decision = await decide(self._approver, req, self.run_options.get("approval_timeout", 600.0))
+            decision = await decide(approver, req, self.run_options.get("approval_timeout", 600.0))
             if decision.action == "reject":
                 self._emit(_agent_event("approval_rejected", n, "rejected", reason=decision.reason))
                 outcome = await turn.finish()
@@ -424,11 +536,42 @@ def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:
     fresh = StreamTurn(turn.registry, mode=turn.mode, input=turn.input, initial=turn.initial,
                        state_schema=turn.header.state_schema, max_calls=turn.max_calls, options=turn.options,
                        bus=turn.bus, plan_id=turn.plan_id, delegate=turn.delegate,
-                       instance_inputs=turn.instance_inputs, dispatch=False)
+                       instance_inputs=turn.instance_inputs, dispatch=False, store=turn.store, on_start=turn.on_start)
     from ..loader import dumps
 
     fresh.feed(dumps(plan, "dsl"))
     return fresh
+
+
+def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:
+    """A recorded reply, fed at once (no request): its committed calls are restored before
+    the scheduler starts or the whole-plan checks run.  A cut reply keeps its complete
+    statements; the rest is dropped and the turn says so (Reply.Interrupted)."""
+    from ..durable.agent_run import REPLY_INTERRUPTED, complete_prefix
+
+    kept = text if complete else complete_prefix(text)
+    turn.feed(kept)
+    if turn.scheduler is not None:   # eager: the calls arrived; lazy: restored when the plan runs
+        durable.attach(turn.scheduler.scheduler)
+    else:
+        turn.on_start = durable.attach
+    if not complete:
+        turn.errors.append({"call": None, "error": {
+            "code": REPLY_INTERRUPTED, "message": f"the reply was cut off after {len(text)} characters; the "
+                                                  f"complete statements ({len(turn.calls)} call(s)) were kept, "
+                                                  "the rest was dropped: go on from the current state"}})
+
+
+def _summary(result: AgentResult) -> dict:
+    """How an agent run ended, as its run row keeps it (``runs show``)."""
+    from ..durable.base import dumps
+
+    agent = result.to_json()
+    try:
+        dumps(agent)
+    except (TypeError, ValueError):  # not JSON: kept as text
+        agent = json.loads(json.dumps(agent, default=str))
+    return {"status": result.status, "output": agent.get("output"), "error": result.error, "agent": agent}
 
 
 def _invalid(turn: StreamTurn) -> TurnOutcome:

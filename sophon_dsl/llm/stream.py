@@ -282,12 +282,12 @@ class StreamScheduler:
 
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, delegate: Any = None, order: str = "any") -> None:
+                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None) -> None:
         opts = options or RunOptions()
         self.feed = GrowingPlan(header, order)
         invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_workers), delegate, opts.executor)
         self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
-                                   options=opts, bus=bus, plan_id=plan_id, invoker=invoker)
+                                   options=opts, bus=bus, plan_id=plan_id, invoker=invoker, store=store)
         self.scheduler.on_dispatch = self._dispatched
         self.delegate = delegate
         self.dispatched_at: dict[int, float] = {}
@@ -384,7 +384,7 @@ class StreamTurn:
                  options: RunOptions | None = None, bus: EventBus | None = None, plan_id: str | None = None,
                  delegate: Any = None, instance_inputs: dict[str, Any] | None = None,
                  dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None,
-                 order: str = "any"):
+                 order: str = "any", store: Any = None, on_start: Callable[[Scheduler], Any] | None = None):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         self.order = order
@@ -400,6 +400,10 @@ class StreamTurn:
         self.instance_inputs = instance_inputs or {}
         self.dispatch = (self.mode is Mode.EAGER) if dispatch is None else dispatch
         self.on_call = on_call
+        # a durable agent turn (sophon_dsl.durable.agent_run): the scheduler's state store, and
+        # what to do with the scheduler just before it starts (every call known so far has arrived)
+        self.store = store
+        self.on_start = on_start
         self.header = Plan(mode=self.mode, state_schema=state_schema)
         self.calls: list[Call] = []
         self.ids: list[str] = []
@@ -435,8 +439,14 @@ class StreamTurn:
         self._sched = StreamScheduler(self.header, self.registry.with_plan_decls(self.header.tools),
                                       input=self.input, state=self.initial.get("state"),
                                       context=self._context(), options=self.options, bus=self.bus,
-                                      plan_id=self.plan_id, delegate=self.delegate, order=self.order)
-        self._task = asyncio.ensure_future(self._sched.run())
+                                      plan_id=self.plan_id, delegate=self.delegate, order=self.order,
+                                      store=self.store)
+        self._task = asyncio.ensure_future(self._run_scheduler(self._sched))
+
+    async def _run_scheduler(self, sched: StreamScheduler) -> RunResult:
+        if self.on_start is not None:
+            self.on_start(sched.scheduler)
+        return await sched.run()
 
     @property
     def scheduler(self) -> StreamScheduler | None:

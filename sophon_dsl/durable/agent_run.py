@@ -1,0 +1,236 @@
+"""A durable agent run (:class:`~sophon_dsl.llm.agent.Agent` with ``store=``): the loop's
+replies and the calls its turns run, kept in a run store so that a resume asks the provider
+nothing it was already answered and runs no committed call again.
+
+* The run's row has ``spec = {"kind": "agent", "request", "input", "state", "instances",
+  "mode", "planning", "options", "meta"}``: what the loop needs to start again (the planning
+  decision too, so a resume does not ask for it again).  Its hash covers the tools' sources
+  and the loop's options (``Store.PlanChanged`` unless forced).
+* Each turn's reply is appended to the store (table ``agent_replies``) piece by piece as it
+  streams, *before* the piece is parsed: the store commits its queue in order, so a call's
+  intent or completion is never committed before the text that holds the call, and every
+  call waits for the reply so far to be committed before its tool starts.  A complete reply
+  gets a final marker.
+* Each turn's calls are a :class:`~.session.DurableRun` of their own, under the run id
+  ``{run_id}/t{turn}`` (log, call records, intents, approval decisions; no row in ``runs``):
+  committed calls are restored, calls in doubt follow ``unknown``, exactly as in a plan run.
+* On resume the loop replays every recorded turn from its text and its committed calls
+  (no request, no tool), then goes on live.  A reply cut off mid-stream keeps the statements
+  complete in its recorded prefix (they run, or are restored); the cut statement and anything
+  after it are dropped, the turn gets the error ``Reply.Interrupted``, and the loop continues
+  with the next turn, which sees the state the kept calls left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+from typing import Any
+
+from . import default_store_url, open_store
+from .base import dumps
+from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
+from .session import DurableRun, owner_id
+
+__all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WRONG_KIND", "AgentRecord", "TurnRecorder", "complete_prefix",
+           "turn_run_id"]
+
+AGENT_KIND = "agent"
+REPLY_INTERRUPTED = "Reply.Interrupted"
+
+
+def turn_run_id(run_id: str, turn: int) -> str:
+    """Where turn ``turn``'s calls are kept (and the prefix of their idempotency keys)."""
+    return f"{run_id}/t{turn}"
+
+
+def agent_hash(registry: Any, options: dict) -> str:
+    """Hash of the loop's options and of the source of every tool the agent may call."""
+    h = hashlib.sha256(dumps(options).encode())
+    for name in sorted(registry):
+        spec = registry.get(name)
+        func = getattr(spec, "func", None)
+        func = getattr(func, "__wrapped__", func)
+        try:
+            src = inspect.getsource(func) if func is not None else dumps([spec.input_schema, spec.output_schema])
+        except (OSError, TypeError, ValueError):
+            src = getattr(func, "__qualname__", repr(func))
+        h.update(f"\0{name}\0{src}".encode())
+    return h.hexdigest()
+
+
+def complete_prefix(text: str) -> str:
+    """The part of a cut reply that holds only complete statements (DSL) or complete call
+    objects (JSON): the text up to the end of the last one."""
+    from ..llm.json_stream import JsonReplyScanner
+    from ..llm.stream import StatementSplitter, strip_fences
+
+    body = strip_fences(text).lstrip()
+    if body[:1] in ("{", "["):
+        scanner, end = JsonReplyScanner(), 0
+        for i, ch in enumerate(text):
+            if scanner.feed(ch):
+                end = i + 1
+        return text[:end]
+    splitter, end = StatementSplitter(), 0
+    for i, ch in enumerate(text):
+        if splitter.feed(ch):
+            end = i + 1
+    return text[:end]
+
+
+class TurnRun(DurableRun):
+    """One turn's calls (a :class:`DurableRun`): a call's tool starts only once the reply
+    that holds the call is committed."""
+
+    recorder: "TurnRecorder | None" = None
+
+    async def before_start(self, runner: Any, i: int, call: Any, args: dict) -> Any:
+        if self.recorder is not None:
+            exc = await self.recorder.landed()
+            if exc is not None:
+                self.journal.fail(exc)
+                return self.journal.failure_error()
+        return await super().before_start(runner, i, call, args)
+
+
+class TurnRecorder:
+    """Turn ``turn``'s reply, appended to the store as it streams."""
+
+    def __init__(self, backend: Any, run_id: str, turn: int) -> None:
+        self.backend = backend
+        self.run_id = run_id
+        self.turn = turn
+        self._seq = 0
+        self._last: Any = None   # the future of the last piece handed to the store
+
+    def append(self, text: str) -> None:
+        self._last = self.backend.append_reply(self.run_id, self.turn, self._seq, text)
+        self._seq += 1
+
+    def complete(self) -> None:
+        self._last = self.backend.append_reply(self.run_id, self.turn, self._seq, "", final=True)
+        self._seq += 1
+
+    async def landed(self) -> BaseException | None:
+        """Wait until the reply so far is committed; the store's error if it is not."""
+        last = self._last
+        if last is None:
+            return None
+        if not last.done():
+            try:
+                await asyncio.wrap_future(last)
+            except Exception as exc:  # noqa: BLE001 - handed to the turn's journal
+                return exc
+        return last.exception()
+
+
+class AgentRecord:
+    """An agent run in a store: its row, its lease, and each turn's recorder and calls."""
+
+    def __init__(self, backend: Any, run_id: str, owner: str, *, owns_backend: bool, unknown: str = "fail",
+                 replies: dict | None = None) -> None:
+        self.backend = backend
+        self.run_id = run_id
+        self.owner = owner
+        self.owns_backend = owns_backend
+        self.unknown = unknown
+        self.replies: dict[int, tuple[str, bool]] = replies or {}   # recorded turns (a resume)
+        self.resumed = replies is not None
+        self.lease_s = 60.0
+        self._renewal: asyncio.Task | None = None
+
+    # -- opening --------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, store: Any, run_id: str, spec: dict, hash_: str) -> "AgentRecord":
+        backend = open_store(store if store is not None else default_store_url())
+        owned = backend is not store or getattr(store, "close_after_run", False)
+        owner = owner_id()
+        try:
+            backend.create_run(run_id, plan_id=AGENT_KIND, goal=spec["request"][:200], spec={"kind": AGENT_KIND, **spec},
+                               plan_hash=hash_, owner=owner).result()
+        except BaseException:
+            if owned:
+                backend.close()
+            raise
+        return cls(backend, run_id, owner, owns_backend=owned)
+
+    @classmethod
+    def reopen(cls, store: Any, run_id: str, hash_of: Any, *, unknown: str = "fail",
+               force: bool = False) -> tuple["AgentRecord", dict]:
+        """The recorded agent run ``run_id`` (its lease taken) and its spec; ``hash_of(spec)``
+        is the hash the tools and options given now have."""
+        backend = open_store(store if store is not None else default_store_url())
+        owned = backend is not store or getattr(store, "close_after_run", False)
+        try:
+            row = backend.get_run(run_id)
+            if row is None:
+                raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {backend.url}")
+            spec = row["spec"] or {}
+            if spec.get("kind") != AGENT_KIND:
+                raise StoreRunError(WRONG_KIND, f"run {run_id} is not an agent run "
+                                                f"(it is a {spec.get('kind') or 'plan'} run)")
+            if not force and hash_of(spec) != row["plan_hash"]:
+                raise StoreRunError(PLAN_CHANGED, f"the tools' sources or the agent's options changed since "
+                                                         f"run {run_id} began; resume with force=True (--force) to "
+                                                         "run it anyway")
+            owner = owner_id()
+            _take_lease(backend, run_id, owner, row)
+            record = cls(backend, run_id, owner, owns_backend=owned, unknown=unknown,
+                         replies=backend.load_replies(run_id))
+            backend.set_status(run_id, "running").result()
+        except BaseException:
+            if owned:
+                backend.close()
+            raise
+        return record, spec
+
+    # -- turns ----------------------------------------------------------------------
+
+    def recorded(self, turn: int) -> tuple[str, bool] | None:
+        """Turn ``turn``'s recorded reply and whether it was complete (None: never asked)."""
+        return self.replies.get(turn)
+
+    def turn_run(self, turn: int, approver: Any) -> tuple[TurnRun, TurnRecorder]:
+        """Turn ``turn``'s calls (restored from the store when the turn was recorded) and its
+        reply recorder; ``approver`` is the turn's approver, wrapped to keep its decisions."""
+        cid = turn_run_id(self.run_id, turn)
+        b = self.backend
+        if turn in self.replies:
+            run = TurnRun(b, cid, unknown=self.unknown, committed=b.load_calls(cid), log=b.load_log(cid),
+                          intents=b.load_intents(cid), decisions=b.load_decisions(cid), owner=self.owner)
+        else:
+            run = TurnRun(b, cid, unknown=self.unknown, owner=self.owner)
+        recorder = TurnRecorder(b, self.run_id, turn)
+        run.recorder = recorder
+        run.wrapped_approver = run.approver(approver)
+        return run, recorder
+
+    # -- the lease and the end ---------------------------------------------------------
+
+    def keep_lease(self) -> None:
+        """Renew the run's lease while the loop goes on."""
+        async def renew() -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                await asyncio.sleep(self.lease_s / 3)
+                await loop.run_in_executor(None, self.backend.acquire_lease, self.run_id, self.owner, self.lease_s)
+
+        self._renewal = asyncio.ensure_future(renew())
+
+    async def finish(self, summary: dict | None) -> None:
+        """Record how the run ended (``summary`` None: it did not end, it was interrupted),
+        release the lease, close a store opened for the run."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+        try:
+            if summary is not None:
+                await asyncio.wrap_future(self.backend.set_status(self.run_id, summary["status"], summary))
+            await asyncio.wrap_future(self.backend.release_lease(self.run_id, self.owner))
+        except Exception:  # noqa: BLE001 - the store failed: the lease expires, resume finds out
+            pass
+        finally:
+            if self.owns_backend:
+                self.backend.close()
