@@ -355,9 +355,10 @@ class DataFlow:
             else:
                 add(i, p, kind, ref.path)
 
-    def _wire(self, i: int, call: Call) -> None:
-        """Resolve call ``i``'s reads and ``@after`` names; append its dependencies."""
-        resolve = self.writers.resolve
+    def _wire(self, i: int, call: Call, resolve: Any = None) -> None:
+        """Resolve call ``i``'s reads and ``@after`` names; append its dependencies.
+        (``resolve``: where a read's writers come from, the writer index by default.)"""
+        resolve = resolve or self.writers.resolve
         refs, wss = self.read_refs, self.read_writers
         start = len(refs)
         for p in call.params:
@@ -373,9 +374,9 @@ class DataFlow:
                         refs.append(x)
                         wss.append(resolve(x.kind, x.path, i))
                     elif tx is not Literal:
-                        self._wire_value(i, x)
+                        self._wire_value(i, x, resolve)
             elif tv is not Literal:
-                self._wire_value(i, v)
+                self._wire_value(i, v, resolve)
         if call.map is not None:  # (as in _wire_all)
             self.has_maps = True
             for r in outer_reads(call.map):
@@ -399,19 +400,19 @@ class DataFlow:
             self.backward = False
         self.deps.append(d)
         if call.inline_output is not None:
-            self._wire_inline(i, call)
+            self._wire_inline(i, call, resolve)
 
-    def _wire_inline(self, i: int, call: Call) -> None:
-        resolve = self.writers.resolve
+    def _wire_inline(self, i: int, call: Call, resolve: Any = None) -> None:
+        resolve = resolve or self.writers.resolve
         inline = tuple(Read(r, resolve(r.kind, r.path, i)) for r in references(call.inline_output))
         if inline:
             self.inline_reads[i] = inline
             if _has_fallback(call.inline_output):
                 self.fallbacks.add(i)
 
-    def _wire_value(self, i: int, value: Value) -> None:
+    def _wire_value(self, i: int, value: Value, resolve: Any = None) -> None:
         """The reads of a value that is not a plain reference (and whether it has a `||`)."""
-        resolve = self.writers.resolve
+        resolve = resolve or self.writers.resolve
         refs, wss = self.read_refs, self.read_writers
         stack: list[Any] = [value]
         while stack:
@@ -502,6 +503,47 @@ class DataFlow:
             for reader, _ in new:
                 self._add_dependent(i, reader)
         return new
+
+    def add_group(self, calls: Sequence[Call], ids: Sequence[str],
+                  known: Sequence[Sequence[tuple[int, ...] | None]]) -> range:
+        """Append calls whose wiring among themselves was worked out once for all their
+        copies (a map item's calls: its body analysed once, ``sophon_dsl.maps``).
+
+        ``known[b]`` holds, for each read of call ``b`` of the group (in :meth:`reads`
+        order, inline output last), the writers as offsets within the group, or None for a
+        read wired against the flow like :meth:`add_call`'s.  The group writes only its own
+        paths (an item's kinds): no earlier call gains an edge, and its writes are not
+        indexed.  Cost: the calls and their reads, no lookup for a known read."""
+        first = len(self.calls)
+        self.calls.extend(calls)
+        self.ids.extend(ids)
+        index = self.index
+        for k, cid in enumerate(ids):  # every id first: an @after may name a later call of the group
+            index.setdefault(cid, first + k)
+        real = self.writers.resolve
+        slots = len(self.read_refs)
+        unknown = len(self.unknown_after)
+        for b, call in enumerate(calls):
+            nxt = iter(known[b]).__next__
+
+            def resolve(kind: str, path: tuple, reader: int, nxt: Any = nxt) -> tuple[int, ...]:
+                rel = nxt()
+                if rel is None:
+                    return real(kind, path, reader)
+                return (first + rel[0],) if len(rel) == 1 else tuple([first + x for x in rel])
+
+            self._wire(first + b, call, resolve)
+        for j, name in self.unknown_after[unknown:]:  # named before it came (as in add_call)
+            self._pending_after.setdefault(name, []).append(j)
+        if self._readers is not None:  # a growing plan: a later arrival may write an outer read
+            self._index_reads(slots, len(self.read_refs))
+        dependents = self._dependents
+        if dependents is not None:
+            dependents.extend([] for _ in calls)
+            for i in range(first, first + len(calls)):
+                for d in self.run_deps(i):
+                    self._add_dependent(d, i)
+        return range(first, first + len(calls))
 
     def _add_dependent(self, d: int, i: int) -> None:
         assert self._dependents is not None

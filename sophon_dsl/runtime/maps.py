@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, tolerance_exceeded
+from ..dataflow import DataFlow
+from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
 from ..model import MapSpec, OutputMethod
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
@@ -38,15 +39,17 @@ _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 class _MapRun:
     """One map call in progress."""
 
-    __slots__ = ("j", "cid", "spec", "items", "template", "n", "limit", "next", "inflight", "done", "failed",
-                 "left", "errors", "result_values", "results", "ended", "filling", "first_error")
+    __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
+                 "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
         self.cid = cid
         self.spec = spec
         self.items = items
-        self.template = ItemTemplate(spec, body_ids(spec))
+        ids = body_ids(spec)
+        self.template = ItemTemplate(spec, ids)
+        self.known = body_wiring(spec, ids)
         self.n = n = len(items)
         self.limit = spec.concurrency or n
         self.next = 0          # the next item to expand
@@ -171,7 +174,7 @@ class MapDriver:
             self._item_done(run, k)
             return
         run.left[k] = len(calls)
-        added = s.add_calls(calls, ids)  # every call first: a body call may read a later one
+        added = s.add_calls(calls, ids, run.known)  # every call first: a body call may read a later one
         owner = self.owner
         for i in added:
             owner[i] = (run, k)
@@ -234,6 +237,24 @@ class MapDriver:
             rec.reason = err.cause
             s.runner.fail(j, err)  # (finishes it)
         s.settled(j)
+
+
+def body_wiring(spec: MapSpec, ids: list[str]) -> list[list[tuple[int, ...] | None]] | None:
+    """How every item's calls are wired among themselves, worked out once from the body
+    (``DataFlow.add_group``): per body call and read, the body calls writing it when it reads
+    the item's own data (which only the item's calls write), else None (an outer read, wired
+    per item).  None when a body call writes outside the item (a plan that did not check):
+    then each item's calls go through the general analysis."""
+    scope = scope_names(spec)
+    if any(r.kind not in scope for c in spec.body if c.output is not None for r in c.output.paths):
+        return None
+    body = DataFlow.build(spec.body, ids)
+    known: list[list[tuple[int, ...] | None]] = []
+    for b in range(len(spec.body)):
+        reads = [(body.read_refs[k], body.read_writers[k]) for k in body.read_range(b)]
+        reads.extend(body.inline_reads.get(b, ()))
+        known.append([ws if ref.kind in scope else None for ref, ws in reads])
+    return known
 
 
 def _describe(v: Any) -> str:

@@ -296,13 +296,17 @@ class Scheduler:
 
     finish = finish_call  # what the run calls; a map driver puts its own in front (see __init__)
 
-    def add_calls(self, calls: Sequence[Call], ids: Sequence[str]) -> range:
+    def add_calls(self, calls: Sequence[Call], ids: Sequence[str], known: Any = None) -> range:
         """Calls that join the run while it runs (a map's items): wired into the data flow
-        and given their bookkeeping; :meth:`start_ready` then starts those that can go."""
+        and given their bookkeeping; :meth:`start_ready` then starts those that can go.
+        ``known``: their wiring among themselves, worked out once (``DataFlow.add_group``)."""
         flow = self.flow
         first = len(flow.calls)
-        for call, cid in zip(calls, ids):
-            flow.add_call(call, cid)
+        if known is not None:
+            flow.add_group(calls, ids, known)
+        else:
+            for call, cid in zip(calls, ids):
+                flow.add_call(call, cid)
         for _ in calls:
             self._grow()
         return range(first, first + len(calls))
