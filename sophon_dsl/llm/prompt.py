@@ -16,10 +16,12 @@ DSL signatures instead of JSON Schemas::
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterable, Sequence
 
 from ..model import Mode, Plan, Risk
 from ..outputpath import parameter_schema, prescription
+from ..refs import _WHOLE_REF, DAGGER
 from ..tools import ToolSpec
 from .provider import Message
 
@@ -32,7 +34,11 @@ SYSTEM_DSL = """\
 You are an agent that acts by writing plans in the sophon DSL. Reply with DSL statements only, one per line \
 (no prose, no code fences).
 $state.hits = web.search(query="llm agents",limit=3)    # call a tool; its result goes to state.hits
-summarize(items=$state.hits)                    # $kind.path reads a value: $input.x, $state.x.y, $state.list[0]
+summarize(items=$state.hits[*].url)             # $kind.path reads a value: $input.x, $state.x.y, $state.list[0]; \
+JMESPath may follow: [*].url [-1] [1:3] [?n > `9`].id, or ${state.x | length(@)}
+$state.fr || $state.bad = map($state.hits,as=h,concurrency=4,tolerate=1) \
+{$local.t = translate(text=$h.title);return $local.t}  # body runs per item ($h, $index), writes only $local; \
+results in item order
 note(text="Found †state.count hits")            # inside strings, † (not $) interpolates a value
 $state.receipt || $state.error = pay(amount=$input.amount)  # branches: an error goes to the last one
 @risk(high) @after(c1) mail.send(to="a@b.c")    # attributes; calls are named c1, c2... or label them: s1: f()
@@ -57,7 +63,12 @@ You are an agent that acts by returning a solution object as JSON: {"calls": [..
 Reply with the JSON only.
 Each call is an object: {"_tool": "web.search", "query": "llm agents", "limit": 3, "_outputPath": "†state.hits"} \
 runs a tool and writes its result to state.hits.
-A string "†state.hits" (or "†input.x", "†state.list[0]") passes that value; "Found †state.count hits" interpolates.
+A string "†state.hits" (or "†input.x", "†state.list[0]") passes that value; "Found †state.count hits" interpolates. \
+JMESPath may follow the path: "†state.hits[*].url", "†state.list[-1]", "†state.o[?n > `9`].id", \
+"†{state.x | length(@)}".
+{"_map":{"over":"†state.hits","as":"h","do":[{"_tool":"translate","text":"†h.title","_outputPath":"†local.t"}],\
+"return":"†local.t"},"_outputPath":"†state.fr"} runs "do" per item ("†h", "†index"; it writes only "†local"); \
+results in item order; optional "concurrency", "tolerate".
 "_outputPath": "†state.receipt || †state.error" declares branches: an error goes to the last one.
 Meta-properties: "_risk", "_after" (ids), "_id", "_instance", "_delegate", "_scopes"; calls are named c1, c2...
 A latent tool (no code) may carry its result in "_output".
@@ -218,31 +229,70 @@ def render_state(kinds: dict[str, Any], schema: Any = None, form: str = "dsl") -
 
 
 _CLOSERS = ")]}"
+_BODY = "b"  # the bracket stack's mark for a map body: `{` right after `)`
+# a reference (bare or braced JMESPath) is copied whole: its spaces are the expression's
+_DSL_REF = re.compile("[$†]" + _WHOLE_REF.pattern.removeprefix(DAGGER))
+_QUOTED = r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"""
+_DECORATORS = re.compile(rf"(?:@[A-Za-z_]\w*(?:\((?:[^()\"']|{_QUOTED})*\))?\s*)+")
 
 
 def compact_dsl(text: str) -> str:
     """Canonical DSL text in the prompt's compact layout: no space after ``,`` or ``:``
-    inside brackets, one line per statement, no trailing commas.  It parses to the same
-    plan; on number lists and nested objects it costs up to a fifth fewer tokens (cl100k
-    counts ``, 7`` as three tokens and ``,7`` as two).  Strings and comments are kept."""
+    inside brackets, one line per statement (its decorators on it, a map's body joined
+    with ``;``), no trailing commas.  It parses to the same plan; on number lists and
+    nested objects it costs up to a fifth fewer tokens (cl100k counts ``, 7`` as three
+    tokens and ``,7`` as two).  Strings, references (JMESPath included) and comments are
+    kept."""
     out: list[str] = []
-    depth, i, n = 0, 0, len(text)
+    stack: list[str] = []
+    stmt = 0  # where the current statement starts in ``out``
+    i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c == '"':  # a string literal, copied whole (the printer writes only double quotes)
+        if c in "\"'":  # a string literal, copied whole
             j = i + 1
-            while j < n and text[j] != '"':
+            while j < n and text[j] != c:
                 j += 2 if text[j] == "\\" else 1
             out.append(text[i:j + 1])
             i = j + 1
             continue
-        if c == "#":  # a comment runs to the end of the line
+        if c in "$†":
+            m = _DSL_REF.match(text, i)
+            if m:
+                out.append(m.group())
+                i = m.end()
+                continue
+        if c == "#":  # a comment runs to the end of the line, whose break is kept
             j = text.find("\n", i)
             j = n if j < 0 else j
             out.append(text[i:j])
+            if stack and j < n:  # inside brackets: the next line starts unindented
+                out.append("\n")
+                j += 1
+                while j < n and text[j] == " ":
+                    j += 1
+                stmt = len(out)
             i = j
             continue
-        if depth > 0 and c in ",:\n ":
+        inside = bool(stack) and stack[-1] != _BODY
+        if c == "\n" and not inside:  # a statement ends, unless only its decorators came yet
+            j = i + 1
+            while j < n and text[j] == " ":
+                j += 1
+            if _DECORATORS.fullmatch("".join(out[stmt:]).strip()):
+                out.append(" ")
+            elif not stack:
+                out.append("\n")
+                stmt = len(out)
+            else:
+                while j < n and text[j] in " \n":
+                    j += 1
+                if out[-1] not in "{\n" and j < n and text[j] != "}":
+                    out.append(";")  # a statement of a map body ends
+                    stmt = len(out)
+            i = j
+            continue
+        if inside and c in ",:\n ":
             j = i + 1
             while j < n and text[j] in " \n":
                 j += 1
@@ -254,10 +304,16 @@ def compact_dsl(text: str) -> str:
             else:  # a line break (and indent) inside brackets: the statement goes on
                 i = j
             continue
+        if c == "{" and "".join(out[-2:]).rstrip().endswith(")"):
+            stack.append(_BODY)
+            out.append(c)
+            stmt = len(out)
+            i += 1
+            continue
         if c in "([{":
-            depth += 1
-        elif c in _CLOSERS:
-            depth = max(depth - 1, 0)
+            stack.append(c)
+        elif c in _CLOSERS and stack:
+            stack.pop()
         out.append(c)
         i += 1
     return "".join(out)
