@@ -22,6 +22,9 @@ from typing import Any, Callable, Iterable
 
 from ..errors import SophonError
 
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
+
 __all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
@@ -69,9 +72,18 @@ class StoreError(SophonError):
     """A store operation failed (``Store.*`` errors of the runtime wrap it)."""
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON text (what every column of the store holds)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON text (what every column of the store holds): ``json.dumps(value,
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False)``, without building a
+    ``JSONEncoder`` per value (a durable run encodes two values per call)."""
+    if _make_encoder is None:  # pragma: no cover - no C accelerator
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # what json.dumps runs for these options: a fresh markers dict keeps the circularity check
+    return "".join(_make_encoder({}, _refuse, _encode_str, None, ":", ",", False, False, False)(value, 0))
 
 
 Op = Callable[[Any], Any]  # run with the backend's cursor inside the batch's transaction
@@ -289,6 +301,14 @@ class RunStore:
         op = _RowsOp(self._statements(), (), (), [(run_id, call_id, key, time.time())])
         return self.submit(op) if notify is None else self.submit_rows(op, notify)
 
+    def commit_rows(self, log: list, calls: list, intents: list, last: tuple, notify: tuple) -> "Landing":
+        """What one run gathered in one pass of its event loop, already encoded: log rows
+        ``(run_id, seq, text)`` in order, call records ``(run_id, call_id, text)``, intents
+        ``(run_id, call_id, key, created)`` and ``last`` = ``(run_id, last seq)`` or ``()``;
+        committed in one transaction (with whatever else the writer finds queued)."""
+        return self.submit_rows(_RowsOp(self._statements(), log, calls, intents,
+                                        ((last[1], last[0], last[1]),) if last else None), notify)
+
     def barrier(self) -> Future:
         """Done once every operation queued before it is done (the queue is run in order)."""
         return self.submit(lambda cur: None)
@@ -433,10 +453,11 @@ class _RowsOp:
     """Rows to insert (log entries, call records, intents): the common operations, which a
     batch merges into one ``executemany`` per statement."""
 
-    __slots__ = ("stmts", "log", "calls", "intents")
+    __slots__ = ("stmts", "log", "calls", "intents", "last")
 
-    def __init__(self, stmts: tuple, log: Any, calls: Any, intents: Any) -> None:
-        self.stmts, self.log, self.calls, self.intents = stmts, log, calls, intents
+    def __init__(self, stmts: tuple, log: Any, calls: Any, intents: Any, last: Any = None) -> None:
+        # last: the ``set_last`` parameters when the caller knows them (else found from ``log``)
+        self.stmts, self.log, self.calls, self.intents, self.last = stmts, log, calls, intents, last
 
     def __call__(self, cur: Any) -> None:
         self.run_merged(cur, [self])
@@ -444,20 +465,32 @@ class _RowsOp:
     @staticmethod
     def run_merged(cur: Any, ops: list) -> None:
         add_log, add_call, add_intent, set_last = ops[0].stmts
-        log = [r for op in ops for r in op.log]
-        last: dict[str, int] = {}
-        for run_id, seq, _ in log:
-            if seq > last.get(run_id, -1):
-                last[run_id] = seq
+        one = ops[0] if len(ops) == 1 else None
+        log = one.log if one is not None else [r for op in ops for r in op.log]
         if log:
             cur.executemany(add_log, log)
-            cur.executemany(set_last, [(seq, run_id, seq) for run_id, seq in last.items()])
-        calls = [r for op in ops for r in op.calls]
+            cur.executemany(set_last, _last_seqs(ops))
+        calls = one.calls if one is not None else [r for op in ops for r in op.calls]
         if calls:
             cur.executemany(add_call, calls)
-        intents = [r for op in ops for r in op.intents]
+        intents = one.intents if one is not None else [r for op in ops for r in op.intents]
         if intents:
             cur.executemany(add_intent, intents)
+
+
+def _last_seqs(ops: list) -> list[tuple]:
+    """``set_last`` parameters: each run's highest sequence number among ``ops``' log rows."""
+    last: dict[str, int] = {}
+    for op in ops:
+        if op.last is not None:
+            for seq, run_id, _ in op.last:
+                if seq > last.get(run_id, -1):
+                    last[run_id] = seq
+            continue
+        for run_id, seq, _ in op.log:
+            if seq > last.get(run_id, -1):
+                last[run_id] = seq
+    return [(seq, run_id, seq) for run_id, seq in last.items()]
 
 
 def _entry(seq: int, e: Any) -> dict:

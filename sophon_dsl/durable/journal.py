@@ -2,10 +2,12 @@
 (as :class:`~sophon_dsl.runtime.store.MemoryStore`) plus one store transaction per call
 completion, and the barrier the runner waits on.
 
-* ``record_ended`` hands the store, in one transaction, the log entries written since the
-  previous completion (the call's own writes: the runner writes and ends a call without
-  awaiting in between), the call's record and the run's last sequence number.  Completions
-  are queued in log order and the writer commits its queue in order, so the committed log is
+* ``record_ended`` encodes the log entries written since the previous completion (the
+  call's own writes: the runner writes and ends a call without awaiting in between) and the
+  call's record, and adds them to the pass's batch: what the run's completions and intents
+  of one pass of the event loop gathered, handed to the store at the end of the pass as one
+  operation (its rows, and the run's last sequence number, in one transaction).  Batches are
+  handed in log order and the writer commits its queue in order, so the committed log is
   always a prefix of the in-memory one.  Cancelled calls are not committed: they run again.
 * ``settle_after_commit`` (the barrier): the runner's "this call ended, examine its
   dependents" waits until that transaction is committed.
@@ -16,6 +18,7 @@ completion, and the barrier the runner waits on.
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import partial
 from typing import Any
 
@@ -24,6 +27,7 @@ from ..runtime.errors import ErrorInfo
 from ..runtime.result import CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
 from ..runtime.store import MemoryStore
+from .base import dumps
 
 __all__ = ["CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
 
@@ -75,8 +79,9 @@ class Journal(MemoryStore):
         self.run_id = run_id
         self.sched: Any = None
         self.failure: BaseException | None = None
-        self.committing: list = []   # futures of the transactions not known to be committed
-        self._sent = 0               # log entries handed to the store so far
+        self.committing: list = []   # outcomes of the batches handed to the store, not known to be committed
+        self._sent = 0               # log entries encoded (in a batch) so far
+        self._batch: _Batch | None = None  # this pass's completions and intents, not handed yet
         self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
         self._loop: asyncio.AbstractEventLoop | None = None
         self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
@@ -86,21 +91,42 @@ class Journal(MemoryStore):
     def record_ended(self, rec: CallRecord) -> None:
         if rec.status == "cancelled" or self.failure is not None:
             return  # not committed: it runs again on resume (its entries wait for the next commit)
-        start = self._sent
-        rows = [(seq, entry_json(e)) for seq, e in enumerate(self.log.entries(start), start)]
-        self._sent = start + len(rows)
+        start, run_id = self._sent, self.run_id
         out = self.sched.calls[rec.index].output if self.sched is not None else None
         written = _written_indexes(out, rec) if out is not None else ()
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
-        self._waiting[rec.index] = False
-        try:
-            fut = self.backend.commit_call(self.run_id, rows, record_json(rec, written),
-                                           notify=(self._loop, partial(self._landed, rec.index)))
+        try:  # (an entry is a tuple of six: its JSON is entry_json's)
+            rows = [(run_id, seq, dumps(e)) for seq, e in enumerate(self.log.entries(start), start)]
+            record = dumps(record_json(rec, written))
         except Exception as exc:  # noqa: BLE001 - a value the store cannot hold: the run stops
             self.fail(exc)
             return
-        self.committing.append(fut)
+        self._sent = start + len(rows)
+        batch = self._batch or self._open_batch()
+        if rows:
+            batch.log += rows
+        batch.calls.append((run_id, rec.id, record))
+        batch.ended.append(rec.index)
+        self._waiting[rec.index] = False
+
+    def _open_batch(self) -> "_Batch":
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        batch = self._batch = _Batch()
+        self._loop.call_soon(self._hand_off)
+        return batch
+
+    def _hand_off(self) -> None:
+        """The pass of the loop is over: its batch goes to the store as one operation."""
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        if self.failure is not None:
+            batch.resolve(self.failure)
+            return
+        last = (self.run_id, batch.log[-1][1]) if batch.log else ()
+        landing = self.backend.commit_rows(batch.log, batch.calls, batch.intents, last,
+                                           (self._loop, partial(self._landed, batch)))
+        self.committing.append(landing)
 
     # -- the barrier ------------------------------------------------------------------
 
@@ -111,12 +137,17 @@ class Journal(MemoryStore):
         elif self.failure is None:
             self.sched.settled(i)
 
-    def _landed(self, i: int, fut: Any) -> None:
-        if fut.exception() is not None:
-            self.fail(fut.exception())
+    def _landed(self, batch: "_Batch", landing: Any) -> None:
+        exc = landing.exception()
+        if exc is not None:
+            self.fail(exc)
+        batch.resolve(exc)
+        if exc is not None:
             return
-        if self._waiting.pop(i, False) and self.failure is None:
-            self.sched.settled(i)
+        waiting, settled = self._waiting, self.sched.settled
+        for i in batch.ended:
+            if waiting.pop(i, False) and self.failure is None:
+                settled(i)
 
     def fail(self, exc: BaseException) -> None:
         """The store refused a transaction: nothing more is committed and the run stops (what
@@ -128,6 +159,7 @@ class Journal(MemoryStore):
 
     async def flush(self) -> None:
         """Wait until every transaction handed to the store has landed."""
+        self._hand_off()  # what this pass gathered (its scheduled hand-off then finds nothing)
         pending, self.committing = self.committing, []
         if pending and not all(p.done() for p in pending):
             try:
@@ -146,20 +178,37 @@ class Journal(MemoryStore):
     # -- intents ----------------------------------------------------------------------
 
     async def commit_intent(self, call_id: str) -> ErrorInfo | None:
-        loop = self._loop or asyncio.get_running_loop()
-        self._loop = loop
-        done = loop.create_future()
-
-        def landed(fut: Any) -> None:
-            if not done.done():
-                done.set_result(fut.exception())
-
-        self.backend.put_intent(self.run_id, call_id, f"{self.run_id}:{call_id}", notify=(loop, landed))
+        """Commit call ``call_id``'s intent (in this pass's batch); an error if the store failed."""
+        if self.failure is not None:
+            return self.failure_error()
+        batch = self._batch or self._open_batch()
+        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}", time.time()))
+        done = self._loop.create_future()  # one per call: a cancelled waiter cancels only its own
+        batch.waiters.append(done)
         exc = await done
         if exc is not None:
             self.fail(exc)
             return self.failure_error()
         return None
+
+
+class _Batch:
+    """A run's completions and intents of one pass of the event loop, encoded: the rows, the
+    indexes of the calls that ended, the futures of the calls waiting for their intents."""
+
+    __slots__ = ("log", "calls", "intents", "ended", "waiters")
+
+    def __init__(self) -> None:
+        self.log: list = []
+        self.calls: list = []
+        self.intents: list = []
+        self.ended: list = []
+        self.waiters: list = []
+
+    def resolve(self, exc: BaseException | None) -> None:
+        for done in self.waiters:
+            if not done.done():
+                done.set_result(exc)
 
 
 def _written_indexes(out: Any, rec: CallRecord) -> tuple[int, ...]:
