@@ -476,6 +476,20 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         fallback source; None when it is not one of them."""
         return self._tools.get(name)
 
+    def prepare_schemas(self) -> None:
+        """Derive the JSON Schemas of the given tools now, once per registry, so that a
+        streamed turn's first call does not pay for pydantic in its dispatch path.  The
+        fallback is left unbuilt; a tool whose hints have no schema raises where it is
+        used, as before."""
+        if getattr(self, "_prepared", False):
+            return
+        self._prepared = True
+        for spec in list(self._tools.values()):
+            try:
+                spec.input_schema  # noqa: B018 - the first read of a deferred spec derives both
+            except Exception:  # noqa: BLE001
+                continue
+
     def with_tools(self, tools: Iterable[ToolSpec]) -> "ToolRegistry":
         reg = ToolRegistry([*self._tools.values(), *tools], fallback=self._fallback)
         reg.replaced = [*self.replaced, *reg.replaced]

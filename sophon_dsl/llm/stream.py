@@ -423,6 +423,7 @@ class StreamTurn:
         self._arrival: float | None = None
         self._closed: Plan | None = None
         self._checker: Checker | None = None
+        registry.prepare_schemas()  # now, not when the first call arrives
         if self.dispatch:
             self._start_scheduler()
 
