@@ -2,13 +2,21 @@
 
 A plan of one map over ``†input.items`` whose body is B no-op async calls (the first
 reads the item, each next one the previous call's local result) runs with ``arun``;
-the wall time divided by the number of calls (N x B body calls, plus the map) is the
-overhead per call, the figure the runtime's per-call target (<= 20 us, see
-docs/performance.md) is about.  Beside it, the same N x B calls written out flat (no
-map: one chain of B per item, ids c1..), so the cost of expanding items at run time
-is seen next to the cost of the same calls known in advance.
+the CPU time (``time.process_time``) of the run divided by the number of calls (N x B
+body calls) is the overhead per call, the figure the runtime's per-call target (<= 20 us,
+see docs/performance.md) is about.  Beside it, the same N x B calls written out flat (no
+map: one chain of B per item), checked (``arun(plan)``, what a map's run is compared
+with: it too starts from a plan) and precompiled (a ``CompiledPlan``: the loop alone), so
+the cost of expanding items at run time is seen next to the same calls known in advance.
+``--concurrency`` limits the map's items in flight (0: unlimited).
 
-Run: python benchmarks/bench_map.py [--items 1000] [--body 1,2,3] [--repeat 5] [--concurrency 0]
+``--old PATH`` compares two trees: each round runs the measurement once in a fresh
+process for this tree and once for the tree at PATH (a ``git worktree`` of an older
+commit), alternating, and the table shows the best of all rounds for each and the ratio
+new / old.  The machine is shared, so compare within one run.
+
+Run: python benchmarks/bench_map.py [--items 1000] [--body 1,2,3] [--concurrency 0,8]
+        [--repeat 5] [--rounds 3] [--old /tmp/old_tree]
 """
 
 from __future__ import annotations
@@ -16,7 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import statistics
+import json
+import os
+import subprocess
+import sys
 import time
 
 from sophon_dsl.maps import make_map_call
@@ -48,36 +59,78 @@ def flat_plan(items: int, body_len: int) -> Plan:
     return Plan(tuple(calls))
 
 
-def timed(plan: Plan, items: int, repeat: int) -> list[float]:
+def cpu_per_call(plan: object, items: int, calls: int, repeat: int) -> float:
+    """Best CPU time per call (us) of ``repeat`` runs, after a warm-up run."""
     data = {"items": list(range(items))}
-    out = []
-    asyncio.run(arun(plan, tools=[noop], input=data))  # warm-up
+    asyncio.run(arun(plan, tools=[noop], input=data))
+    best = float("inf")
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         res = asyncio.run(arun(plan, tools=[noop], input=data))
-        out.append(time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
         assert res.status == "succeeded", res.error
+    return best / calls * 1e6
+
+
+def measure(items: int, bodies: list[int], limits: list[int], repeat: int) -> dict[str, float]:
+    """Every row of the table in this process: ``{row name: us per call}``."""
+    from sophon_dsl.compiler import compile_plan
+
+    out = {}
+    for b in bodies:
+        calls = items * b
+        for c in limits:
+            out[f"map body={b} concurrency={c or 'all'}"] = cpu_per_call(map_plan(b, c or None), items, calls, repeat)
+        flat = flat_plan(items, b)
+        out[f"flat body={b} checked"] = cpu_per_call(flat, items, calls, repeat)
+        out[f"flat body={b} precompiled"] = cpu_per_call(compile_plan(flat, tools=[noop]), items, calls, repeat)
     return out
+
+
+def in_tree(tree: str, argv: list[str]) -> dict[str, float]:
+    """:func:`measure` run in a fresh process on the sources at ``tree``."""
+    env = dict(os.environ, PYTHONPATH=tree)  # (this script measures both: the old one may lack --json)
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--json"], env=env, cwd=tree,
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--body", default="1,2,3")
+    ap.add_argument("--concurrency", default="0", help="map concurrency limits, comma-separated (0: unlimited)")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--concurrency", type=int, default=0, help="map concurrency (0: unlimited)")
+    ap.add_argument("--rounds", type=int, default=3, help="with --old: alternated rounds")
+    ap.add_argument("--old", help="a checkout of an older commit to compare with")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
-    n = args.items
-    print(f"{n} items; us per call (best / median of {args.repeat}); target <= 20 us")
-    print(f"{'body':>5} {'map':>16} {'flat (same calls)':>20} {'map/flat':>9}")
-    for b in (int(x) for x in args.body.split(",")):
-        calls = n * b
-        m = timed(map_plan(b, args.concurrency or None), n, args.repeat)
-        f = timed(flat_plan(n, b), n, args.repeat)
-        mb, mm = min(m) / (calls + 1) * 1e6, statistics.median(m) / (calls + 1) * 1e6
-        fb, fm = min(f) / calls * 1e6, statistics.median(f) / calls * 1e6
-        print(f"{b:>5} {mb:7.1f} / {mm:6.1f} {fb:10.1f} / {fm:6.1f} {mb / fb:9.2f}")
+    bodies = [int(x) for x in args.body.split(",")]
+    limits = [int(x) for x in args.concurrency.split(",")]
+    if args.json:
+        print(json.dumps(measure(args.items, bodies, limits, args.repeat)))
+        return
+    print(f"{args.items} items; CPU us per call, best of {args.repeat}; target <= 20 us")
+    if not args.old:
+        for name, us in measure(args.items, bodies, limits, args.repeat).items():
+            print(f"{name:38} {us:7.1f}")
+        return
+    argv = ["--items", str(args.items), "--body", args.body, "--concurrency", args.concurrency,
+            "--repeat", str(args.repeat)]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    new: dict[str, float] = {}
+    old: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for tree, best in ((here, new), (args.old, old)):
+            for name, us in in_tree(tree, argv).items():
+                best[name] = min(best.get(name, us), us)
+    print(f"best of {args.rounds} alternated rounds; old = {args.old}")
+    print(f"{'':38} {'old':>7} {'new':>7} {'new/old':>8}")
+    for name, us in new.items():
+        was = old.get(name)
+        ratio = f"{us / was:8.2f}" if was else ""
+        print(f"{name:38} {was if was is not None else float('nan'):7.1f} {us:7.1f} {ratio}")
 
 
 if __name__ == "__main__":

@@ -505,13 +505,13 @@ class DataFlow:
         return new
 
     def add_group(self, calls: Sequence[Call], ids: Sequence[str],
-                  known: Sequence[Sequence[tuple[int, ...] | None]]) -> range:
+                  known: Sequence[tuple[int, ...] | None]) -> range:
         """Append calls whose wiring among themselves was worked out once for all their
         copies (a map item's calls: its body analysed once, ``sophon_dsl.maps``).
 
-        ``known[b]`` holds, for each read of call ``b`` of the group (in :meth:`reads`
-        order, inline output last), the writers as offsets within the group, or None for a
-        read wired against the flow like :meth:`add_call`'s.  The group writes only its own
+        ``known`` holds, for each read of the group's calls (call by call, each in
+        :meth:`reads` order, inline output last), the writers as offsets within the group,
+        or None for a read wired against the flow like :meth:`add_call`'s.  The group writes only its own
         paths (an item's kinds): no earlier call gains an edge, and its writes are not
         indexed.  Cost: the calls and their reads, no lookup for a known read."""
         first = len(self.calls)
@@ -523,16 +523,19 @@ class DataFlow:
         real = self.writers.resolve
         slots = len(self.read_refs)
         unknown = len(self.unknown_after)
+        nxt = iter(known).__next__
+
+        def resolve(kind: str, path: tuple, reader: int) -> tuple[int, ...]:
+            rel = nxt()
+            if rel is None:
+                return real(kind, path, reader)
+            if not rel:
+                return _EMPTY
+            return (first + rel[0],) if len(rel) == 1 else tuple([first + x for x in rel])
+
+        wire = self._wire
         for b, call in enumerate(calls):
-            nxt = iter(known[b]).__next__
-
-            def resolve(kind: str, path: tuple, reader: int, nxt: Any = nxt) -> tuple[int, ...]:
-                rel = nxt()
-                if rel is None:
-                    return real(kind, path, reader)
-                return (first + rel[0],) if len(rel) == 1 else tuple([first + x for x in rel])
-
-            self._wire(first + b, call, resolve)
+            wire(first + b, call, resolve)
         for j, name in self.unknown_after[unknown:]:  # named before it came (as in add_call)
             self._pending_after.setdefault(name, []).append(j)
         if self._readers is not None:  # a growing plan: a later arrival may write an outer read

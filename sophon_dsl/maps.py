@@ -17,7 +17,7 @@ same tool); an instance's id is ``<kind>.<body id>`` (``c3[2].translate``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Callable
 
 from .model import Call, ListValue, MapSpec, OutputTarget, Param, Reference, Value
@@ -142,6 +142,36 @@ def instantiate(spec: MapSpec, kind: str, ids: list[str]) -> tuple[list[Call], l
     return ItemTemplate(spec, ids).make(kind)
 
 
+def _builder(cls: type, given: tuple[str, ...]) -> Callable[..., Any]:
+    """``build(base, *given)``: a new ``cls`` node (a frozen, slotted model class) whose
+    fields ``given`` are the arguments and every other field is ``base``'s (a tuple of the
+    field values in order), each set through its slot.
+
+    Generated once per class and fields, as ``dataclasses`` generates ``__init__``: that
+    ``__init__`` sets each field through ``object.__setattr__`` (the class is frozen), which
+    for a call's 22 fields costs about four times this, and an item builds a call, its
+    output target and references for each body call."""
+    names = [f.name for f in fields(cls)]
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = [f"def build(base, {', '.join(given)}):", "    node = new(cls)"]
+    for n, name in enumerate(names):
+        env[f"set_{name}"] = cls.__dict__[name].__set__  # the slot (or the class's own descriptor)
+        lines.append(f"    set_{name}(node, {name if name in given else f'base[{n}]'})")
+    lines.append("    return node")
+    exec("\n".join(lines), env)  # noqa: S102 - source built above from the field names only
+    return env["build"]
+
+
+def _fields_of(node: Any) -> tuple:
+    return tuple(getattr(node, f.name) for f in fields(node))
+
+
+_build_call = _builder(Call, ("params", "output"))
+_build_param = _builder(Param, ("value",))
+_build_target = _builder(OutputTarget, ("paths",))
+_build_ref = _builder(Reference, ("kind",))
+
+
 class ItemTemplate:
     """:func:`instantiate` for many items of one map: what to rewrite in each body call
     is worked out once, so an item costs the new references and calls, little more."""
@@ -160,46 +190,46 @@ class ItemTemplate:
 
     @staticmethod
     def _plan(call: Call, names: dict[str, str]) -> Any:
-        """None: rewrite the call in full (_rewrite); else per parameter either the Param
-        kept as is, or ``(name, slot, path, span)`` for a whole-value scoped reference;
-        and the output paths likewise."""
-        plain = (call.map is None and call.inline_output is None and call.id is None and not call.after
-                 and call == Call(call.tool, call.params, call.output))
+        """None: rewrite the call in full (_rewrite); else the call's field values, and per
+        parameter either the Param kept as is, or ``(param fields, reference fields)`` for a
+        whole-value scoped reference, and the output paths likewise (a Reference kept, or
+        its fields): an item builds only what names its own kinds."""
+        plain = call.map is None and call.inline_output is None and not call.after
         if not plain:
             return None
         params: list[Any] = []
         for p in call.params:
             v = p.value
             if type(v) is Reference and v.kind in names and v.query is None:
-                params.append((p.name, v.kind, v.path, p.span, v.span))
+                params.append((_fields_of(p), _fields_of(v)))
             elif any(r.kind in names for r in references(v)):
                 return None
             else:
                 params.append(p)
-        outs: list[Any] = []
+        target = None
         if call.output is not None:
-            for r in call.output.paths:
-                outs.append((r.kind, r.path, r.span) if r.kind in names else r)
-        return call, tuple(params), tuple(outs)
+            outs = tuple(_fields_of(r) if r.kind in names else r for r in call.output.paths)
+            target = (_fields_of(call.output), outs)
+        return _fields_of(call), tuple(params), target
 
     def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
         spec, names = self.spec, self.names
         ids = [kind + t for t in self.tails]
         prefixed = None if self.plain else dict(zip(self.ids, ids))
+        at = "@" + kind
         calls = []
         for call, plan in zip(spec.body, self.plans):
             if plan is None:
                 calls.append(_rewrite(call, names, kind, prefixed))
                 continue
-            c, params, outs = plan
-            at = "@" + kind
-            ps = tuple([p if type(p) is Param else Param(p[0], Reference(p[1] + at, p[2], p[4]), p[3])
+            base, params, target = plan
+            ps = tuple([p if type(p) is Param else _build_param(p[0], _build_ref(p[1], p[1][0] + at))
                         for p in params])
-            out = c.output
-            if out is not None:
-                out = OutputTarget(tuple([r if type(r) is Reference else Reference(r[0] + at, r[1], r[2])
-                                          for r in outs]), out.op, out.method, out.span)
-            calls.append(Call(c.tool, ps, out, span=c.span, tool_span=c.tool_span))
+            out = None
+            if target is not None:
+                out = _build_target(target[0], tuple([r if type(r) is Reference else _build_ref(r, r[0] + at)
+                                                      for r in target[1]]))
+            calls.append(_build_call(base, ps, out))
         result = None if spec.result is None else _value(spec.result, _subst(names, kind))
         return calls, ids, result
 

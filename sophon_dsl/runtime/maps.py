@@ -27,7 +27,7 @@ from ..model import MapSpec, OutputMethod
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
 from .inputs import RefState
-from .state import MISSING, json_copy
+from .state import MISSING
 
 __all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MapDriver"]
 
@@ -214,14 +214,16 @@ class MapDriver:
     def _result(self, run: _MapRun, k: int) -> tuple[Any, ErrorInfo | None]:
         get = self.s.store.get
         value = run.result_values.pop(k, None)
+        # not copied here: the map's result is copied when it is written, and nothing
+        # writes an item's data once the item has ended
         if value is None:  # no `return`: the item's local data
             local = get(f"{LOCAL}@{item_kind(run.cid, k)}", ())
-            return ({} if local is MISSING else json_copy(local)), None
-        out, err = final_output(value, get, None, False)
+            return ({} if local is MISSING else local), None
+        out, err = final_output(value, get, None, False)  # (its references' values are copies)
         if err is not None:
             cause = err.cause.replace("the plan's output", f"the result of item {k} of map {run.cid}")
             return out, ErrorInfo(REF_UNRESOLVED, cause)
-        return json_copy(out), None
+        return out, None
 
     def _end(self, j: int, err: ErrorInfo | None, results: list | None) -> None:
         """The map call ends: its result written (or its error delivered) as any call's."""
@@ -239,21 +241,21 @@ class MapDriver:
         s.settled(j)
 
 
-def body_wiring(spec: MapSpec, ids: list[str]) -> list[list[tuple[int, ...] | None]] | None:
+def body_wiring(spec: MapSpec, ids: list[str]) -> list[tuple[int, ...] | None] | None:
     """How every item's calls are wired among themselves, worked out once from the body
-    (``DataFlow.add_group``): per body call and read, the body calls writing it when it reads
-    the item's own data (which only the item's calls write), else None (an outer read, wired
-    per item).  None when a body call writes outside the item (a plan that did not check):
-    then each item's calls go through the general analysis."""
+    (``DataFlow.add_group``): per read of the body's calls, in order, the body calls writing
+    it when it reads the item's own data (which only the item's calls write), else None (an
+    outer read, wired per item).  None when a body call writes outside the item (a plan that
+    did not check): then each item's calls go through the general analysis."""
     scope = scope_names(spec)
     if any(r.kind not in scope for c in spec.body if c.output is not None for r in c.output.paths):
         return None
     body = DataFlow.build(spec.body, ids)
-    known: list[list[tuple[int, ...] | None]] = []
+    known: list[tuple[int, ...] | None] = []
     for b in range(len(spec.body)):
         reads = [(body.read_refs[k], body.read_writers[k]) for k in body.read_range(b)]
         reads.extend(body.inline_reads.get(b, ()))
-        known.append([ws if ref.kind in scope else None for ref, ws in reads])
+        known.extend(ws if ref.kind in scope else None for ref, ws in reads)
     return known
 
 
