@@ -26,6 +26,8 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
+from ..syntax.attributes import param_key, param_name
+
 __all__ = [
     "ALL_META",
     "DEFAULT_META",
@@ -435,11 +437,12 @@ class _Builder:
         params = root.get("properties") or {}
         req = set(root.get("required") or ())
         for pname, pschema in params.items():
-            if pname.startswith("_") or pname in props:
-                continue  # a parameter spelled like a meta-property cannot be passed in JSON
-            props[pname] = self.param(pschema, root)
+            key = param_key(pname)  # `_from` is spelled `__from`: a single `_` is a meta-property
+            if key in props:
+                continue
+            props[key] = self.param(pschema, root)
             if pname in req:
-                required.append(pname)
+                required.append(key)
         for m in meta:
             if m in first:
                 continue
@@ -550,8 +553,9 @@ def solution_from_strict(solution: Mapping[str, Any], tools: Any = None) -> dict
             continue
         spec = by_name.get(c.get("_tool"))
         req = set(spec.required) if spec is not None else set()
+        # nulls go, but a required parameter's (`folder`, `__from`: keys that spell a parameter)
         calls.append({k: v for k, v in c.items()
-                      if v is not None or (not k.startswith("_") and k in req)})
+                      if v is not None or (param_key(param_name(k)) == k and param_name(k) in req)})
     return {"calls": calls, "output": solution.get("output")}
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from ..runtime.errors import RunError
 from ..runtime.invoker import scoped_data
 from ..runtime.protocols import LatentRequest
+from ..syntax.attributes import param_key, param_name
 
 __all__ = ["DELEGATE_FAILED", "DELEGATE_OUTSIDE", "DelegateExecutor", "DelegateRun", "load_request",
            "scoped_context"]
@@ -225,6 +226,11 @@ class DelegateExecutor:
         return result.output
 
 
+def _is_param(key: str) -> bool:
+    """Whether a call key names a parameter (``folder``, ``__from``), not a meta-property."""
+    return param_key(param_name(key)) == key
+
+
 def _decls_from(tool: dict) -> list:
     """``{"name": {...schema}}`` or a single declaration with ``name`` -> ToolDecls."""
     from ..model import ToolDecl
@@ -235,9 +241,10 @@ def _decls_from(tool: dict) -> list:
         if not isinstance(body, dict):
             continue
         props = body.get("properties") or {}
-        params = {k: v for k, v in props.items() if not str(k).startswith("_")}
-        input_schema = body.get("input") or {"type": "object", "properties": params,
-                                             "required": [r for r in body.get("required", []) if not r.startswith("_")]}
+        # as in a call, `__from` is the parameter `_from`; other `_` keys are meta-properties
+        params = {param_name(k): v for k, v in props.items() if isinstance(k, str) and _is_param(k)}
+        required = [param_name(r) for r in body.get("required", []) if isinstance(r, str) and _is_param(r)]
+        input_schema = body.get("input") or {"type": "object", "properties": params, "required": required}
         output_schema = body.get("output") or props.get("_output")
         out.append(ToolDecl(str(tname), body.get("description", ""), input_schema, output_schema))
     return out

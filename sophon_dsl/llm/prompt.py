@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from ..model import Mode, Plan, Risk
 from ..outputpath import parameter_schema, prescription
 from ..refs import _WHOLE_REF, DAGGER
+from ..syntax.attributes import param_key
 from ..tools import ToolSpec
 from .provider import Message
 
@@ -151,7 +152,8 @@ def tool_signature(spec: ToolSpec) -> str:
     params = []
     if isinstance(props, dict):
         for k, v in props.items():
-            params.append(f"{_name(k)}{'' if k in req else '?'}: {schema_type(v, schema)}")
+            name = json.dumps(k) if k[:1] == "_" else _name(k)  # bare `_x=` is a meta-property
+            params.append(f"{name}{'' if k in req else '?'}: {schema_type(v, schema)}")
     out = schema_type(spec.output_schema) if spec.output_schema else "any"
     tags = []
     if spec.risk is not Risk.NONE:
@@ -176,9 +178,10 @@ def tools_json(specs: Iterable[ToolSpec]) -> list[dict]:
     out = []
     for s in specs:
         schema = dict(s.input_schema or {"type": "object", "properties": {}})
-        props = {"_tool": {"const": s.name}, **dict(schema.get("properties") or {})}
+        # a parameter `_from` is the key `__from`: a single `_` starts a meta-property
+        props = {"_tool": {"const": s.name}, **{param_key(k): v for k, v in (schema.get("properties") or {}).items()}}
         entry: dict[str, Any] = {"type": "object", "description": s.description or "", "properties": props,
-                                 "required": ["_tool", *(schema.get("required") or [])]}
+                                 "required": ["_tool", *(param_key(r) for r in schema.get("required") or [])]}
         if s.output_schema:
             entry["properties"]["_output"] = s.output_schema
         if s.risk is not Risk.NONE:
