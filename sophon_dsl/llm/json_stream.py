@@ -6,7 +6,8 @@ character by character, once: :class:`JsonReplyScanner` tracks strings,
 escapes and bracket depth, and reports
 
 * a **call** when an object that is an element of the calls array closes
-  (``}`` back at the array's depth), and
+  (``}`` back at the array's depth; a map call's body, nested in it, closes before it,
+  so a map is handed over whole), and
 * a **member** when a top-level member other than the calls and the output
   closes (``"tools": {...}``, ``"stateSchema": {...}``, ``"goal": "..."``), so
   declarations written before the calls apply to the calls after them.
@@ -52,15 +53,16 @@ class JsonItem:
 
 
 def is_call_object(text: str) -> bool | None:
-    """Whether a closed element of a bare list is a call (has ``_tool``); None when it
-    is not valid JSON (the located reader will say why)."""
+    """Whether a closed element of a bare list is a call (has ``_tool``, or ``_map``: a map
+    call, whose body closes with it); None when it is not valid JSON (the located reader
+    will say why)."""
     from pydantic_core import from_json
 
     try:
         value = from_json(text)
     except ValueError:
         return None
-    return isinstance(value, dict) and "_tool" in value
+    return isinstance(value, dict) and ("_tool" in value or "_map" in value)
 
 
 def _blank(text: str) -> str:

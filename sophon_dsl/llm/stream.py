@@ -41,9 +41,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from ..checks import Checker, deferred_codes
-from ..compiler import effective_registry
+from ..compiler import MAP_SPEC, effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
+from ..maps import MAP_TOOL
 from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
@@ -311,9 +312,13 @@ class StreamScheduler:
                  arrived: float | None = None) -> int:
         """Append ``call``; dispatch it at once if its inputs are decided (and it is not refused).
 
-        ``arrived`` is when its last token came in (``time.perf_counter()``), for latency stats."""
-        self.arrived_at[len(self.feed)] = arrived if arrived is not None else time.perf_counter()
-        return self.feed.add(call, call_id, refused)
+        ``arrived`` is when its last token came in (``time.perf_counter()``), for latency stats.
+        Returns the call's index in the run (a map's item calls join the run too, so it may
+        be past the number of calls that arrived)."""
+        at = arrived if arrived is not None else time.perf_counter()
+        i = self.feed.add(call, call_id, refused)
+        self.arrived_at[i] = at
+        return i
 
     def set_registry(self, registry: ToolRegistry) -> None:
         self.scheduler.set_registry(registry)
@@ -423,6 +428,10 @@ class StreamTurn:
         self._arrival: float | None = None
         self._closed: Plan | None = None
         self._checker: Checker | None = None
+        self._maps = False  # a map arrived: the builtin map tool joins the checker's and the run's tools
+        # each call's index in the run (item calls of maps join the run between arrivals), and back
+        self._at: list[int] = []
+        self._turn_index: dict[int, int] = {}
         registry.prepare_schemas()  # now, not when the first call arrives
         if self.dispatch:
             self._start_scheduler()
@@ -437,7 +446,7 @@ class StreamTurn:
         return ctx
 
     def _start_scheduler(self) -> None:
-        self._sched = StreamScheduler(self.header, self.registry.with_plan_decls(self.header.tools),
+        self._sched = StreamScheduler(self.header, self._run_tools(),
                                       input=self.input, state=self.initial.get("state"),
                                       context=self._context(), options=self.options, bus=self.bus,
                                       plan_id=self.plan_id, delegate=self.delegate, order=self.order,
@@ -534,17 +543,38 @@ class StreamTurn:
             self.header = replace(self.header, **changes)
             if self._checker is not None:
                 head = self._plan_now(calls=())
-                self._checker.set_header(head, effective_registry(head, self.registry))
+                self._checker.set_header(head, self._check_tools(head))
             if self._sched is not None:  # the run checks writes and the output against its schemas
                 self._sched.feed.set_header(self.header)
             if "tools" in changes and self._sched is not None:
-                self._sched.set_registry(self.registry.with_plan_decls(self.header.tools))
+                self._sched.set_registry(self._run_tools())
+
+    def _check_tools(self, head: Plan) -> ToolRegistry:
+        """The checker's tools: the compiler's (plus the builtin map tool once a map arrived)."""
+        reg = effective_registry(head, self.registry)
+        return reg.with_tools([MAP_SPEC]) if self._maps and reg.given(MAP_TOOL) is None else reg
+
+    def _run_tools(self) -> ToolRegistry:
+        """The run's tools: the registry and the reply's declarations (and the map tool)."""
+        reg = self.registry
+        if self._maps and reg.given(MAP_TOOL) is None:
+            reg = reg.with_tools([MAP_SPEC])
+        return reg.with_plan_decls(self.header.tools)
+
+    def _map_arrived(self) -> None:
+        """The first map of the reply: the checker and the run learn the builtin map tool."""
+        self._maps = True
+        if self._checker is not None:
+            head = self._plan_now(calls=())
+            self._checker.set_header(head, self._check_tools(head))
+        if self._sched is not None:
+            self._sched.set_registry(self._run_tools())
 
     def _check(self) -> Checker:
         """The checker the calls go through as they arrive (built on the first call)."""
         if self._checker is None:
             head = self._plan_now(calls=())
-            self._checker = Checker(head, effective_registry(head, self.registry),
+            self._checker = Checker(head, self._check_tools(head),
                                     require_executor=self.options.executor is None)
         return self._checker
 
@@ -559,6 +589,8 @@ class StreamTurn:
         return True
 
     def _arrive(self, call: Call, text: str | None = None) -> None:
+        if call.map is not None and not self._maps:
+            self._map_arrived()
         checker = self._check()
         call = prescribe_call(call, checker.ctx.tools.get(call.tool))  # the tool's own output path
         i = len(self.calls)
@@ -577,12 +609,20 @@ class StreamTurn:
         if errs:
             self._refuse(i, call, errs, text)
         elif self._sched is not None:
-            self._sched.add_call(route_instance(call, self.instance_inputs), cid, arrived=self._arrival)
-            if i in self._sched.feed.late:  # written order: it came after a read of its output
+            at = self._add(i, route_instance(call, self.instance_inputs), cid, arrived=self._arrival)
+            if at in self._sched.feed.late:  # written order: it came after a read of its output
                 self._late_writer(i, call, text)
 
+    def _add(self, i: int, call: Call, cid: str, **kw: Any) -> int:
+        """Hand turn call ``i`` to the run; its index there."""
+        assert self._sched is not None
+        at = self._sched.add_call(call, cid, **kw)
+        self._at.append(at)
+        self._turn_index[at] = i
+        return at
+
     def _late_writer(self, i: int, call: Call, text: str | None) -> None:
-        err = self._sched.records[i].error if self._sched is not None else None
+        err = self._sched.records[self._at[i]].error if self._sched is not None else None
         message = err.cause.removeprefix(f"{LATE_WRITER} ") if err is not None else "written too late"
         d = Diagnostic(LATE_WRITER, message, call.span or call.tool_span)
         self.diagnostics.append(d)
@@ -597,10 +637,10 @@ class StreamTurn:
         err = ErrorInfo(PLAN_INVALID, "; ".join(f"{d.code} {d.message}" for d in errs))
         self.refused[i] = err
         if self._sched is not None:
-            if i < self._sched.n:
-                self._sched.refuse(i, err)
+            if i < len(self._at):
+                self._sched.refuse(self._at[i], err)
             else:
-                self._sched.add_call(route_instance(call, self.instance_inputs), cid, refused=err)
+                self._add(i, route_instance(call, self.instance_inputs), cid, refused=err)
 
     # -- the end of the reply ---------------------------------------------------
 
@@ -680,8 +720,8 @@ class StreamTurn:
                 continue
             err = ErrorInfo(PLAN_INVALID, "; ".join(f"{x.code} {x.message}" for x in condemned[j]))
             self.refused[j] = err
-            if self._sched is not None and not self._sched.is_decided(j):
-                self._sched.refuse(j, err)
+            if self._sched is not None and j < len(self._at) and not self._sched.is_decided(self._at[j]):
+                self._sched.refuse(self._at[j], err)
         self._closed = plan
         return plan
 
@@ -710,8 +750,8 @@ class StreamTurn:
         plan = self._plan_now(output=self.output)
         self._start_scheduler()
         assert self._sched is not None
-        for call, cid in zip(self.calls, self.ids):
-            self._sched.add_call(route_instance(call, self.instance_inputs), cid)
+        for i, (call, cid) in enumerate(zip(self.calls, self.ids)):
+            self._add(i, route_instance(call, self.instance_inputs), cid)
         self._sched.close_stream(self.output)
         result = await self._task
         return self._outcome(plan, result, result.status)
@@ -720,15 +760,19 @@ class StreamTurn:
         errors = list(self.errors)
         output = result.output if result is not None else None
         if result is not None:
+            at = self._turn_index
             for i, rec in enumerate(result.calls):
-                if rec.status == "failed" and not rec.caught and i not in self.refused and rec.error is not None:
-                    errors.append({"call": _call_text(self.calls[i]), "id": rec.id, "error": rec.error.to_json()})
+                if rec.status == "failed" and not rec.caught and at.get(i) not in self.refused and rec.error is not None:
+                    call = self.calls[at[i]] if i in at else self._sched.scheduler.calls[i]  # (or a map's item call)
+                    errors.append({"call": _call_text(call), "id": rec.id, "error": rec.error.to_json()})
             if result.error is not None and result.error.error in (REF_UNRESOLVED, OUTPUT_INVALID):
                 errors.append({"call": "return", "error": result.error.to_json()})  # the final output failed
         lat: dict[str, float] = {}
         if self._sched is not None:
+            arrived = self._sched.arrived_at
             for i, t in self._sched.dispatched_at.items():
-                lat[self.ids[i]] = t - self._sched.arrived_at.get(i, t)
+                if i in arrived:  # (a map's item calls never arrived: they are the map's)
+                    lat[self.ids[self._turn_index[i]]] = t - arrived[i]
         return TurnOutcome(plan, self.text, self._form or "dsl", errors, list(self.diagnostics), result, output,
                            status, [self.ids[i] for i in sorted(self.refused)], lat)
 

@@ -16,6 +16,11 @@ plan's.  When the plan closes, every waiting read settles as in a fixed plan.
 
 A scheduler *attaches* to its feed and is told, through
 :class:`FeedListener`, about arrivals, refusals and the close.
+
+A map's item calls join the run's data flow while the run goes on (``runtime/maps.py``),
+between arrivals: an arrival's index in the flow is what :meth:`GrowingPlan.add` returns,
+and the plan (``plan``, ``len``) holds the arrived calls only, as a fixed plan holds its
+own calls and not its maps' items.
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ class GrowingPlan:
         self._header = replace(header, calls=(), output=None)
         self.flow = DataFlow()
         self.ids = self.flow.ids
+        self._arrived: list[Call] = []  # the plan's own calls (the flow also holds maps' items)
         self._output: Value | None = None
         self._plan: Plan | None = self._header
         self._open = True
@@ -110,7 +116,7 @@ class GrowingPlan:
     def plan(self) -> Plan:
         """The plan so far (built on access: arrivals do not copy the call tuple)."""
         if self._plan is None:
-            self._plan = replace(self._header, calls=tuple(self.flow.calls), output=self._output)
+            self._plan = replace(self._header, calls=tuple(self._arrived), output=self._output)
         return self._plan
 
     @property
@@ -136,8 +142,10 @@ class GrowingPlan:
 
     def add(self, call: Call, call_id: str, refused: ErrorInfo | None = None) -> int:
         """Append a call; a ``refused`` one is recorded as failed without running (and so is,
-        in written order, a call writing what an already decided read consumed)."""
+        in written order, a call writing what an already decided read consumed).  Returns the
+        call's index in the flow."""
         edges = self.flow.add_call(call, call_id)
+        self._arrived.append(call)
         self._plan = None
         i = len(self.flow.calls) - 1
         if refused is None and edges and self.order == "written" and self._listener is not None:
@@ -170,4 +178,4 @@ class GrowingPlan:
             self._listener.feed_closed()
 
     def __len__(self) -> int:
-        return len(self.flow.calls)
+        return len(self._arrived)

@@ -26,6 +26,7 @@ from enum import IntEnum
 from typing import Any
 
 from ..dataflow import DataFlow
+from ..maps import outer_reads
 from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
 from ..refs import query_value
 from ..values import ValueVisitor
@@ -97,6 +98,9 @@ class InputResolver:
         # a streamed reply that writes writers before readers (GrowingPlan order "written"):
         # a read with a value may be decided while the stream is open
         self.written_order = False
+        # a map's item, index and local kinds (runtime/maps.py): only the item's own calls
+        # write them, so their reads never wait for a streamed arrival
+        self.item_kinds: set[str] | frozenset[str] = frozenset()
         # no stream open: reads go straight to the settled state (no per-read stream test)
         self.ref_state = self._settled_state
 
@@ -151,7 +155,7 @@ class InputResolver:
         return self._streamed_state(i, ref) if self._stream_open else self._settled_state(i, ref)
 
     def _streamed_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
-        if not ref.kind.startswith("input"):
+        if not ref.kind.startswith("input") and ref.kind not in self.item_kinds:
             if not self.written_order:
                 # any call still to come may write this path (or one overlapping it), and a
                 # finished plan's read waits for every writer wherever it stands in the text
@@ -306,6 +310,25 @@ class InputResolver:
         if acc.missing:
             return _FAIL, ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(acc.missing))
         return _READY, (args, inline)
+
+    def use_maps(self, item_kinds: set[str]) -> None:
+        """The run has maps (``runtime/maps.py``): ``item_kinds`` are their items' own kinds
+        (only the item's calls write them: never waited for while a stream is open), and a
+        map call is decided by the outer reads of its body too (:meth:`_map_evaluate`)."""
+        self.item_kinds = item_kinds
+        self.evaluate = self._map_evaluate  # (runs without maps keep the plain one)
+
+    def _map_evaluate(self, i: int, call: Any) -> tuple[Verdict, Any]:
+        """:meth:`evaluate` in a run with maps: a map waits while an outer read of its body
+        is pending, as for its own reads.  Its dependencies alone do not hold it back when
+        one of them ends early (failed, another branch) or a streamed plan closes, and while
+        a stream is open those reads wait by the stream's rule (a writer may still arrive)."""
+        if call.map is not None:
+            ref_state = self.ref_state
+            for ref in outer_reads(call.map):
+                if ref_state(i, ref)[0] is _PENDING:
+                    return _WAIT, None
+        return InputResolver.evaluate(self, i, call)
 
     def edited_args(self, i: int, call: Any) -> tuple[dict, Any] | None:
         """Arguments of a call edited at approval time; None when any input is not available."""

@@ -161,10 +161,17 @@ class Scheduler:
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)
-        self.maps: MapDriver | None = MapDriver(self) if self.flow.has_maps else None
-        if self.maps is not None:  # map calls start (and item calls end) through the driver
-            self._start = self.maps.start
-            self.finish = self.maps.finish
+        self.maps: MapDriver | None = None
+        if self.flow.has_maps:
+            self._use_maps()
+
+    def _use_maps(self) -> None:
+        """Map calls start (and item calls end) through a map driver (the plan has a map, or
+        one just arrived in a streamed reply)."""
+        self.maps = MapDriver(self)
+        self.inputs.use_maps(self.maps.hidden)
+        self._start = self.maps.start
+        self.finish = self.maps.finish
 
     # ------------------------------------------------------------------ per-call bookkeeping
 
@@ -223,6 +230,8 @@ class Scheduler:
     def call_arrived(self, i: int, new_edges: Sequence[tuple[int, int]], refused: ErrorInfo | None = None) -> None:
         """A streamed call arrived (:class:`~.feed.FeedListener`)."""
         self._grow()
+        if self.maps is None and self.calls[i].map is not None:
+            self._use_maps()
         for reader, writer in new_edges:  # an earlier reader gained a writer
             if not self._ended[writer]:
                 self._waiting[reader] += 1

@@ -305,3 +305,151 @@ def test_cli_agent_stream_order_flag(tmp_path, capsys):
         codes[order] = (rc, out["output"], [e["error"].get("code") for t in out["turns"] for e in t["errors"]])
     assert codes["any"] == (0, {"n": 1}, [])
     assert codes["written"][0] == 1 and codes["written"][2] == ["E212"]
+
+
+# -- plans with maps (issue 12: a streamed map works like any call) ---------------------------
+
+MAP_PATHS = [*PATHS, ("m0",), ("m1",)]
+
+
+def _merged(behaviours, latency, *extra):
+    """The generator's ``step`` tool (as :func:`registry`) beside ``extra`` tools."""
+    async def step(key: str, inp: object = None) -> object:
+        await asyncio.sleep(latency.get(key, 0))
+        kind, n = behaviours[key]
+        if kind == "fail":
+            raise RuntimeError(f"{key} failed")
+        value = {"v": [key, inp]}
+        return Branch(n, value) if kind == "branch" else value
+
+    return as_registry([tool(step, name="step"), *extra], stdlib=False)
+
+
+def _map_call(draw, m: int):
+    from sophon_dsl.maps import make_map_call
+    from sophon_dsl.model import ListValue, MapSpec
+
+    over = draw(st.sampled_from([Reference("input", ("items",)), Reference("state", (f"l{m}",)),
+                                 ListValue(tuple(Literal(x) for x in range(3)))]))
+    fail = ListValue(tuple(Literal(x) for x in draw(st.lists(st.integers(0, 4), max_size=2, unique=True))))
+    body = []
+    for b in range(draw(st.integers(1, 2))):
+        src = Reference("item") if b == 0 else draw(st.sampled_from([Reference("item"),
+                                                                      Reference("local", (f"r{b - 1}",))]))
+        if draw(st.integers(0, 3)) == 0:  # an outer read: the map waits for its writers too
+            src = Reference("state", draw(st.sampled_from(PATHS)))
+        catch = draw(st.booleans())
+        paths = (Reference("local", (f"r{b}",)), Reference("local", (f"e{b}",))) if catch else \
+            (Reference("local", (f"r{b}",)),)
+        body.append(Call("work", (Param("v", src), Param("fail", fail)), OutputTarget(paths, "||" if catch else None)))
+    tolerate = draw(st.sampled_from([None, 0, 1, 3]))
+    spec = MapSpec(over, tuple(body), result=draw(st.sampled_from([None, Reference("local", ("r0",))])),
+                   concurrency=draw(st.sampled_from([None, 1, 2])), tolerate=tolerate,
+                   tolerate_percent=None if tolerate is not None else draw(st.sampled_from([None, 50.0])))
+    target = Reference("state", draw(st.sampled_from([(f"m{m}",), (f"m{m}",), ("c",)])))
+    catch = draw(st.booleans())
+    out = OutputTarget((target, Reference("state", (f"merr{m}",))), "||") if catch else OutputTarget((target,))
+    call = make_map_call(spec, output=out)
+    lists = [Call("items", (Param("n", Literal(draw(st.integers(0, 4)))),),
+                  OutputTarget((Reference("state", (f"l{m}",)),)))] if over == Reference("state", (f"l{m}",)) else []
+    return [*lists, call]
+
+
+@st.composite
+def plans_with_maps(draw):
+    calls, behaviours, latency = [], {}, {}
+    for m in range(draw(st.integers(1, 2))):
+        calls += _map_call(draw, m)
+    for i in range(draw(st.integers(0, 3))):
+        key = f"k{i}"
+        target = draw(st.sampled_from([None, ("a",), ("b",), ("c",)]))
+        value = Reference("state", draw(st.sampled_from(MAP_PATHS))) if draw(st.booleans()) else Literal(i)
+        behaviours[key] = (draw(st.sampled_from(["ok", "ok", "fail"])), 0)
+        latency[key] = draw(st.sampled_from([0, 0.001, 0.003]))
+        calls.append(Call("step", (Param("key", Literal(key)), Param("inp", value)),
+                          OutputTarget((Reference("state", target),)) if target else None))
+    calls = draw(st.permutations(calls))
+    written = [[p.key for p in c.output.paths] if c.output else [] for c in calls]
+    for t in range(len(calls)):
+        after = tuple(f"c{s + 1}" for s in range(t)
+                      if any(a[:len(b)] == b[:len(a)] for a in written[s] for b in written[t]))
+        if after:
+            calls[t] = replace(calls[t], after=after)
+    items = draw(st.lists(st.integers(0, 4), max_size=4))
+    initial = draw(st.sampled_from([None, {"a": {"x": "old"}}]))
+    return Plan(tuple(calls)), behaviours, latency, initial, {"items": items}
+
+
+def _map_outcome(result) -> tuple:
+    """State, the plan's own calls' statuses, and the statuses of the item calls (a failing
+    map stops starting items: which were already in flight depends on timing)."""
+    state, calls = _outcome(result)
+    return state, sorted((cid, s) for cid, s in calls if "[" not in cid), dict(calls)
+
+
+def _agree(streamed, whole, text: str) -> None:
+    s_state, s_top, s_items = _map_outcome(streamed)
+    w_state, w_top, w_items = _map_outcome(whole)
+    assert (s_state, s_top) == (w_state, w_top), text
+    for cid in s_items.keys() & w_items.keys():
+        assert s_items[cid] == w_items[cid], (cid, text)
+
+
+async def _streamed_maps(text: str, reg, initial, data, seed: int, order: str = "any"):
+    rng = random.Random(seed)
+    turn = StreamTurn(reg, input=data, initial={"state": initial} if initial is not None else None,
+                      max_calls=None, order=order)
+    k = 0
+    while k < len(text):
+        n = rng.randint(1, 40)
+        turn.feed(text[k:k + n])
+        k += n
+        await asyncio.sleep(rng.choice([0, 0, 0.002]))
+    return await turn.finish()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(plans_with_maps(), st.integers(0, 10_000))
+def test_streamed_maps_agree_with_whole_runs(case, seed):
+    """DSL and JSON replies with maps, streamed in random pieces, decide what the whole plan
+    decides (in any order; in written order unless a late writer is refused, E212)."""
+    from sophon_dsl.loader import dumps
+
+    plan, behaviours, latency, initial, data = case
+    reg = _merged(behaviours, latency, *_map_tools(latency))
+    compiled = compile_plan(plan, tools=reg)
+    assume(compiled.ok and _writers_ordered(compiled))
+    try:
+        whole = asyncio.run(arun(plan, tools=reg, state=initial, input=data))
+    except PlanInvalid:
+        assume(False)
+        return
+    for form in ("dsl", "json"):
+        text = dumps(plan, form)
+        streamed = asyncio.run(_streamed_maps(text, reg, initial, data, seed))
+        assert streamed.result is not None and not streamed.refused, (form, streamed.errors)
+        _agree(streamed.result, whole, text)
+    text = print_dsl(plan)
+    written = asyncio.run(_streamed_maps(text, reg, initial, data, seed, "written"))
+    late = [e for e in written.errors if e["error"].get("code") == "E212"]
+    if not late:
+        assert not written.refused, written.errors
+        _agree(written.result, whole, text)
+    else:
+        assert {e["id"] for e in late} == set(written.refused), written.errors
+
+
+def _map_tools(latency: dict):
+    @tool(name="items")
+    async def items(n: int) -> list:
+        await asyncio.sleep(0.002)
+        return list(range(n))
+
+    @tool(name="work")
+    async def work(v: object = None, fail: list = ()) -> dict:
+        await asyncio.sleep(0.001 if isinstance(v, int) and v % 2 else 0)
+        if v in fail:
+            raise RuntimeError("boom")  # one message for every item: a map's error is the same
+        return {"v": v}
+
+    return [items, work]
