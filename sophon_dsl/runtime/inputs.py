@@ -165,7 +165,10 @@ class InputResolver:
         return self._settled_state(i, ref)
 
     def _settled_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
-        writers = self.writers_of(i, ref)
+        return self._state_among(ref, self.writers_of(i, ref))
+
+    def _state_among(self, ref: Reference, writers: tuple[int, ...]) -> tuple[RefState, Any]:
+        """:meth:`_settled_state` of a read whose writers are known."""
         if writers:
             ended = self.ended
             for j in writers:
@@ -223,6 +226,71 @@ class InputResolver:
         """The arguments of call ``i`` when every parameter is a literal, a reference or a
         list or object of those, and every reference has a value; else None (then :meth:`evaluate`
         takes the general route, which also says why a call waits, is skipped or fails)."""
+        if self._stream_open:
+            return self._simple_args_looked_up(i, params)
+        # The flow lists a call's reads in the order its parameters hold them (DataFlow's
+        # wiring walks them so), so each reference's writers are the next read slot's: no
+        # lookup per reference.  A slot holding another object (a call edited at approval)
+        # sends the call to the lookup per reference.
+        flow = self.flow
+        k, end = flow.read_offs[i], flow.read_offs[i + 1]
+        refs, wss = flow.read_refs, flow.read_writers
+        state = self._state_among
+        args = {}
+        for p in params:
+            v = p.value
+            tv = type(v)
+            if tv is Literal:
+                args[p.name] = v.value
+            elif tv is Reference:
+                if k == end or refs[k] is not v:
+                    return self._simple_args_looked_up(i, params)
+                st, val = state(v, wss[k])
+                k += 1
+                if st is not _HAS:
+                    return None
+                args[p.name] = json_copy(val)
+            elif tv is ListValue:
+                items = []
+                for x in v.items:
+                    tx = type(x)
+                    if tx is Literal:
+                        items.append(x.value)
+                    elif tx is Reference:
+                        if k == end or refs[k] is not x:
+                            return self._simple_args_looked_up(i, params)
+                        st, val = state(x, wss[k])
+                        k += 1
+                        if st is not _HAS:
+                            return None
+                        items.append(json_copy(val))
+                    else:
+                        return None
+                args[p.name] = items
+            elif tv is ObjectValue:
+                obj = {}
+                for key, x in v.entries:
+                    tx = type(x)
+                    if tx is Literal:
+                        obj[key] = x.value
+                    elif tx is Reference:
+                        if k == end or refs[k] is not x:
+                            return self._simple_args_looked_up(i, params)
+                        st, val = state(x, wss[k])
+                        k += 1
+                        if st is not _HAS:
+                            return None
+                        obj[key] = json_copy(val)
+                    else:
+                        return None
+                args[p.name] = obj
+            else:
+                return None
+        return args
+
+    def _simple_args_looked_up(self, i: int, params: tuple) -> dict | None:
+        """:meth:`simple_args` finding each reference's writers by lookup (and through the
+        streamed rule while a stream is open)."""
         args = {}
         ref_state = self.ref_state
         for p in params:

@@ -29,7 +29,7 @@ from .protocols import Branch
 from .retry import alternative_for, retry_delay
 from .risk import effective_risk
 from .state import json_copy, to_json_value
-from .validation import RESULT_TOO_LARGE, json_size, schema_validator, statically_valid
+from .validation import RESULT_TOO_LARGE, json_size, schema_validator, static_verdict, statically_valid
 
 __all__ = ["CallRunner"]
 
@@ -44,6 +44,7 @@ _now = time.time
 _perf = time.perf_counter
 
 # Output methods that only make sense for one JSON type of written value (spec: output methods).
+_SET_METHOD = OutputMethod.SET
 _NEEDS_TYPE = {OutputMethod.MERGE: ("an object", dict), OutputMethod.ASSIGN: ("an object", dict),
                OutputMethod.CONCAT: ("a list", list)}
 
@@ -78,6 +79,9 @@ class CallRunner:
         # (tool, names of the parameters that read values) -> the run-time input check
         self._read_checks: dict[tuple, Any] = {}
         self._param_props: dict[str, dict] = {}  # tool -> its input schema's properties (less _outputPath)
+        # tool -> {(parameter, value type): static_verdict}: most calls' parameters are
+        # decided by their value's type alone, once per tool instead of once per call
+        self._verdicts: dict[str, dict[tuple, bool | None]] = {}
         self.result_bytes = 0  # the run's results so far, as JSON (max_run_result_bytes)
 
     # -- one call ------------------------------------------------------------------
@@ -282,9 +286,25 @@ class CallRunner:
             schema = parameter_schema(spec.input_schema)
             props = schema.get("properties") if isinstance(schema, dict) else None
             props = self._param_props[call.tool] = props if isinstance(props, dict) else {}
-        names = [p.name for p in call.params
-                 if type(p.value) is not Literal and not statically_valid(p.value, props.get(p.name, False))]
-        if not names:
+            self._verdicts[call.tool] = {}
+        verdicts = self._verdicts[call.tool]
+        names = None
+        for p in call.params:
+            v = p.value
+            tv = type(v)
+            if tv is Literal:
+                continue
+            ok = verdicts.get((p.name, tv), _UNSET)
+            if ok is _UNSET:
+                ok = verdicts[(p.name, tv)] = static_verdict(tv, props.get(p.name, False))
+            if ok is None:  # depends on the literals inside the list or object
+                ok = statically_valid(v, props.get(p.name, False))
+            if not ok:
+                if names is None:
+                    names = [p.name]
+                else:
+                    names.append(p.name)
+        if names is None:
             return None
         key = (call.tool, *names)
         check = self._read_checks.get(key, _UNSET)
@@ -382,8 +402,11 @@ class CallRunner:
         if rt is str or (rt is int and result.bit_length() < 14_000):
             # the common results, sized at once as json_size would (under 4,215 digits: JSON can hold it)
             measured = True
-            if (err := self._charge(call.tool, len(result) + 2 if rt is str
-                                    else result.bit_length() * 30103 // 100000 + 2)) is not None:
+            size = len(result) + 2 if rt is str else result.bit_length() * 30103 // 100000 + 2
+            per_call, per_run = self.opts.max_result_bytes, self.opts.max_run_result_bytes
+            if (per_call is None or size <= per_call) and (per_run is None or self.result_bytes + size <= per_run):
+                self.result_bytes += size  # (what _charge does when nothing is over)
+            elif (err := self._charge(call.tool, size)) is not None:
                 return err
         else:
             measured = rt in _FIXED_SIZE
@@ -406,12 +429,14 @@ class CallRunner:
             if (err := self._charge(call.tool, size)) is not None:
                 return err
         if self.opts.validate_output and call.inline_output is None:
-            spec = s.specs[i]
-            v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
+            v = self._validators.get(call.tool, _UNSET)
+            if v is _UNSET:
+                spec = s.specs[i]
+                v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
             msg = v.check(value) if v is not None else None
             if msg:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
-        if out is not None and out.method in _NEEDS_TYPE:
+        if out is not None and out.method is not _SET_METHOD and out.method in _NEEDS_TYPE:
             kind, ok = _NEEDS_TYPE[out.method]
             if not isinstance(value, ok):
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} returned {type(value).__name__}, but "

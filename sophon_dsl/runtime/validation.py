@@ -13,7 +13,8 @@ from typing import Any, Callable
 from ..checks.schema import always_valid, fast_schema_check, offline_validator
 from ..model import ListValue, Literal, ObjectValue
 
-__all__ = ["RESULT_TOO_LARGE", "SchemaValidator", "json_size", "schema_validator", "statically_valid"]
+__all__ = ["RESULT_TOO_LARGE", "SchemaValidator", "json_size", "schema_validator", "static_verdict",
+           "statically_valid"]
 
 RESULT_TOO_LARGE = "Result.TooLarge"  # a result (or a run's results) over its size bound
 
@@ -137,6 +138,22 @@ def statically_valid(value: Any, schema: Any, depth: int = 0) -> bool:
         return _fast_check(props) is always_valid or all(statically_valid(x, props, depth + 1)
                                                          for _, x in value.entries)
     return False
+
+
+def static_verdict(value_type: type, schema: Any) -> bool | None:
+    """:func:`statically_valid` for every value tree of type ``value_type`` at once, when the
+    answer does not depend on the tree: True or False; None when it does (a literal, or a
+    list or object whose items' schema constrains them).  Lets a run decide once per tool
+    and parameter what it would otherwise decide once per call."""
+    if _fast_check(schema) is always_valid:
+        return True
+    if value_type is ListValue or value_type is ObjectValue:
+        part = _part(schema, "array", "items") if value_type is ListValue else \
+            _part(schema, "object", "additionalProperties")
+        if part is None:
+            return False
+        return True if _fast_check(part) is always_valid else None
+    return None if value_type is Literal else False
 
 
 _FAST: dict[int, tuple[Any, Any]] = {}
