@@ -165,3 +165,6 @@ def test_plan_with_a_map_fed_back_to_the_model():
     assert line in shown.splitlines()
     [_, user] = build_messages("go", tools=[], plan=plan)
     assert line in user.content
+    shown_json = render_plan(plan, form="json").split("\n", 1)[1]  # the JSON prompt's Plan message
+    assert '"_map":{"over":"†state.hits[?lang == `\\"en\\"`]","as":"h"' in shown_json
+    assert loads(json.dumps({"calls": json.loads(shown_json)}), "json").calls == plan.calls
