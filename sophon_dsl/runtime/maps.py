@@ -19,7 +19,7 @@ the map call's result, written like any call's (so ``||`` catches a failed map).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from ..dataflow import DataFlow
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
@@ -29,10 +29,11 @@ from .errors import REF_UNRESOLVED, ErrorInfo
 from .inputs import RefState
 from .state import MISSING
 
-__all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MapDriver"]
+__all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MAP_TIMEOUT", "MapDriver"]
 
 MAP_FAILED = "Map.Failed"
 MAP_NOT_A_LIST = "Map.NotAList"
+MAP_TIMEOUT = "Map.Timeout"
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 
 
@@ -40,7 +41,8 @@ class _MapRun:
     """One map call in progress."""
 
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
-                 "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error")
+                 "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
+                 "timer", "stopped")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -63,6 +65,8 @@ class _MapRun:
         self.ended = False
         self.filling = False
         self.first_error: tuple[int, ErrorInfo] | None = None
+        self.timer: Any = None                    # the @timeout's timer handle
+        self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
 
 
 class MapDriver:
@@ -74,12 +78,16 @@ class MapDriver:
         self.s = sched
         self.owner: dict[int, tuple[_MapRun, int]] = {}  # instance call -> (its map, item)
         self.hidden: set[str] = set()                     # item kinds (not in the run's state)
+        self.runs: dict[int, _MapRun] = {}                # map call -> its run, while it runs
+        self.stopped = False                              # some map was stopped by its @timeout
 
     # -- the scheduler's hooks -------------------------------------------------------
 
     def start(self, j: int, args: dict, inline: Any) -> None:
         s = self.s
         call = s.calls[j]
+        if self.stopped and s.records[j].status in _TERMINAL:
+            return  # queued to start, then cancelled with its map (see _stop)
         if call.map is None:
             s.start_task(j, args, inline)
             return
@@ -102,14 +110,25 @@ class MapDriver:
             run.ended = True
             s.call_soon(self._end, j, None, [])
             return
+        self.runs[j] = run
+        if call.timeout is not None:  # the whole map's time, from now to its last item's end
+            run.timer = s.call_later(call.timeout, self._time_out, run, call.timeout)
         self._fill(run)
 
     def finish(self, i: int, status: str) -> None:
-        self.s.finish_call(i, status)
         own = self.owner.pop(i, None)
+        if own is not None and status == "cancelled" and own[0].stopped is not None:
+            rec = self.s.records[i]  # cancelled by its map's @timeout, not by the run
+            rec.error = own[0].stopped
+            rec.reason = "cancelled: " + rec.error.cause
+        self.s.finish_call(i, status)
         if own is None:
             return
-        run, k = own
+        self.count_off(i, status, *own)
+
+    def count_off(self, i: int, status: str, run: _MapRun, k: int) -> None:
+        """Call ``i`` of item ``k`` of ``run`` ended with ``status``: here, or in an earlier
+        process (a resumed durable run restored it, so it does not run again)."""
         if status == "failed" or status == "cancelled":
             rec = self.s.records[i]
             if not rec.caught:
@@ -123,6 +142,13 @@ class MapDriver:
         left = run.left[k] = run.left[k] - 1
         if left == 0:
             self._item_done(run, k)
+
+    def hide_restored(self, kinds: Iterable[str]) -> None:
+        """Kinds an earlier process wrote (a resumed durable run): those of map items are kept
+        out of the run's state, as the kinds of the items expanded here are."""
+        s = self.s
+        maps = tuple(f"{s.ids[j]}[" for j in range(s.n) if s.calls[j].map is not None)
+        self.hidden.update(k for k in kinds if k.partition("@")[2].startswith(maps))
 
     def _broken(self, j: int, spec: MapSpec) -> str | None:
         """Why the map must be skipped: a whole outer read of its body that is broken (its
@@ -178,6 +204,9 @@ class MapDriver:
         owner = self.owner
         for i in added:
             owner[i] = (run, k)
+        if s.journal is not None:  # a resumed durable run: what an earlier process committed stays
+            for i in s.journal.restore_joined(added):
+                self.count_off(i, s.records[i].status, *owner.pop(i))
         s.start_ready(added)
 
     def _item_done(self, run: _MapRun, k: int) -> None:
@@ -225,9 +254,49 @@ class MapDriver:
             return out, ErrorInfo(REF_UNRESOLVED, cause)
         return out, None
 
+    def _time_out(self, run: _MapRun, seconds: float) -> None:
+        """The map's @timeout elapsed: it fails with Map.Timeout, no further item starts and
+        the calls of its items in flight are cancelled."""
+        if run.ended or self.s.stopping:
+            return
+        err = ErrorInfo(MAP_TIMEOUT, f"map {run.cid} did not finish within {seconds:g} s "
+                                     f"({run.done} of {run.n} items ended)")
+        self._stop(run, err)
+        self.s.call_soon(self._end, run.j, err, None)
+
+    def _stop(self, run: _MapRun, err: ErrorInfo) -> None:
+        """End ``run`` now: no item starts, and its calls in flight are cancelled (a nested
+        map's too).  Calls that wait for a cancelled one are then skipped as usual."""
+        run.ended = True
+        run.stopped = err
+        self.stopped = True
+        if run.timer is not None:
+            run.timer.cancel()
+        s = self.s
+        records = s.records
+        now = []  # ended here: every call of the run not ended, but those a running task ends
+        for i, (owner, _) in list(self.owner.items()):
+            if owner is not run:
+                continue
+            inner = self.runs.pop(i, None)
+            if inner is not None:  # a nested map in flight (no task: it ends here)
+                self._stop(inner, err)
+            # a running task ends its call itself (the runner's cancellation path); a task
+            # cancelled before its first step never runs a line, so its call ends here
+            if not s.cancel_call(i) or records[i].status not in ("running", "queued"):
+                now.append(i)
+        for i in now:  # all first: a call waiting for another of them is cancelled, not skipped
+            records[i].error = err
+            s.finish(i, "cancelled")
+        for i in now:
+            s.settled(i)
+
     def _end(self, j: int, err: ErrorInfo | None, results: list | None) -> None:
         """The map call ends: its result written (or its error delivered) as any call's."""
         s = self.s
+        run = self.runs.pop(j, None)
+        if run is not None and run.timer is not None:
+            run.timer.cancel()
         rec = s.records[j]
         if rec.status in _TERMINAL or s.stopping:
             return

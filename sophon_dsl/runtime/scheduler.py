@@ -333,6 +333,18 @@ class Scheduler:
         """Run ``callback(*args)`` on the run's event loop, after what runs now."""
         self._loop.call_soon(callback, *args)
 
+    def call_later(self, delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        """Run ``callback(*args)`` on the run's event loop in ``delay`` seconds (cancel the handle to drop it)."""
+        return self._loop.call_later(delay, callback, *args)
+
+    def cancel_call(self, i: int) -> bool:
+        """Cancel call ``i``'s task if it is running (it ends ``cancelled``); False when it has none."""
+        task = self._tasks.get(i)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
     def settled(self, i: int) -> None:
         """Call ``i`` ended: count it off its dependents and examine those it may decide
         (and, breadth first, the dependents of anything that ends there too)."""
