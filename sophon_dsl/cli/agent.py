@@ -6,9 +6,13 @@
     sophon-dsl agent "..." --tools tools.py --provider scripted:replies.yaml --json
 
 Live progress goes to stderr (one line per event); ``--json`` prints only
-``{"status", "output", "state", "turns": [{"calls", "errors"}]}``.  Exit codes as
+``{"status", "output", "state", "turns": [{"calls", "errors"}], "run_id"}``.  Exit codes as
 for ``run``: 0 succeeded, 1 failed / rejected / cancelled, 2 usage errors (bad
 flags, unreadable input, unknown provider or missing SDK, tools that do not load).
+
+Like ``run``, the agent is recorded in the run store (``--store URL``, ``$SOPHON_DSL_STORE``,
+else the per-user default; not with ``--no-store``) and its run id goes to stderr at the start;
+``sophon-dsl resume RUN_ID`` continues it (:func:`resume_agent`, docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, e
                      parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 
-__all__ = ["AgentProgress", "run"]
+__all__ = ["AgentProgress", "resume_agent", "run"]
 
 _STEP = {"plan_step_start": "running", "plan_step_complete": "succeeded", "plan_step_failed": "failed",
          "plan_step_skipped": "skipped", "plan_step_cancelled": "cancelled", "plan_step_retry": "retrying"}
@@ -49,7 +53,10 @@ class AgentProgress:
                         f"{p.get('decided_by')}" + (f" ({ev.reason})" if ev.reason else ""))
         elif t == "agent_turn_start":
             turn = ev.plan_id.removeprefix("turn")
-            self._print(f"turn {turn}/{self.max_turns}: asking the model")
+            what = "replaying the recorded reply" if ev.status == "replayed" else "asking the model"
+            self._print(f"turn {turn}/{self.max_turns}: {what}")
+        elif t == "agent_resumed" and isinstance(ev.data, dict):
+            self._print(f"resuming agent run {ev.data.get('run_id')}: {ev.data.get('recorded_turns')} recorded turn(s)")
         elif t == "agent_call_arrived":
             self._print(f"  [{ev.call_id}] {ev.tool}: accepted")
         elif t == "agent_call_refused":
@@ -132,21 +139,31 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
     on_event, final = keep_last("agent_done", None if args.json else AgentProgress(max_turns=args.max_turns))
 
     _listen_to_failover(provider, on_event)
+    store, run_id = _store(args)
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
-                  stream_order=getattr(args, "stream_order", "any"),
+                  stream_order=getattr(args, "stream_order", "any"), store=store, run_id=run_id,
+                  store_meta=_meta(args) if store is not None else None,
                   run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
         from ..planning.advisor import LLMAdvisor
 
         agent.run_options["advisor"] = LLMAdvisor(provider, args.model)
+    if run_id is not None:
+        print(f"run id: {run_id}", file=sys.stderr)
     try:
         result = asyncio.run(until_done_or_interrupted(
             agent.arun(args.request, input=input_value, state=state_value), final))
     finally:
         if tool_executor is not None:
             tool_executor.close()
+        if store is not None:
+            store.close()
+    return _report(args, result)
+
+
+def _report(args: argparse.Namespace, result: Any) -> int:
     if result is None:
         print("agent cancelled", file=sys.stderr)
         return EXIT_FAIL
@@ -160,6 +177,58 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
     return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+
+
+def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The run store the agent is recorded in (None with --no-store) and the run's id."""
+    import uuid
+
+    from ..durable.clistore import open_cli_store
+
+    if getattr(args, "no_store", False):
+        return None, None
+    return open_cli_store(getattr(args, "store", None)), uuid.uuid4().hex
+
+
+def _meta(args: argparse.Namespace) -> dict:
+    """What a resume from another process needs again: the tool flags, the provider, the
+    delegate directory."""
+    from ..durable.clistore import tool_meta
+
+    meta = tool_meta(args)
+    meta["delegate_dir"] = os.path.abspath(args.delegate_dir) if args.delegate_dir else None
+    return meta
+
+
+def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, unknown: str,
+                 force: bool = False) -> int:
+    """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
+    given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
+    from ..durable.clistore import tool_args
+    from ..durable.resume import LEASE_HELD, StoreRunError
+    from ..llm.agent import Agent
+
+    if approve == "wait":
+        raise UsageError("--approve wait is for plan runs: an agent run asks as it goes")
+    meta = row["spec"].get("meta") or {}
+    provider_spec = getattr(args, "provider", None) or meta.get("provider")
+    if not provider_spec:
+        raise UsageError(f"run {args.run_id} recorded no provider: give --provider")
+    model = getattr(args, "model", None) or meta.get("model")
+    registry, _notes = _default_registry_for(tool_args(args, meta))
+    provider = ready_provider(provider_spec, model)
+    max_turns = (row["spec"].get("options") or {}).get("max_turns") or 0
+    on_event, final = keep_last("agent_done", None if args.json else AgentProgress(max_turns=max_turns))
+    _listen_to_failover(provider, on_event)
+    agent = Agent(provider, tools=registry, approve=approve, model=model, on_event=on_event,
+                  delegate_dir=meta.get("delegate_dir"), store=store)
+    try:
+        result = asyncio.run(until_done_or_interrupted(agent.aresume(args.run_id, unknown=unknown, force=force),
+                                                       final))
+    except StoreRunError as exc:
+        print(f"sophon-dsl {args.command}: {exc.error}: {exc.cause}", file=sys.stderr)
+        return EXIT_FAIL if exc.error == LEASE_HELD else EXIT_USAGE
+    return _report(args, result)
 
 
 def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:

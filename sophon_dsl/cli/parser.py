@@ -217,6 +217,7 @@ def agent_args(sub: argparse._SubParsersAction,
                    help="any: a streamed call reading another's result waits for the end of the reply "
                         "(textual order does not matter); written: it goes once its writers end, and a "
                         "writer arriving after its reader ran is refused (E212)")
+    add_store_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 
@@ -292,6 +293,9 @@ def _resume_args(sub: argparse._SubParsersAction) -> None:
                    help="calls that started but whose outcome was not recorded (not idempotent): "
                         "default ask on a terminal, else fail (Call.OutcomeUnknown)")
     p.add_argument("--force", action="store_true", help="resume even if the plan or its tools' sources changed")
+    p.add_argument("--provider", default=None, metavar="SPEC",
+                   help="an agent run's provider (default: the one it was started with)")
+    p.add_argument("--model", default=None, metavar="M", help="an agent run's model (default: the one it was started with)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     _store_only(p)
 

@@ -34,6 +34,10 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
     if row is None:
         print(f"sophon-dsl {args.command}: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
         return EXIT_USAGE
+    if row["spec"].get("kind") == "agent":  # the agent loop (docs/runtime.md, durable agent runs)
+        from .agent import resume_agent
+
+        return resume_agent(args, store, row, approve, unknown, force)
     if row["spec"].get("kind") == "goal":
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)

@@ -47,6 +47,8 @@ def _show(store, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if (row.get("spec") or {}).get("kind") == "goal":
         return _show_goal(row, args)
+    if (row.get("spec") or {}).get("kind") == "agent":
+        return _show_agent(store, row, args)
     data = stored_result(store, row, with_log=args.log)
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
@@ -80,4 +82,26 @@ def _show_goal(row: dict, args: argparse.Namespace) -> int:
     if data["waiting"]:
         print(f"  waiting for a person (steps {', '.join(data['waiting'].get('steps', []))}): "
               f"sophon-dsl approve {row['run_id']} [--reject]")
+    return EXIT_OK
+
+
+def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
+    """A recorded agent run (docs/runtime.md): how it ended, and each recorded turn's reply and calls."""
+    from ..durable.agent_run import stored_agent
+
+    data = stored_agent(store, row)
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        return EXIT_OK
+    print(f"agent {data['run_id']}: {data['status']}  {data['request'] or ''}")
+    for t in data["recorded_turns"]:
+        how = "complete" if t["complete"] else f"cut after {len(t['reply'])} characters"
+        print(f"  turn {t['turn']}: reply {how}")
+        for c in t["calls"]:
+            extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
+            err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
+            print(f"    {c['id']}: {c['status']}{extra}{err}")
+    if data["state"] is not None:
+        print(json.dumps({**data["state"], **({"output": data["output"]} if data["output"] is not None else {})},
+                         ensure_ascii=False, indent=2, default=str))
     return EXIT_OK

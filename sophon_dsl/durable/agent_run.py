@@ -33,7 +33,7 @@ from .base import dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .session import DurableRun, owner_id
 
-__all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WRONG_KIND", "AgentRecord", "TurnRecorder", "complete_prefix",
+__all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "AgentRecord", "TurnRecorder", "complete_prefix", "stored_agent",
            "turn_run_id"]
 
 AGENT_KIND = "agent"
@@ -119,10 +119,7 @@ class TurnRecorder:
         if last is None:
             return None
         if not last.done():
-            try:
-                await asyncio.wrap_future(last)
-            except Exception as exc:  # noqa: BLE001 - handed to the turn's journal
-                return exc
+            await _settled(last)
         return last.exception()
 
 
@@ -227,10 +224,46 @@ class AgentRecord:
             self._renewal.cancel()
         try:
             if summary is not None:
-                await asyncio.wrap_future(self.backend.set_status(self.run_id, summary["status"], summary))
-            await asyncio.wrap_future(self.backend.release_lease(self.run_id, self.owner))
-        except Exception:  # noqa: BLE001 - the store failed: the lease expires, resume finds out
-            pass
+                await _settled(self.backend.set_status(self.run_id, summary["status"], summary))
+            await _settled(self.backend.release_lease(self.run_id, self.owner))
         finally:
             if self.owns_backend:
                 self.backend.close()
+
+
+async def _settled(fut: Any) -> None:
+    """Wait for a store operation's future without ever cancelling it (``asyncio.wrap_future``
+    would: the writer thread then cannot set its result)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def landed(_fut: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    fut.add_done_callback(landed)
+    await done
+
+
+def stored_agent(store: Any, row: dict) -> dict:
+    """A recorded agent run as ``runs show`` prints it: how it ended (when it did) and, per
+    recorded turn, whether its reply was complete and what became of its calls (calls with an
+    intent and no result flagged ``in_doubt``)."""
+    run_id = row["run_id"]
+    summary = row.get("summary") or {}
+    spec = row.get("spec") or {}
+    turns = []
+    for turn, (text, complete) in sorted(store.load_replies(run_id).items()):
+        cid = turn_run_id(run_id, turn)
+        committed, intents = store.load_calls(cid), store.load_intents(cid)
+        calls = [{"id": c, "status": r["status"], "attempts": r["attempts"], "error": r.get("error")}
+                 for c, r in sorted(committed.items(), key=lambda kv: kv[1].get("index", 0))]
+        calls += [{"id": c, "status": "pending", "attempts": 0, "error": None, "in_doubt": True}
+                  for c in intents if c not in committed]
+        turns.append({"turn": turn, "reply": text, "complete": complete, "calls": calls})
+    agent = summary.get("agent") or {}
+    return {"run_id": run_id, "kind": AGENT_KIND, "status": row["status"], "request": spec.get("request"),
+            "output": summary.get("output"), "error": summary.get("error"), "state": agent.get("state"),
+            "recorded_turns": turns}

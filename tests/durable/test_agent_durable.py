@@ -1,0 +1,238 @@
+"""Durable agent runs, in process (issue 13, the agent loop): each turn's reply is recorded as it
+streams, a resume asks the provider nothing it was already answered, a reply cut mid-stream keeps
+its complete statements, the turns' calls are journaled like a plan run's (committed calls never
+run again, calls in doubt follow ``unknown``), bad input is a clean error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+import sophon_dsl
+from sophon_dsl.cli import main
+from sophon_dsl.durable import current_call, open_store
+from sophon_dsl.durable.resume import StoreRunError
+from sophon_dsl.llm.agent import Agent
+from sophon_dsl.tools import tool
+
+
+class Crash(BaseException):
+    """Stands for the process dying (not an error the loop handles)."""
+
+
+class CountingProvider:
+    """Replies in order, ``chunk`` characters at a time; counts the requests and the turn each
+    asks for; ``crash=(request, chars)`` dies on that request once ``chars`` characters went out."""
+
+    name = "counting"
+
+    def __init__(self, replies, *, chunk=6, crash=None, delay=0.0):
+        self.replies = list(replies)
+        self.chunk = chunk
+        self.delay = delay
+        self.crash = crash
+        self.turns: list[int] = []
+
+    @property
+    def requests(self) -> int:
+        return len(self.turns)
+
+    async def stream(self, messages, *, model=None, temperature=None, max_tokens=None, **kw):
+        last = messages[-1].content
+        self.turns.append(int(last.split("Turn ", 1)[1].split(" ", 1)[0]))
+        reply = self.replies.pop(0)
+        for k in range(0, len(reply), self.chunk):
+            if self.crash is not None and self.crash[0] == self.requests and k >= self.crash[1]:
+                raise Crash()
+            yield reply[k:k + self.chunk]
+            await asyncio.sleep(self.delay)
+
+
+def make_tools(ledger: list, slow: float = 0.0):
+    @tool(name="act", risk="low")
+    async def act(n: int) -> int:
+        """A side effect (not idempotent): it commits an intent before it starts."""
+        ledger.append((current_call().key, n))
+        await asyncio.sleep(slow)
+        return n * 10
+
+    @tool(name="look", risk="low", idempotent=True)
+    def look(n: int) -> int:
+        return n + 1
+
+    return [act, look]
+
+
+R1 = "$state.a = act(n=1)\n$state.b = look(n=$state.a)\n"
+R2 = "$state.c = act(n=3)\n$state.d = act(n=4)\n$state.e = act(n=5)\n"
+R3 = "return {sum: $state.e}\n"
+
+
+def _agent(provider, ledger, url, **kw):
+    return Agent(provider, tools=make_tools(ledger, kw.pop("slow", 0.0)), stdlib=False, store=url, **kw)
+
+
+def _final(result):
+    return result.status, result.output, result.state
+
+
+@pytest.fixture
+def url(tmp_path):
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def test_resume_of_a_finished_run_asks_nothing_and_runs_nothing(url):
+    ledger: list = []
+    p = CountingProvider([R1, R2, R3])
+    first = _agent(p, ledger, url, run_id="a1").run("go")
+    assert first.status == "succeeded" and first.run_id == "a1" and p.requests == 3
+    assert len(ledger) == 4
+    again = CountingProvider([])
+    resumed = _agent(again, ledger, url).resume("a1")
+    assert again.requests == 0 and len(ledger) == 4
+    assert _final(resumed) == _final(first) and resumed.to_json()["run_id"] == "a1"
+    with open_store(url) as s:
+        assert set(s.load_replies("a1")) == {1, 2, 3} and s.get_run("a1")["status"] == "succeeded"
+
+
+def test_crash_after_a_complete_turn_resumes_with_the_next_request(url):
+    ledger: list = []
+    reference = _agent(CountingProvider([R1, R2, R3]), [], None).run("go")
+    p = CountingProvider([R1, R2], crash=(2, 0))  # dies as turn 2's reply starts
+    with pytest.raises(Crash):
+        _agent(p, ledger, url, run_id="a2").run("go")
+    assert [n for _, n in ledger] == [1]
+    again = CountingProvider([R2, R3])
+    resumed = _agent(again, ledger, url).resume("a2")
+    assert again.turns == [2, 3]  # turn 1's recorded reply is not asked for again
+    assert _final(resumed) == _final(reference)
+    keys = [k for k, _ in ledger]
+    assert len(keys) == len(set(keys)) == 4 and keys[0] == "a2/t1:c1"
+
+
+def test_a_reply_cut_mid_stream_keeps_its_complete_statements(url):
+    ledger: list = []
+    cut = len("$state.c = act(n=3)\n$state.d = act(n=4)\n$state.e = ac")
+    p = CountingProvider([R1, R2], chunk=1, crash=(2, cut), delay=0.003)  # the calls end before the crash
+    with pytest.raises(Crash):
+        _agent(p, ledger, url, run_id="a3").run("go")
+    with open_store(url) as s:
+        text, complete = s.load_replies("a3")[2]
+    assert not complete and text.endswith("$state.e = ac")
+    again = CountingProvider(["$state.e = act(n=5)\n", R3])
+    resumed = _agent(again, ledger, url).resume("a3")
+    assert again.turns == [3, 4]
+    cut_turn = resumed.turns[1]
+    assert [c["id"] for c in cut_turn.calls] == ["c1", "c2"]
+    assert [e["error"].get("code") for e in cut_turn.errors] == ["Reply.Interrupted"], cut_turn.errors
+    assert "Reply.Interrupted" in again_request_text(again, resumed)
+    assert resumed.status == "succeeded" and resumed.output == {"sum": 50}
+    assert resumed.state["state"] == {"a": 10, "b": 11, "c": 30, "d": 40, "e": 50}
+    keys = [k for k, _ in ledger]
+    assert len(keys) == len(set(keys)), "a committed call ran again"
+    assert sorted(n for _, n in ledger) == [1, 3, 4, 5]
+
+
+def again_request_text(provider, result) -> str:
+    """The errors the first resumed request showed the model (turn 3 sees turn 2's errors)."""
+    return json.dumps([e for t in result.turns for e in t.errors])
+
+
+def test_the_reply_is_committed_before_a_call_it_holds_starts(tmp_path):
+    db = tmp_path / "runs.db"
+    seen: list[str] = []
+
+    @tool(name="peek", risk="low", idempotent=True)
+    def peek(n: int) -> int:
+        """Reads what another process would see: the recorded reply so far."""
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT text FROM agent_replies WHERE run_id = 'a4' AND turn = 1 ORDER BY seq")
+            seen.append("".join(t for (t,) in rows))
+        return n
+
+    reply = "$state.x = peek(n=1)\n$state.y = peek(n=2)\nreturn $state.y\n"
+    agent = Agent(CountingProvider([reply], chunk=3), tools=[peek], stdlib=False, store=f"sqlite:///{db}",
+                  run_id="a4")
+    assert agent.run("go").output == 2
+    assert "peek(n=1)" in seen[0] and "peek(n=2)" in seen[1]
+
+
+@pytest.mark.parametrize("unknown", ["fail", "rerun"])
+def test_a_call_in_doubt_follows_unknown(url, unknown):
+    ledger: list = []
+    reply = "$state.c = act(n=3)\n# the model keeps writing while act runs\n$state.d = look(n=1)\nreturn 1\n"
+    # the model goes on writing while act runs (its intent is committed), then the process dies
+    p = CountingProvider([reply], chunk=1, crash=(1, len(reply) - 3), delay=0.005)
+    with pytest.raises(Crash):
+        _agent(p, ledger, url, run_id="a5", slow=5.0).run("go")
+    with open_store(url) as s:
+        assert s.load_intents("a5/t1") == {"c1": "a5/t1:c1"} and "c1" not in s.load_calls("a5/t1")
+    assert main(["runs", "show", "a5", "--store", url, "--json"]) == 0
+    again = CountingProvider(["return 2\n"])
+    resumed = _agent(again, ledger, url).resume("a5", unknown=unknown)
+    calls = {c["id"]: c for c in resumed.turns[0].calls}
+    assert again.turns == [2] and resumed.output == 2  # the cut "return" was dropped: one more turn
+    if unknown == "fail":
+        assert calls["c1"]["error"]["error"] == "Call.OutcomeUnknown" and len(ledger) == 1
+    else:
+        assert calls["c1"]["status"] == "succeeded"
+        assert ledger == [("a5/t1:c1", 3), ("a5/t1:c1", 3)]  # ran twice, with one idempotency key
+
+
+def test_bad_resumes_are_clean_errors(url, tmp_path):
+    ledger: list = []
+    assert _agent(CountingProvider([R1, "return $state.b\n"]), ledger, url, run_id="a6").run("go").output == 11
+    with pytest.raises(StoreRunError) as e:
+        _agent(CountingProvider([]), ledger, url).resume("nope")
+    assert e.value.error == "Store.RunNotFound"
+    sophon_dsl.run("$state.x = look(n=1)\n", tools=make_tools([]), store=url, run_id="p1")
+    with pytest.raises(StoreRunError) as e:
+        _agent(CountingProvider([]), ledger, url).resume("p1")
+    assert e.value.error == "Store.WrongKind"
+    with pytest.raises(StoreRunError) as e:
+        sophon_dsl.resume("a6", store=url, tools=make_tools([]))
+    assert e.value.error == "Store.WrongKind"
+
+    @tool(name="act", risk="low")
+    def act(n: int) -> int:  # another source: the run's tools changed
+        return n
+
+    changed = Agent(CountingProvider([]), tools=[act, make_tools([])[1]], stdlib=False, store=url)
+    with pytest.raises(StoreRunError) as e:
+        changed.resume("a6")
+    assert e.value.error == "Store.PlanChanged"
+    assert changed.resume("a6", force=True).status == "succeeded"
+
+
+def test_cli_records_shows_and_resumes_an_agent_run(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.py"
+    tools.write_text("from sophon_dsl.tools import tool\n\n@tool(name='act', risk='low')\n"
+                     "def act(n: int) -> int:\n    return n * 10\n", encoding="utf-8")
+    script = tmp_path / "r.json"
+    script.write_text(json.dumps({"turns": ["$state.a = act(n=1)\n", "return $state.a\n"]}), encoding="utf-8")
+    never = tmp_path / "never.json"
+    never.write_text(json.dumps({"turns": ["$state.z = act(n=9)\nreturn 9\n"]}), encoding="utf-8")
+    argv = ["--tools", str(tools), "--no-stdlib", "--store", url]
+    assert main(["agent", "go", *argv, "--provider", f"scripted:{script}", "--json"]) == 0
+    out, err = capsys.readouterr()
+    rid = next(x for x in err.splitlines() if x.startswith("run id: ")).removeprefix("run id: ")
+    assert json.loads(out)["run_id"] == rid
+    assert main(["runs", "list", "--store", url, "--json"]) == 0
+    assert [(r["run_id"], r["status"]) for r in json.loads(capsys.readouterr().out)] == [(rid, "succeeded")]
+    assert main(["runs", "show", rid, "--store", url, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["kind"] == "agent" and shown["output"] == 10
+    assert [t["complete"] for t in shown["recorded_turns"]] == [True, True]
+    # a resume with a provider that would answer differently: nothing is asked
+    assert main(["resume", rid, "--store", url, "--provider", f"scripted:{never}", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["output"] == 10 and again["state"] == {"state": {"a": 10}}
+    assert main(["resume", "nope", "--store", url]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+    assert main(["agent", "go", "--tools", str(tools), "--no-stdlib", "--no-store", "--provider",
+                 f"scripted:{script}"]) == 0
+    assert "run id" not in capsys.readouterr().err
