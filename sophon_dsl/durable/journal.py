@@ -128,6 +128,12 @@ class Journal(MemoryStore):
                                            (self._loop, partial(self._landed, batch)))
         self.committing.append(landing)
 
+    def restore_joined(self, indices: range) -> list[int]:
+        """Calls that joined the run while it runs (a map's items): the indexes of those an
+        earlier process committed, restored instead of run again (a resumed run only)."""
+        hooks = self.hooks
+        return hooks.restore_joined(self.sched, indices) if hooks is not None and hooks.resumed else []
+
     # -- the barrier ------------------------------------------------------------------
 
     def settle_after_commit(self, i: int) -> None:

@@ -19,10 +19,11 @@ import socket
 import uuid
 from typing import Any
 
-from ..model import Plan
+from ..maps import body_ids
+from ..model import Call, Plan
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
 from ..runtime.errors import ErrorInfo
-from ..runtime.result import RunResult
+from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, Journal, replay, restore_record
 
 __all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
@@ -105,6 +106,7 @@ class DurableRun:
         self.owns_backend = False  # opened from a URL for this run: closed when it ends
         self.lease_s = 60.0
         self.doubt = {cid for cid in self.intents if cid not in self.committed}
+        self.replayed_kinds = {e["kind"] for e in log} if log else set()
         if log:
             replay(self.journal, log)
             # the scheduler writes the run's initial data again: it is in the replayed log
@@ -152,28 +154,36 @@ class DurableRun:
         sched.run_id = self.run_id
         if not self.resumed:
             return
-        restored = 0
-        for i, rec in enumerate(sched.records):
-            data = self.committed.get(rec.id)
-            if data is None:
-                continue
-            restore_record(rec, data)
-            out = sched.calls[i].output
-            wrote = tuple(out.paths[k] for k in data.get("written", ())) if out is not None else ()
-            if wrote:
-                rec.add_written(wrote)
-            sched.restore(i, wrote)
-            restored += 1
+        restored = len(self.restore_joined(sched, range(len(sched.records))))
+        if sched.maps is not None:  # the replayed items' kinds stay out of the run's state
+            sched.maps.hide_restored(self.replayed_kinds)
         rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(sched, cid)))
         self.journal.write = self.journal.log.write
         sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored,
                                                      "in_doubt": len(self.doubt), "rerun": rerun})
 
+    def restore_joined(self, sched: Any, indices: range) -> list[int]:
+        """Restore the calls among ``indices`` that an earlier process committed (their
+        records; their writes are in the replayed log); their indexes.  The plan's calls
+        join before the run starts, a map's item calls when their item expands."""
+        done = []
+        committed, records = self.committed, sched.records
+        for i in indices:
+            data = committed.get(records[i].id)
+            if data is not None:
+                wrote = _restored(records[i], sched.calls[i], data)
+                sched.restore(i, wrote)
+                done.append(i)
+        return done
+
     @staticmethod
     def _spec(sched: Any, call_id: str) -> Any:
-        i = sched.ids.index(call_id)
-        call = sched.calls[i]
-        return sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        if call_id in sched.flow.index:
+            i = sched.flow.index[call_id]
+            call = sched.calls[i]
+            return sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        call = item_call(sched, call_id)  # an item call of a map not expanded yet
+        return sched.registry.get(call.activity or call.tool) if call is not None else None
 
     # -- per call ---------------------------------------------------------------------
 
@@ -225,6 +235,8 @@ class DurableRun:
             await self.journal.flush()
             if self.waiting is not None:
                 result = self._waiting_result(result)
+            if self.resumed and result is not None:
+                self._unexpanded_items(result)
             if self.journal.failure is None:
                 summary = {"status": result.status, "output": result.output,
                            "error": result.error.to_json() if result.error else None, "waiting": self.waiting}
@@ -245,12 +257,58 @@ class DurableRun:
                 self.backend.close()
         return result
 
+    def _unexpanded_items(self, result: RunResult) -> None:
+        """Item calls an earlier process committed, of maps this run did not expand again (the
+        map itself was committed): calls of the run all the same, so their records join
+        the result (in the order they ran)."""
+        seen = {rec.id for rec in result.calls}
+        rows = sorted((d for cid, d in self.committed.items() if cid not in seen), key=lambda d: d.get("index", 0))
+        sched = self.journal.sched
+        for data in rows:
+            call = item_call(sched, data["id"]) if sched is not None else None
+            rec = new_record(data["id"], call.tool if call is not None else "", len(result.calls))
+            if call is not None:
+                _restored(rec, call, data)
+            else:
+                restore_record(rec, data)
+            result.calls.append(rec)
+
     def _waiting_result(self, result: RunResult | None) -> RunResult:
         sched = self.journal.sched
         if result is None or sched is None:
             return RunResult("waiting", {}, None, list(self.journal.records), [], run_id=self.run_id)
         result.status, result.error = "waiting", None
         return result
+
+
+def _restored(rec: Any, call: Call, data: dict) -> tuple:
+    """Fill in ``rec`` from its committed ``data``; the output paths the call wrote."""
+    restore_record(rec, data)
+    out = call.output
+    wrote = tuple(out.paths[k] for k in data.get("written", ())) if out is not None else ()
+    if wrote:
+        rec.add_written(wrote)
+    return wrote
+
+
+def item_call(sched: Any, call_id: str) -> Call | None:
+    """The body call an item call's id names (``c3[2].translate``, ``c1[0].inner[3].fetch``),
+    or None."""
+    head, sep, rest = call_id.partition("[")
+    j = sched.flow.index.get(head) if sep else None
+    if j is None:
+        return None
+    call = sched.calls[j]
+    while rest:
+        if call.map is None:
+            return None
+        _, sep, rest = rest.partition("].")  # past the item's number
+        name, _, rest = rest.partition("[")
+        ids = body_ids(call.map)
+        if not sep or name not in ids:
+            return None
+        call = call.map.body[ids.index(name)]
+    return call
 
 
 def _drop_initial(journal: Journal) -> Any:

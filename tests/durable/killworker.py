@@ -30,12 +30,12 @@ def main() -> None:
             print("go", file=sys.stderr, flush=True)
 
     if action == "run":
-        result = sophon_dsl.run(plans.seeded_plan(seed), tools=plans.TOOLS, input={"zero": 0}, store=url,
+        result = sophon_dsl.run(plans.seeded_plan(seed, maps=True), tools=plans.TOOLS, input={"zero": 0}, store=url,
                                 run_id=run_id, on_event=on_event)
     elif action == "resume":
         result = sophon_dsl.resume(run_id, store=url, tools=plans.TOOLS, unknown="rerun", on_event=on_event)
     else:  # "plain": no store (the reference)
-        result = sophon_dsl.run(plans.seeded_plan(seed), tools=plans.TOOLS, input={"zero": 0}, on_event=on_event)
+        result = sophon_dsl.run(plans.seeded_plan(seed, maps=True), tools=plans.TOOLS, input={"zero": 0}, on_event=on_event)
     t_go = t_go[0]
     # when the calls ran, from "go" (the kill test calibrates its kill window on it)
     started = [c.started for c in result.calls if c.started is not None]

@@ -78,13 +78,21 @@ async def pause(n: int, x: int = 0) -> int:
 TOOLS = [act, look, flaky, pause]
 
 
-def seeded_plan(seed: int, calls: int = 100) -> str:
+def seeded_plan(seed: int, calls: int = 100, maps: bool = False) -> str:
     """A plan of ``calls`` calls: chains, merges (`<<=` into one shared list), branches with
-    caught failures (`a || b`), reads of earlier results."""
+    caught failures (`a || b`), reads of earlier results; with ``maps``, some are maps (items
+    of two chained calls, one catching its failures, reading an earlier result)."""
     rng = random.Random(seed)
     lines = []
     made: list[str] = []
     for k in range(calls):
+        if maps and rng.random() < 0.1:
+            outer = f"$state.v{rng.choice(made)}" if made else "0"
+            lines.append(f"$state.m{k} = map(over=[{k}, {k + 1}, {k + 2}], as=it, concurrency=2) {{\n"
+                         f"    $local.a = act(n=$it, x={outer})\n"
+                         f"    $local.b || $local.e = flaky(n=$local.a, x=$index)\n"
+                         f"    return {{a: $local.a, b: $local.b || $local.e}}\n}}")
+            continue
         tool_name = rng.choice(["act", "look", "flaky", "pause", "act"])
         x = f"$state.v{rng.choice(made)}" if made and rng.random() < 0.6 else str(rng.randrange(10))
         if isinstance(x, str) and x.startswith("$") and rng.random() < 0.3:
@@ -107,4 +115,5 @@ def comparable(result) -> dict:
     if "state" in state and "merged" in state["state"]:  # the order of `<<=` merges depends on timing
         state = {**state, "state": {**state["state"], "merged": sorted(state["state"]["merged"])}}
     return {"status": j["status"], "state": state, "output": j["output"],
-            "calls": [(c["id"], c["status"], (c["error"] or {}).get("error")) for c in j["calls"]]}
+            # (sorted: a resumed run lists the item calls of a map committed before after the rest)
+            "calls": sorted((c["id"], c["status"], (c["error"] or {}).get("error")) for c in j["calls"])}

@@ -1,4 +1,4 @@
-"""kill -9 at a random point of a seeded 100-call plan (branches, caught failures, merges),
+"""kill -9 at a random point of a seeded 100-call plan (branches, caught failures, merges, maps),
 then resume (sometimes killed again): the result equals an uninterrupted run's, no call
 committed before a kill runs again, and a call that ran twice ran with one idempotency key.
 
@@ -99,7 +99,7 @@ def test_kill_minus_9_then_resume(tmp_path, trial):
     rng = random.Random(1300 + trial)
     seed = rng.randrange(10_000)
     reference = json.loads(json.dumps(plans.comparable(
-        sophon_dsl.run(plans.seeded_plan(seed), tools=plans.TOOLS, input={"zero": 0}))))
+        sophon_dsl.run(plans.seeded_plan(seed, maps=True), tools=plans.TOOLS, input={"zero": 0}))))
     # the kill lands while calls run: calibrated on an uninterrupted durable run of the plan
     (first, last), durable = _window(str(tmp_path / "cal.db"), seed, str(tmp_path / "cal.jsonl"))
     assert durable == reference
