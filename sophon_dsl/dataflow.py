@@ -305,6 +305,14 @@ class DataFlow:
                             ws_add(resolve(x.kind, x.path, i))
                         elif tx is not Literal:
                             wire_value(i, x)
+                elif tv is ObjectValue:  # (as a list: its entries in order)
+                    for _, x in v.entries:
+                        tx = type(x)
+                        if tx is Reference:
+                            ref_add(x)
+                            ws_add(resolve(x.kind, x.path, i))
+                        elif tx is not Literal:
+                            wire_value(i, x)
                 elif tv is not Literal:
                     wire_value(i, v)
             if call.map is not None:  # a map also reads what its body reads outside the item
@@ -606,12 +614,25 @@ class DataFlow:
         call would be, for as long as the run lives); a streamed plan's entries become
         lists when they grow."""
         if self._dependents is None:
-            out: list[Any] = [[] for _ in self.calls]
-            deps = self.deps
-            for i in range(len(self.calls)):
-                for d in (deps[i] if i not in self.inline_reads else self.run_deps(i)):
-                    out[d].append(i)
-            self._dependents = [tuple(x) if x else _EMPTY for x in out]
+            # counted into one flat list first, not a list per call: a burst of 10,000
+            # short-lived lists is promoted by the cyclic GC and brings a full collection
+            n = len(self.calls)
+            inline = self.inline_reads
+            deps = self.deps if not inline else [self.run_deps(i) for i in range(n)]
+            count = [0] * (n + 1)
+            for ds in deps:
+                for d in ds:
+                    count[d + 1] += 1
+            for d in range(n):  # count[d]: where d's dependents start in flat
+                count[d + 1] += count[d]
+            flat = [0] * count[n]
+            pos = count[:n]
+            for i, ds in enumerate(deps):
+                for d in ds:
+                    flat[pos[d]] = i
+                    pos[d] += 1
+            self._dependents = [tuple(flat[count[d]:count[d + 1]]) if count[d] != count[d + 1] else _EMPTY
+                                for d in range(n)]
         return self._dependents
 
     def topo_order(self) -> tuple[tuple[int, ...], bool]:

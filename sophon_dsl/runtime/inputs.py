@@ -55,6 +55,7 @@ class Verdict(IntEnum):
 _HAS, _MISSING, _BROKEN, _PENDING = RefState.HAS, RefState.MISSING, RefState.BROKEN, RefState.PENDING
 _READY, _WAIT, _SKIP, _FAIL = Verdict.READY, Verdict.WAIT, Verdict.SKIP, Verdict.FAIL
 _NO_WRITERS: tuple = ()
+_ATOMIC = frozenset({str, int, float, bool, type(None)})  # JSON values json_copy returns as they are
 # above this many reads, a call's reads are looked up through a map instead of a scan
 _SCAN_LIMIT = 16
 
@@ -169,28 +170,49 @@ class InputResolver:
 
     def _state_among(self, ref: Reference, writers: tuple[int, ...]) -> tuple[RefState, Any]:
         """:meth:`_settled_state` of a read whose writers are known."""
+        value = self._value_among(ref, writers)
+        if value is not MISSING:
+            return _HAS, value
         if writers:
             ended = self.ended
             for j in writers:
                 if not ended[j]:
                     return _PENDING, None
-            wrote = self.wrote
-            kind, path = ref.kind, ref.path
-            for j in writers:
-                for r in wrote[j]:  # the same kind and one path a prefix of the other
-                    if r.kind == kind and (r.path == path or _overlaps(path, r.path)):
-                        break
-                else:
-                    continue
-                break
-            else:
+            if not self._written_by(ref, writers):
                 return _BROKEN, self._broken_reason(ref, writers)
+        return _MISSING, ref.text()
+
+    def _value_among(self, ref: Reference, writers: tuple[int, ...]) -> Any:
+        """The value a read of ``ref`` has now (its JMESPath query applied), its writers
+        being ``writers``; MISSING when it has none (yet): :meth:`_state_among` says why.
+        The hot path of every run: a read is ready once each of its writers has ended and
+        one of them wrote an overlapping path (usually its only writer, this very path)."""
+        if writers:
+            ended = self.ended
+            for j in writers:
+                if not ended[j]:
+                    return MISSING
+            if len(writers) == 1:
+                done = self.wrote[writers[0]]
+                if not (len(done) == 1 and done[0].path == ref.path and done[0].kind == ref.kind) and \
+                        not self._written_by(ref, writers):
+                    return MISSING
+            elif not self._written_by(ref, writers):
+                return MISSING
         value = self.get(ref.kind, ref.path)
-        if value is MISSING:
-            return _MISSING, ref.text()
-        if ref.query is not None:  # JMESPath after the path: applied to the value there
-            return _HAS, query_value(ref.query, value)
-        return _HAS, value
+        if value is MISSING or ref.query is None:
+            return value
+        return query_value(ref.query, value)  # JMESPath after the path: applied to the value there
+
+    def _written_by(self, ref: Reference, writers: tuple[int, ...]) -> bool:
+        """Some writer wrote a path of ``ref``'s kind that is a prefix of its path or extends it."""
+        wrote = self.wrote
+        kind, path = ref.kind, ref.path
+        for j in writers:
+            for r in wrote[j]:
+                if r.kind == kind and (r.path == path or _overlaps(path, r.path)):
+                    return True
+        return False
 
     def _broken_reason(self, ref: Reference, writers: tuple[int, ...]) -> str:
         reasons = []
@@ -235,7 +257,7 @@ class InputResolver:
         flow = self.flow
         k, end = flow.read_offs[i], flow.read_offs[i + 1]
         refs, wss = flow.read_refs, flow.read_writers
-        state = self._state_among
+        value_among = self._value_among
         args = {}
         for p in params:
             v = p.value
@@ -245,11 +267,11 @@ class InputResolver:
             elif tv is Reference:
                 if k == end or refs[k] is not v:
                     return self._simple_args_looked_up(i, params)
-                st, val = state(v, wss[k])
+                val = value_among(v, wss[k])
                 k += 1
-                if st is not _HAS:
+                if val is MISSING:
                     return None
-                args[p.name] = json_copy(val)
+                args[p.name] = val if type(val) in _ATOMIC else json_copy(val)
             elif tv is ListValue:
                 items = []
                 for x in v.items:
@@ -259,11 +281,11 @@ class InputResolver:
                     elif tx is Reference:
                         if k == end or refs[k] is not x:
                             return self._simple_args_looked_up(i, params)
-                        st, val = state(x, wss[k])
+                        val = value_among(x, wss[k])
                         k += 1
-                        if st is not _HAS:
+                        if val is MISSING:
                             return None
-                        items.append(json_copy(val))
+                        items.append(val if type(val) in _ATOMIC else json_copy(val))
                     else:
                         return None
                 args[p.name] = items
@@ -276,11 +298,11 @@ class InputResolver:
                     elif tx is Reference:
                         if k == end or refs[k] is not x:
                             return self._simple_args_looked_up(i, params)
-                        st, val = state(x, wss[k])
+                        val = value_among(x, wss[k])
                         k += 1
-                        if st is not _HAS:
+                        if val is MISSING:
                             return None
-                        obj[key] = json_copy(val)
+                        obj[key] = val if type(val) in _ATOMIC else json_copy(val)
                     else:
                         return None
                 args[p.name] = obj
