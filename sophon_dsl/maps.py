@@ -166,10 +166,61 @@ def _fields_of(node: Any) -> tuple:
     return tuple(getattr(node, f.name) for f in fields(node))
 
 
-_build_call = _builder(Call, ("params", "output"))
 _build_param = _builder(Param, ("value",))
 _build_target = _builder(OutputTarget, ("paths",))
 _build_ref = _builder(Reference, ("kind",))
+
+
+_CALL_FIELDS = tuple(f.name for f in fields(Call))
+_FIXED = tuple(n for n in _CALL_FIELDS if n not in ("params", "output"))
+_set_params = Call.__dict__["params"].__set__  # (the slots: Call is a slotted dataclass)
+_set_output = Call.__dict__["output"].__set__
+_item_classes: dict[tuple, type] = {}
+
+
+_COMPARED = tuple(f.name for f in fields(Call) if f.compare)
+
+
+def _as_call(node: Call) -> tuple:
+    """Pickled (and copied) as the plain :class:`Call` it equals."""
+    return Call, tuple(getattr(node, n) for n in _CALL_FIELDS)
+
+
+def _equals(node: Call, other: object) -> Any:
+    """Equal to any Call with equal fields (a dataclass compares only its own class)."""
+    if not isinstance(other, Call):
+        return NotImplemented
+    return all(getattr(node, n) == getattr(other, n) for n in _COMPARED)
+
+
+def _item_call_class(call: Call) -> type:
+    """The class of the item calls made from body call ``call``: a subclass of :class:`Call`
+    whose fields but ``params`` and ``output`` are class attributes holding ``call``'s values,
+    so an item's call is two slot writes (:func:`_new_item_call`).  Call is frozen: its
+    ``__init__`` sets each of its 22 fields through ``object.__setattr__``, which was the
+    largest part of an item's cost.  Such a call is a Call (``isinstance``, ``fields``,
+    ``replace``, equal to another of its class with equal values; pickled as a plain Call).
+    One class per distinct body call (kept for the process; a nested map's items share it)."""
+    fixed = tuple(getattr(call, n) for n in _FIXED)
+    try:
+        cls = _item_classes.get(fixed)
+    except TypeError:  # an unhashable value (a model hint object): not shared
+        cls = None
+        fixed = None  # type: ignore[assignment]
+    if cls is None:
+        cls = type("ItemCall", (Call,), {**dict(zip(_FIXED, fixed or [getattr(call, n) for n in _FIXED])),
+                                         "__reduce__": _as_call, "__eq__": _equals,
+                                         "__hash__": Call.__hash__, "__module__": __name__})
+        if fixed is not None and len(_item_classes) < 4096:
+            _item_classes[fixed] = cls
+    return cls
+
+
+def _new_item_call(cls: type, params: tuple, output: OutputTarget | None) -> Call:
+    node = object.__new__(cls)
+    _set_params(node, params)
+    _set_output(node, output)
+    return node
 
 
 class ItemTemplate:
@@ -190,7 +241,7 @@ class ItemTemplate:
 
     @staticmethod
     def _plan(call: Call, names: dict[str, str]) -> Any:
-        """None: rewrite the call in full (_rewrite); else the call's field values, and per
+        """None: rewrite the call in full (_rewrite); else the class of its item calls, and per
         parameter either the Param kept as is, or ``(param fields, reference fields)`` for a
         whole-value scoped reference, and the output paths likewise (a Reference kept, or
         its fields): an item builds only what names its own kinds."""
@@ -210,7 +261,7 @@ class ItemTemplate:
         if call.output is not None:
             outs = tuple(_fields_of(r) if r.kind in names else r for r in call.output.paths)
             target = (_fields_of(call.output), outs)
-        return _fields_of(call), tuple(params), target
+        return _item_call_class(call), tuple(params), target
 
     def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
         spec, names = self.spec, self.names
@@ -222,14 +273,14 @@ class ItemTemplate:
             if plan is None:
                 calls.append(_rewrite(call, names, kind, prefixed))
                 continue
-            base, params, target = plan
+            cls, params, target = plan
             ps = tuple([p if type(p) is Param else _build_param(p[0], _build_ref(p[1], p[1][0] + at))
                         for p in params])
             out = None
             if target is not None:
                 out = _build_target(target[0], tuple([r if type(r) is Reference else _build_ref(r, r[0] + at)
                                                       for r in target[1]]))
-            calls.append(_build_call(base, ps, out))
+            calls.append(_new_item_call(cls, ps, out))
         result = None if spec.result is None else _value(spec.result, _subst(names, kind))
         return calls, ids, result
 

@@ -1,0 +1,104 @@
+"""A map item's calls made from its body analysed once (issue 12, map cost).
+
+* ``DataFlow.add_group`` with the body's wiring (``runtime.maps.body_wiring``) wires an
+  item's calls exactly as adding them one by one through the general analysis does
+  (``DataFlow.add_call``): the same reads, writers, dependencies, ``@after`` edges,
+  fallback readers and inline-output reads.
+* An item's call (``maps.ItemTemplate``) equals the one the full rewrite
+  (``maps._rewrite``) makes, and behaves as a :class:`Call` (equality, hashing,
+  ``replace``, copying, pickling).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+from sophon_dsl.dataflow import DataFlow
+from sophon_dsl.loader import loads
+from sophon_dsl.maps import ItemTemplate, _rewrite, body_ids, item_kind, scope_names
+from sophon_dsl.model import Call
+from sophon_dsl.runtime.maps import body_wiring
+
+BODIES = [
+    "$state.out = map($input.xs) { $local.a = f(v=$item) }",
+    "$state.out = map($input.xs) { $local.a = f(v=$item); $local.b = g(v=$local.a, w=[$local.a, 1]) }",
+    # reads a later call, a prefix and an extension of what others write
+    "$state.out = map($input.xs) { $local.b = g(v=$local.a.x); $local.a = f(v=$item); h(w=$local) }",
+    # a fallback, an object, a template, an outer read, the index
+    '$state.out = map($input.xs, index=i) {\n  $local.a || $local.e = f(v=$item)\n'
+    '  g(v=$local.a || $local.e, o={"k": $state.s}, t="n $i: $item", n=$i)\n}',
+    # @after naming a body call and a plan call, an inline output reading the item
+    "s0: $state.s = f(v=1)\n$state.out = map($input.xs) {\n  first: $local.a = f(v=$item)\n"
+    "  @after(first, s0) g(v=1) -> {\"r\": $local.a}\n}",
+    # a nested map reading the outer item and local data
+    "$state.out = map($input.rows, as=row) {\n  $local.n = f(v=$row)\n"
+    "  $local.cells = map($row, as=cell) { $local.x = g(v=$cell, r=$row, n=$state.s) }\n}",
+]
+
+
+def _grown(plan, wiring: bool) -> DataFlow:
+    calls = list(plan.calls)
+    ids = [c.id or f"c{k + 1}" for k, c in enumerate(calls)]
+    flow = DataFlow.build(calls, ids)
+    for j, call in enumerate(calls):
+        if call.map is None:
+            continue
+        names = body_ids(call.map)
+        template, known = ItemTemplate(call.map, names), body_wiring(call.map, names)
+        for k in range(3):
+            items, item_ids, _ = template.make(item_kind(ids[j], k))
+            if wiring:
+                flow.add_group(items, item_ids, known)
+            else:
+                for c, cid in zip(items, item_ids):
+                    flow.add_call(c, cid)
+    return flow
+
+
+@pytest.mark.parametrize("text", BODIES)
+def test_an_items_calls_are_wired_as_the_general_analysis_wires_them(text):
+    plan = loads(text)
+    fast, slow = _grown(plan, True), _grown(plan, False)
+    assert fast.ids == slow.ids
+    assert [r.text() for r in fast.read_refs] == [r.text() for r in slow.read_refs]
+    assert fast.read_writers == slow.read_writers
+    assert fast.read_offs == slow.read_offs
+    assert fast.deps == slow.deps
+    assert fast.control == slow.control
+    assert fast.fallbacks == slow.fallbacks
+    assert {i: [(r.ref.text(), r.writers) for r in rs] for i, rs in fast.inline_reads.items()} == \
+        {i: [(r.ref.text(), r.writers) for r in rs] for i, rs in slow.inline_reads.items()}
+    assert [fast.run_deps(i) for i in range(len(fast))] == [slow.run_deps(i) for i in range(len(slow))]
+
+
+@pytest.mark.parametrize("text", BODIES)
+def test_an_items_calls_equal_the_full_rewrite(text):
+    for call in loads(text).calls:
+        if call.map is None:
+            continue
+        names = body_ids(call.map)
+        kind = item_kind("c9", 4)
+        made, ids, _ = ItemTemplate(call.map, names).make(kind)
+        prefixed = {b: kind + "." + b for b in names}
+        scope = dict.fromkeys(scope_names(call.map), "")
+        assert made == [_rewrite(c, scope, kind, prefixed) for c in call.map.body]
+        assert ids == [prefixed[b] for b in names]
+
+
+def test_an_item_call_behaves_as_a_call():
+    spec = loads("$state.out = map($input.xs) { @risk(low) $local.a = f(v=$item, n=2) }").calls[0].map
+    made = ItemTemplate(spec, body_ids(spec)).make("c1[3]")[0][0]
+    plain = Call(made.tool, made.params, made.output, risk=made.risk, span=made.span, tool_span=made.tool_span)
+    assert isinstance(made, Call) and made.tool == "f" and made.risk is not None
+    assert made == plain and plain == made and hash(made) == hash(plain)
+    assert dataclasses.fields(made) == dataclasses.fields(Call)
+    edited = dataclasses.replace(made, tool="g")
+    assert edited.tool == "g" and edited.params == made.params and made.tool == "f"
+    assert copy.deepcopy(made) == made and pickle.loads(pickle.dumps(made)) == made
+    assert type(pickle.loads(pickle.dumps(made))) is Call
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.tool = "h"  # type: ignore[misc]
