@@ -236,3 +236,35 @@ def test_cli_records_shows_and_resumes_an_agent_run(tmp_path, capsys):
     assert main(["agent", "go", "--tools", str(tools), "--no-stdlib", "--no-store", "--provider",
                  f"scripted:{script}"]) == 0
     assert "run id" not in capsys.readouterr().err
+
+
+def test_replies_and_agent_runs_on_every_store(store_url):
+    """The reply table on SQLite and PostgreSQL alike: pieces in order, the final marker."""
+    with open_store(store_url) as s:
+        for seq, text in enumerate(["$state.a", " = act(n=1)\n"]):
+            s.append_reply("x", 1, seq, text)
+        s.append_reply("x", 1, 2, "", final=True)
+        s.append_reply("x", 2, 0, "$state.b = lo")
+        s.append_reply("x", 1, 0, "ignored: the same piece again")
+        assert s.load_replies("x") == {1: ("$state.a = act(n=1)\n", True), 2: ("$state.b = lo", False)}
+        assert s.load_replies("nothing") == {}
+    ledger: list = []
+    first = _agent(CountingProvider([R1, "return $state.b\n"]), ledger, store_url, run_id="s1").run("go")
+    again = CountingProvider([])
+    assert _final(_agent(again, ledger, store_url).resume("s1")) == _final(first)
+    assert again.requests == 0 and len(ledger) == 1
+
+
+def test_a_lazy_plan_is_approved_once(url):
+    asked: list = []
+
+    def approve(request):
+        asked.append(request.kind)
+        return True
+
+    ledger: list = []
+    reply = "@risk(high)\n$state.a = act(n=1)\nreturn $state.a\n"
+    first = _agent(CountingProvider([reply]), ledger, url, run_id="l1", mode="lazy", approve=approve).run("go")
+    assert first.output == 10 and asked == ["plan"]
+    again = _agent(CountingProvider([]), ledger, url, approve=approve).resume("l1")
+    assert again.output == 10 and asked == ["plan"] and len(ledger) == 1  # the stored decision is reused
