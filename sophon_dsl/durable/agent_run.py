@@ -6,11 +6,11 @@ nothing it was already answered and runs no committed call again.
   "mode", "planning", "options", "meta"}``: what the loop needs to start again (the planning
   decision too, so a resume does not ask for it again).  Its hash covers the tools' sources
   and the loop's options (``Store.PlanChanged`` unless forced).
-* Each turn's reply is appended to the store (table ``agent_replies``) piece by piece as it
-  streams, *before* the piece is parsed: the store commits its queue in order, so a call's
-  intent or completion is never committed before the text that holds the call, and every
-  call waits for the reply so far to be committed before its tool starts.  A complete reply
-  gets a final marker.
+* Each turn's reply is appended to the store (table ``agent_replies``) as it streams: before
+  a call's tool starts, the reply so far is handed to the store and committed (the store
+  commits its queue in order, so the call's intent and completion come after the text that
+  holds the call); text goes to the store every 512 characters too, and at the end, with a
+  final marker.
 * Each turn's calls are a :class:`~.session.DurableRun` of their own, under the run id
   ``{run_id}/t{turn}`` (log, call records, intents, approval decisions; no row in ``runs``):
   committed calls are restored, calls in doubt follow ``unknown``, exactly as in a plan run.
@@ -96,25 +96,46 @@ class TurnRun(DurableRun):
 
 
 class TurnRecorder:
-    """Turn ``turn``'s reply, appended to the store as it streams."""
+    """Turn ``turn``'s reply, appended to the store as it streams.
+
+    Pieces are gathered and handed to the store together when a call is about to start (so
+    the text holding it is queued before the call's intent or completion), every
+    ``flush_chars`` characters, and at the end of the reply: text no call started from yet
+    may be lost in a crash, which only makes the recorded prefix shorter."""
+
+    flush_chars = 512
 
     def __init__(self, backend: Any, run_id: str, turn: int) -> None:
         self.backend = backend
         self.run_id = run_id
         self.turn = turn
         self._seq = 0
+        self._pending: list[str] = []
+        self._size = 0
         self._last: Any = None   # the future of the last piece handed to the store
 
     def append(self, text: str) -> None:
-        self._last = self.backend.append_reply(self.run_id, self.turn, self._seq, text)
-        self._seq += 1
+        self._pending.append(text)
+        self._size += len(text)
+        if self._size >= self.flush_chars:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._last = self.backend.append_reply(self.run_id, self.turn, self._seq, "".join(self._pending))
+            self._seq += 1
+            self._pending.clear()
+            self._size = 0
 
     def complete(self) -> None:
+        self.flush()
         self._last = self.backend.append_reply(self.run_id, self.turn, self._seq, "", final=True)
         self._seq += 1
 
     async def landed(self) -> BaseException | None:
-        """Wait until the reply so far is committed; the store's error if it is not."""
+        """Hand the reply so far to the store and wait until it is committed; the store's
+        error if it is not."""
+        self.flush()
         last = self._last
         if last is None:
             return None

@@ -448,6 +448,9 @@ class Agent:
             except BaseException:
                 await asyncio.shield(turn.abort())
                 raise
+            finally:
+                if recorder is not None:  # what arrived is kept, however the stream ended
+                    recorder.flush()
         dry: dict | None = None
         if eager or stop is not None:
             outcome = await turn.finish() if (eager or turn.scheduler is not None) else _invalid(turn)
