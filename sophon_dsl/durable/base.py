@@ -375,11 +375,13 @@ class RunStore:
     def load_log(self, run_id: str) -> list[dict]:
         """The committed log, oldest first (each entry with its ``seq``)."""
         stmt = self.sql("SELECT seq, entry FROM log WHERE run_id = ? ORDER BY seq")
-        return [_entry(seq, json.loads(e)) for seq, e in self._wait(lambda cur: _all(cur, stmt, (run_id,)))]
+        rows = self._wait(lambda cur: _all(cur, stmt, (run_id,)))
+        return [_entry(seq, e) for (seq, _), e in zip(rows, _decode_all([e for _, e in rows]))]
 
     def load_calls(self, run_id: str) -> dict[str, dict]:
         stmt = self.sql("SELECT call_id, record FROM calls WHERE run_id = ?")
-        return {cid: json.loads(r) for cid, r in self._wait(lambda cur: _all(cur, stmt, (run_id,)))}
+        rows = self._wait(lambda cur: _all(cur, stmt, (run_id,)))
+        return {cid: r for (cid, _), r in zip(rows, _decode_all([r for _, r in rows]))}
 
     def load_intents(self, run_id: str) -> dict[str, str]:
         stmt = self.sql("SELECT call_id, idem_key FROM intents WHERE run_id = ?")
@@ -491,6 +493,11 @@ def _last_seqs(ops: list) -> list[tuple]:
             if seq > last.get(run_id, -1):
                 last[run_id] = seq
     return [(seq, run_id, seq) for run_id, seq in last.items()]
+
+
+def _decode_all(texts: list[str]) -> list:
+    """Stored JSON texts decoded with one ``json.loads`` (a resume reads one per call)."""
+    return json.loads(f"[{','.join(texts)}]") if texts else []
 
 
 def _entry(seq: int, e: Any) -> dict:

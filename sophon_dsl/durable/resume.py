@@ -10,9 +10,11 @@ doubt*: idempotent ones re-run with the same idempotency key, the others follow 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..runtime.api import finish_run, make_run
 from ..runtime.errors import RunError
@@ -75,21 +77,25 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
             raise StoreRunError(WRONG_KIND, f"run {run_id} is a{'n' if spec['kind'][0] in 'aeiou' else ''} "
                                             f"{spec['kind']} run, not a plan run: continue it with "
                                             f"'sophon-dsl resume {run_id}' or its own aresume")
-        plan = load_stored_plan(spec["plan"])
-        wait = isinstance(approve, str) and approve.lower() == WAIT
-        opts = {**options, "approve": None if wait else approve}
-        if spec.get("context"):
-            opts["context"] = spec["context"]
-        opts["plan_id"] = spec.get("plan_id")
-        handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"), spec.get("input"))
-        if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:
-            raise StoreRunError(PLAN_CHANGED, f"the plan or the sources of its tools changed since run {run_id} "
-                                              "began; resume with force=True (--force) to run it anyway")
-        owner = owner_id()
-        _take_lease(backend, run_id, owner, row)
-        durable = DurableRun(backend, run_id, unknown=unknown, committed=backend.load_calls(run_id),
-                             log=backend.load_log(run_id), intents=backend.load_intents(run_id),
-                             decisions=backend.load_decisions(run_id), owner=owner)
+        # what a resume reads (the plan, its check, a row per committed call) is acyclic: the
+        # cyclic collector would only walk it again and again while it is built
+        with _collector_paused():
+            plan = load_stored_plan(spec["plan"])
+            wait = isinstance(approve, str) and approve.lower() == WAIT
+            opts = {**options, "approve": None if wait else approve}
+            if spec.get("context"):
+                opts["context"] = spec["context"]
+            opts["plan_id"] = spec.get("plan_id")
+            handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"),
+                                                                     spec.get("input"))
+            if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:
+                raise StoreRunError(PLAN_CHANGED, f"the plan or the sources of its tools changed since run {run_id} "
+                                                  "began; resume with force=True (--force) to run it anyway")
+            owner = owner_id()
+            _take_lease(backend, run_id, owner, row)
+            durable = DurableRun(backend, run_id, unknown=unknown, committed=backend.load_calls(run_id),
+                                 log=backend.load_log(run_id), intents=backend.load_intents(run_id),
+                                 decisions=backend.load_decisions(run_id), owner=owner)
         handle.run_id, handle.durable = run_id, durable
         run_opts.approver = durable.approver(WAIT if wait else run_opts.approver)
         await asyncio.wrap_future(backend.set_status(run_id, "running"))
@@ -97,6 +103,18 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
     finally:
         if owned:
             backend.close()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """``gc`` off for a bulk load (on again after, if it was on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def resume(run_id: str, store: Any = None, tools: Any = None, **options: Any) -> RunResult:
