@@ -8,7 +8,9 @@ see docs/performance.md) is about.  Beside it, the same N x B calls written out 
 map: one chain of B per item), checked (``arun(plan)``, what a map's run is compared
 with: it too starts from a plan) and precompiled (a ``CompiledPlan``: the loop alone), so
 the cost of expanding items at run time is seen next to the same calls known in advance.
-``--concurrency`` limits the map's items in flight (0: unlimited).
+``--concurrency`` limits the map's items in flight (0: unlimited).  ``--objects`` makes the
+items small objects (``{"id", "text", "tags"}``) instead of integers: what copying an item
+costs shows there.
 
 ``--old PATH`` compares two trees: each round runs the measurement once in a fresh
 process for this tree and once for the tree at PATH (a ``git worktree`` of an older
@@ -16,7 +18,7 @@ commit), alternating, and the table shows the best of all rounds for each and th
 new / old.  The machine is shared, so compare within one run.
 
 Run: python benchmarks/bench_map.py [--items 1000] [--body 1,2,3] [--concurrency 0,8]
-        [--repeat 5] [--rounds 3] [--old /tmp/old_tree]
+        [--objects] [--repeat 5] [--rounds 3] [--old /tmp/old_tree]
 """
 
 from __future__ import annotations
@@ -59,9 +61,15 @@ def flat_plan(items: int, body_len: int) -> Plan:
     return Plan(tuple(calls))
 
 
-def cpu_per_call(plan: object, items: int, calls: int, repeat: int) -> float:
+def item_values(items: int, objects: bool) -> list:
+    if not objects:
+        return list(range(items))
+    return [{"id": k, "text": f"item number {k}", "tags": ["a", "b"]} for k in range(items)]
+
+
+def cpu_per_call(plan: object, items: int, calls: int, repeat: int, objects: bool = False) -> float:
     """Best CPU time per call (us) of ``repeat`` runs, after a warm-up run."""
-    data = {"items": list(range(items))}
+    data = {"items": item_values(items, objects)}
     asyncio.run(arun(plan, tools=[noop], input=data))
     best = float("inf")
     for _ in range(repeat):
@@ -73,7 +81,7 @@ def cpu_per_call(plan: object, items: int, calls: int, repeat: int) -> float:
     return best / calls * 1e6
 
 
-def measure(items: int, bodies: list[int], limits: list[int], repeat: int) -> dict[str, float]:
+def measure(items: int, bodies: list[int], limits: list[int], repeat: int, objects: bool) -> dict[str, float]:
     """Every row of the table in this process: ``{row name: us per call}``."""
     from sophon_dsl.compiler import compile_plan
 
@@ -81,10 +89,12 @@ def measure(items: int, bodies: list[int], limits: list[int], repeat: int) -> di
     for b in bodies:
         calls = items * b
         for c in limits:
-            out[f"map body={b} concurrency={c or 'all'}"] = cpu_per_call(map_plan(b, c or None), items, calls, repeat)
+            out[f"map body={b} concurrency={c or 'all'}"] = cpu_per_call(map_plan(b, c or None), items, calls,
+                                                                          repeat, objects)
         flat = flat_plan(items, b)
-        out[f"flat body={b} checked"] = cpu_per_call(flat, items, calls, repeat)
-        out[f"flat body={b} precompiled"] = cpu_per_call(compile_plan(flat, tools=[noop]), items, calls, repeat)
+        out[f"flat body={b} checked"] = cpu_per_call(flat, items, calls, repeat, objects)
+        out[f"flat body={b} precompiled"] = cpu_per_call(compile_plan(flat, tools=[noop]), items, calls, repeat,
+                                                         objects)
     return out
 
 
@@ -104,20 +114,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3, help="with --old: alternated rounds")
     ap.add_argument("--old", help="a checkout of an older commit to compare with")
+    ap.add_argument("--objects", action="store_true", help="items are small objects, not integers")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
     bodies = [int(x) for x in args.body.split(",")]
     limits = [int(x) for x in args.concurrency.split(",")]
     if args.json:
-        print(json.dumps(measure(args.items, bodies, limits, args.repeat)))
+        print(json.dumps(measure(args.items, bodies, limits, args.repeat, args.objects)))
         return
-    print(f"{args.items} items; CPU us per call, best of {args.repeat}; target <= 20 us")
+    print(f"{args.items} {'object' if args.objects else 'integer'} items; CPU us per call, best of {args.repeat}; "
+          "target <= 20 us")
     if not args.old:
-        for name, us in measure(args.items, bodies, limits, args.repeat).items():
+        for name, us in measure(args.items, bodies, limits, args.repeat, args.objects).items():
             print(f"{name:38} {us:7.1f}")
         return
     argv = ["--items", str(args.items), "--body", args.body, "--concurrency", args.concurrency,
-            "--repeat", str(args.repeat)]
+            "--repeat", str(args.repeat), *(["--objects"] if args.objects else [])]
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     new: dict[str, float] = {}
     old: dict[str, float] = {}

@@ -97,12 +97,21 @@ def tolerance_exceeded(spec: MapSpec, failed: int, total: int) -> bool:
 # ---------------------------------------------------------------------------- instances
 
 Subst = Callable[[Reference], Reference]
+#: Where an item's value already is: (the item's name, kind, path), e.g. ``("text", "input",
+#: ("texts", 2))`` for item 2 of a map over ``†input.texts``; then ``†text.title`` reads
+#: ``†input.texts[2].title`` instead of a copy of the item stored for it (runtime/maps.py).
+Source = "tuple[str, str, tuple] | None"
 
 
-def _subst(names: dict[str, str], kind: str) -> Subst:
-    """``†<name>.path`` -> ``†<name>@<item key>.path`` for each scoped name."""
+def _subst(names: dict[str, str], kind: str, source: Source = None) -> Subst:
+    """``†<name>.path`` -> ``†<name>@<item key>.path`` for each scoped name (the item's
+    name to where the item is, given ``source``)."""
     def fn(r: Reference) -> Reference:
-        return r if r.kind not in names else Reference(f"{r.kind}@{kind}", r.path, r.span, r.query)
+        if r.kind not in names:
+            return r
+        if source is not None and r.kind == source[0]:
+            return Reference(source[1], source[2] + r.path, r.span, r.query)
+        return Reference(f"{r.kind}@{kind}", r.path, r.span, r.query)
     return fn
 
 
@@ -110,8 +119,9 @@ def _value(v: Value | None, fn: Subst) -> Value | None:
     return None if v is None else map_references(v, fn)
 
 
-def _rewrite(call: Call, names: dict[str, str], kind: str, after: dict[str, str] | None) -> Call:
-    fn = _subst(names, kind)
+def _rewrite(call: Call, names: dict[str, str], kind: str, after: dict[str, str] | None,
+             source: Source = None) -> Call:
+    fn = _subst(names, kind, source)
     changes: dict[str, Any] = {}
     if call.map is not None:
         inner = call.map
@@ -119,8 +129,9 @@ def _rewrite(call: Call, names: dict[str, str], kind: str, after: dict[str, str]
         kept = {n: s for n, s in names.items() if n not in scope_names(inner)}
         body, result = inner.body, inner.result
         if kept:
-            body = tuple(_rewrite(b, kept, kind, None) for b in inner.body)
-            result = _value(inner.result, _subst(kept, kind))
+            src = source if source is not None and source[0] in kept else None
+            body = tuple(_rewrite(b, kept, kind, None, src) for b in inner.body)
+            result = _value(inner.result, _subst(kept, kind, src))
         spec = replace(inner, over=map_references(inner.over, fn), body=body, result=result)
         changes["map"] = spec
         changes["params"] = (Param("over", spec.over, spec.over.span),)
@@ -263,25 +274,30 @@ class ItemTemplate:
             target = (_fields_of(call.output), outs)
         return _item_call_class(call), tuple(params), target
 
-    def make(self, kind: str) -> tuple[list[Call], list[str], Value | None]:
+    def make(self, kind: str, source: Source = None) -> tuple[list[Call], list[str], Value | None]:
+        """Item ``kind``'s calls, their ids and its result value (``source``: where the
+        item's value is, else it is read from ``<item>@<kind>``)."""
         spec, names = self.spec, self.names
         ids = [kind + t for t in self.tails]
         prefixed = None if self.plain else dict(zip(self.ids, ids))
         at = "@" + kind
+        item = source[0] if source is not None else None
         calls = []
         for call, plan in zip(spec.body, self.plans):
             if plan is None:
-                calls.append(_rewrite(call, names, kind, prefixed))
+                calls.append(_rewrite(call, names, kind, prefixed, source))
                 continue
             cls, params, target = plan
-            ps = tuple([p if type(p) is Param else _build_param(p[0], _build_ref(p[1], p[1][0] + at))
+            ps = tuple([p if type(p) is Param else
+                        _build_param(p[0], _build_ref(p[1], p[1][0] + at) if p[1][0] != item else
+                                     Reference(source[1], source[2] + p[1][1], p[1][2], p[1][3]))  # type: ignore[index]
                         for p in params])
             out = None
             if target is not None:
                 out = _build_target(target[0], tuple([r if type(r) is Reference else _build_ref(r, r[0] + at)
                                                       for r in target[1]]))
             calls.append(_new_item_call(cls, ps, out))
-        result = None if spec.result is None else _value(spec.result, _subst(names, kind))
+        result = None if spec.result is None else _value(spec.result, _subst(names, kind, source))
         return calls, ids, result
 
 

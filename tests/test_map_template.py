@@ -102,3 +102,21 @@ def test_an_item_call_behaves_as_a_call():
     assert type(pickle.loads(pickle.dumps(made))) is Call
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.tool = "h"  # type: ignore[misc]
+
+
+def test_an_item_of_a_stored_list_is_read_where_it_is_not_copied():
+    from sophon_dsl import tool
+    from sophon_dsl.runtime import run
+
+    @tool(name="f")
+    async def f(v: object = None) -> object:
+        return v
+
+    stored = run(loads("$state.out = map($input.xs, as=x) { $local.a = f(v=$x.n); return $local.a }"),
+                 tools=[f], input={"xs": [{"n": 1}, {"n": 2}]})
+    assert stored.status == "succeeded" and stored.state["state"]["out"] == [1, 2]
+    assert not [m for m in stored.log if m["kind"].startswith("x@")]  # no copy of an item
+    literal = run(loads("$state.out = map(over=[{\"n\": 1}], as=x) { $local.a = f(v=$x.n); return $local.a }"),
+                  tools=[f])
+    assert literal.state["state"]["out"] == [1]
+    assert [m["value"] for m in literal.log if m["kind"] == "x@c1[0]"] == [{"n": 1}]  # nowhere else to read it

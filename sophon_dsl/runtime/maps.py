@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from ..dataflow import DataFlow
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
-from ..model import MapSpec, OutputMethod
+from ..model import MapSpec, OutputMethod, Reference
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
 from .inputs import RefState
@@ -42,7 +42,7 @@ class _MapRun:
 
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
-                 "timer", "stopped")
+                 "timer", "stopped", "source")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -67,6 +67,7 @@ class _MapRun:
         self.first_error: tuple[int, ErrorInfo] | None = None
         self.timer: Any = None                    # the @timeout's timer handle
         self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
+        self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
 
 
 class MapDriver:
@@ -105,6 +106,7 @@ class MapDriver:
             s.call_soon(self._end, j, err, None)
             return
         run = _MapRun(j, cid, call.map, over)
+        run.source = _item_source(call.map.over, s.inputs.stream_open)
         s.emit("map_start", "running", j, data={"items": run.n})
         if run.n == 0:
             run.ended = True
@@ -189,12 +191,20 @@ class MapDriver:
         s = self.s
         kind = item_kind(run.cid, k)
         spec = run.spec
-        item, index, local = f"{spec.item}@{kind}", f"{spec.index}@{kind}", f"{LOCAL}@{kind}"
-        self.hidden.update((item, index, local))
-        s.store.write(item, (), run.items[k], OutputMethod.SET, run.cid)
+        hidden = self.hidden
+        hidden.add(f"{LOCAL}@{kind}")
+        source = run.source
+        if source is None:  # the item stored under its own kind (a copy)
+            item = f"{spec.item}@{kind}"
+            hidden.add(item)
+            s.store.write(item, (), run.items[k], OutputMethod.SET, run.cid)
+        else:  # read where it is
+            source = (spec.item, source[0], (*source[1], k))
         if run.template.reads_index:
+            index = f"{spec.index}@{kind}"
+            hidden.add(index)
             s.store.write(index, (), k, OutputMethod.SET, run.cid)
-        calls, ids, result = run.template.make(kind)
+        calls, ids, result = run.template.make(kind, source)
         run.result_values[k] = result
         if not calls:
             self._item_done(run, k)
@@ -326,6 +336,18 @@ def body_wiring(spec: MapSpec, ids: list[str]) -> list[tuple[int, ...] | None] |
         reads.extend(body.inline_reads.get(b, ()))
         known.extend(ws if ref.kind in scope else None for ref, ws in reads)
     return known
+
+
+def _item_source(over: Any, streaming: bool) -> tuple[str, tuple] | None:
+    """Where the map's list is stored, when its items can be read there: the list is a
+    plain path (not a literal, an expression or a JMESPath result), and every writer of it
+    has ended (the map waited for them), so item k's reads of the item go to
+    ``<path>[k]`` and the item is not copied into the store.  Not while a streamed reply
+    is open: there a read of a path waits for the reply's end, and of an item's own kind
+    it does not."""
+    if type(over) is Reference and over.query is None and not streaming:
+        return over.kind, over.path
+    return None
 
 
 def _describe(v: Any) -> str:
