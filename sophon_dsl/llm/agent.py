@@ -320,10 +320,12 @@ class Agent:
                 "stream_order": self.stream_order, "approval_risk": self.approval_risk.label}
 
     def _take_options(self, options: dict) -> None:
-        for name in ("max_turns", "max_calls", "model", "temperature", "max_tokens", "system", "output_schema",
+        for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
                      "state_schema", "stream_order"):
             if name in options:
                 setattr(self, name, options[name])
+        if self.model is None:  # a model named for the resume wins (another provider may need another)
+            self.model = options.get("model")
         if options.get("approval_risk"):
             self.approval_risk = Risk.parse(options["approval_risk"])
 
