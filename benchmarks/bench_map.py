@@ -102,7 +102,9 @@ def in_tree(tree: str, argv: list[str]) -> dict[str, float]:
     """:func:`measure` run in a fresh process on the sources at ``tree``."""
     env = dict(os.environ, PYTHONPATH=tree)  # (this script measures both: the old one may lack --json)
     done = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--json"], env=env, cwd=tree,
-                          check=True, capture_output=True, text=True)
+                          capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the measurement in {tree} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -180,6 +180,7 @@ def _fields_of(node: Any) -> tuple:
 _build_param = _builder(Param, ("value",))
 _build_target = _builder(OutputTarget, ("paths",))
 _build_ref = _builder(Reference, ("kind",))
+_build_ref_at = _builder(Reference, ("kind", "path"))
 
 
 _CALL_FIELDS = tuple(f.name for f in fields(Call))
@@ -290,7 +291,7 @@ class ItemTemplate:
             cls, params, target = plan
             ps = tuple([p if type(p) is Param else
                         _build_param(p[0], _build_ref(p[1], p[1][0] + at) if p[1][0] != item else
-                                     Reference(source[1], source[2] + p[1][1], p[1][2], p[1][3]))  # type: ignore[index]
+                                     _build_ref_at(p[1], source[1], source[2] + p[1][1]))  # type: ignore[index]
                         for p in params])
             out = None
             if target is not None:
