@@ -197,7 +197,8 @@ class CallRunner:
         rec.status = "running"
         rec.started_at = now = _now()  # a timestamp, formatted when read
         rec.started = _perf()
-        s.store.record_started(rec)
+        if s.store_hooks:
+            s.store.record_started(rec)
         s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
                         rec.tool, None, None, None, None, now, None))
 

@@ -108,6 +108,9 @@ class Scheduler:
         self.store: StateStore = store if store is not None else MemoryStore()
         # a durable store (sophon_dsl.durable) journals each call: intents and the commit barrier
         self.journal = self.store if getattr(self.store, "durable", False) else None
+        # whether the store is told when a record starts and ends (the in-memory store
+        # does nothing then: the two calls per call are skipped)
+        self.store_hooks = type(self.store) is not MemoryStore
         self.run_id: str | None = getattr(self.store, "run_id", None)
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_workers)
         if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
@@ -287,7 +290,8 @@ class Scheduler:
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1
-        self.store.record_ended(rec)
+        if self.store_hooks:
+            self.store.record_ended(rec)
         if status == "succeeded":  # (the common case: emit's tuple, built inline)
             self.bus.emit_raw(("plan_step_complete", self.plan_id, self.goal, i, self.n, status, rec.id,
                                rec.tool, rec.attempts, preview(rec.output, self.opts.preview_chars), None,
