@@ -22,6 +22,13 @@
     the largest size from 10,000 / 5,000 / 2,000 / 1,000 predicted to finish
     in time is used for both sides, and the output says so.
 
+``--old TREE`` runs instead: CPU time (``time.process_time``) per call of (b), checked and
+precompiled, and of compiling alone, on this checkout and on ``TREE`` (a checkout of an
+older commit, e.g. ``git worktree add /tmp/old REV``), in fresh processes alternated
+``--rounds`` times, best of ``--repeat`` per process and best over the rounds, with the
+ratios new / old.  CPU time is less sensitive than wall time to the other core's load,
+but a whole process still runs slower now and then: compare within one run.
+
 ``--scaling`` runs instead: ``arun`` (checked) at 1k / 10k / 100k calls (``--sizes``)
 per shape, with the log-log slope between sizes (target <= 1.1) and the tracemalloc
 peak during the run (the plan itself is built before tracing starts).
@@ -36,6 +43,7 @@ Run: python benchmarks/bench_scheduler.py [--calls 1000] [--noop 10000] [--seed 
         [--repeat 3] [--shapes all|old|new|wide,chain,...] [--parts abc] [--no-langgraph]
         [--budget 60] [--validate-input default|on|off]
      python benchmarks/bench_scheduler.py --scaling [--sizes 1k,10k,100k] [--no-memory]
+     python benchmarks/bench_scheduler.py --old /tmp/old_tree [--rounds 3] [--repeat 3] [--shapes ...]
 """
 
 from __future__ import annotations
@@ -43,9 +51,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import operator
+import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from typing import Annotated, Any, Callable, TypedDict
@@ -305,6 +316,56 @@ def scaling(shapes: list[str], sizes: list[int], seed: int, repeat: int, budget:
 
 
 # ---------------------------------------------------------------------------
+# --old: CPU time per call, this tree vs an older one
+
+
+def cpu_seconds(fn: Callable[[], object]) -> float:
+    gc.collect()  # start each run from the same heap
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def cpu_rows(shapes: list[str], n: int, seed: int, repeat: int) -> dict[str, list[float]]:
+    """{shape: [checked, precompiled, compile only]} in CPU us per call, best of ``repeat``."""
+    run_checked(build("chain", 300, seed).plan)  # warm-up: imports, schemas
+    out = {}
+    for shape in shapes:
+        best = [float("inf")] * 3
+        for _ in range(repeat):
+            plan = build(shape, n, seed).plan
+            best[0] = min(best[0], cpu_seconds(lambda: run_checked(plan)))
+            plan = build(shape, n, seed).plan
+            box: list[Any] = []
+            best[2] = min(best[2], cpu_seconds(lambda: box.append(compile_plan(plan, [noop],
+                                                                               require_implementations=True))))
+            best[1] = min(best[1], cpu_seconds(lambda: run_precompiled(box[0])))
+        out[shape] = [t / n * 1e6 for t in best]
+    return out
+
+
+def compare_trees(old: str, shapes: list[str], n: int, seed: int, repeat: int, rounds: int) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    best: dict[str, dict[str, list[float]]] = {"new": {}, "old": {}}
+    for _ in range(rounds):
+        for name, tree in (("old", old), ("new", here)):  # this script measures both trees
+            env = dict(os.environ, PYTHONPATH=tree)
+            cmd = [sys.executable, os.path.abspath(__file__), "--cpu-child", "--shapes", ",".join(shapes),
+                   "--noop", str(n), "--seed", str(seed), "--repeat", str(repeat)]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            for shape, row in json.loads(proc.stdout.splitlines()[-1]).items():
+                prev = best[name].get(shape, [float("inf")] * 3)
+                best[name][shape] = [min(a, b) for a, b in zip(prev, row)]
+    say(f"CPU us per call on {n:,} no-op calls, best of {repeat} runs x {rounds} alternated processes; "
+        f"old = {old}")
+    say(f"    {'shape':<11} {'checked old -> new':>24} {'precompiled old -> new':>26} {'compile old -> new':>24}")
+    for shape in shapes:
+        o, w = best["old"][shape], best["new"][shape]
+        cols = [f"{a:6.1f} -> {b:5.1f} ({b / a:.2f})" for a, b in zip(o, w)]
+        say(f"    {shape:<11} {cols[0]:>24} {cols[1]:>26} {cols[2]:>24}")
+
+
+# ---------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -325,12 +386,21 @@ def main() -> None:
     ap.add_argument("--scaling", action="store_true", help="time and memory at --sizes instead of (a)-(c)")
     ap.add_argument("--sizes", default="1k,10k,100k", help="--scaling sizes (default 1k,10k,100k)")
     ap.add_argument("--no-memory", action="store_true", help="--scaling without the tracemalloc run")
+    ap.add_argument("--old", help="compare CPU time per call with this checkout of an older commit")
+    ap.add_argument("--rounds", type=int, default=3, help="--old: alternated processes per tree")
+    ap.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     shapes = parse_shapes(a.shapes)
     if a.validate_input != "default":
         RUN_OPTIONS["validate_input"] = a.validate_input == "on"
     say(f"python {sys.version.split()[0]}; input validation: {a.validate_input}; "
         f"budget {a.budget:g} s per measurement")
+    if a.cpu_child:  # one process of --old: JSON on the last line
+        print(json.dumps(cpu_rows(shapes, a.noop, a.seed, a.repeat)))
+        return
+    if a.old:
+        compare_trees(a.old, shapes, a.noop, a.seed, a.repeat, a.rounds)
+        return
     if a.scaling:
         scaling(shapes, parse_sizes(a.sizes), a.seed, a.repeat, a.budget, not a.no_memory)
         return
