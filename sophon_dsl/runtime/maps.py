@@ -187,6 +187,10 @@ class MapDriver:
         finally:
             run.filling = False
 
+    def _refill(self, run: _MapRun) -> None:
+        run.filling = False
+        self._fill(run)
+
     def _expand(self, run: _MapRun, k: int) -> None:
         s = self.s
         kind = item_kind(run.cid, k)
@@ -248,7 +252,9 @@ class MapDriver:
             run.ended = True
             s.call_soon(self._end, run.j, None, run.results)
             return
-        self._fill(run)
+        if not run.filling:  # the items that end in this pass of the loop make room together:
+            run.filling = True  # their successors are expanded in one go, next pass
+            self.s.call_soon(self._refill, run)
 
     def _result(self, run: _MapRun, k: int) -> tuple[Any, ErrorInfo | None]:
         get = self.s.store.get
