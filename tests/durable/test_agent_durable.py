@@ -233,6 +233,11 @@ def test_cli_records_shows_and_resumes_an_agent_run(tmp_path, capsys):
     assert again["output"] == 10 and again["state"] == {"state": {"a": 10}}
     assert main(["resume", "nope", "--store", url]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+    tools.write_text(tools.read_text().replace("n * 10", "n * 11"), encoding="utf-8")
+    assert main(["resume", rid, "--store", url, "--provider", f"scripted:{never}"]) == 2
+    assert "Store.PlanChanged" in capsys.readouterr().err
+    assert main(["resume", rid, "--store", url, "--provider", f"scripted:{never}", "--force"]) == 0
+    assert "replaying the recorded reply" in capsys.readouterr().err
     assert main(["agent", "go", "--tools", str(tools), "--no-stdlib", "--no-store", "--provider",
                  f"scripted:{script}"]) == 0
     assert "run id" not in capsys.readouterr().err
