@@ -86,6 +86,20 @@ def dumps(value: Any) -> str:
     return "".join(_make_encoder({}, _refuse, _encode_str, None, ":", ",", False, False, False)(value, 0))
 
 
+# one encoder for values that cannot be circular (no circularity check: no state between calls)
+_flat = _make_encoder(None, _refuse, _encode_str, None, ":", ",", False, False, False) if _make_encoder else None
+SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def dumps_flat(value: Any) -> str:
+    """:func:`dumps` of a value the caller built that cannot hold itself: its own dict or
+    tuple around scalars and tuples of scalars (a log entry whose value is a scalar, the
+    record of a call with no error and no output kept)."""
+    if _flat is None:  # pragma: no cover - no C accelerator
+        return dumps(value)
+    return "".join(_flat(value, 0))
+
+
 Op = Callable[[Any], Any]  # run with the backend's cursor inside the batch's transaction
 
 

@@ -27,7 +27,7 @@ from ..runtime.errors import ErrorInfo
 from ..runtime.result import CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
 from ..runtime.store import MemoryStore
-from .base import dumps
+from .base import SCALARS, dumps, dumps_flat
 
 __all__ = ["CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
 
@@ -95,8 +95,10 @@ class Journal(MemoryStore):
         out = self.sched.calls[rec.index].output if self.sched is not None else None
         written = _written_indexes(out, rec) if out is not None else ()
         try:  # (an entry is a tuple of six: its JSON is entry_json's)
-            rows = [(run_id, seq, dumps(e)) for seq, e in enumerate(self.log.entries(start), start)]
-            record = dumps(record_json(rec, written))
+            rows = [(run_id, seq, dumps_flat(e) if type(e[2]) in SCALARS else dumps(e))
+                    for seq, e in enumerate(self.log.entries(start), start)]
+            data = record_json(rec, written)
+            record = dumps_flat(data) if data["error"] is None and type(data["output"]) in SCALARS else dumps(data)
         except Exception as exc:  # noqa: BLE001 - a value the store cannot hold: the run stops
             self.fail(exc)
             return
@@ -124,7 +126,9 @@ class Journal(MemoryStore):
             batch.resolve(self.failure)
             return
         last = (self.run_id, batch.log[-1][1]) if batch.log else ()
-        landing = self.backend.commit_rows(batch.log, batch.calls, batch.intents, last,
+        now = time.time()
+        intents = [(*row, now) for row in batch.intents]
+        landing = self.backend.commit_rows(batch.log, batch.calls, intents, last,
                                            (self._loop, partial(self._landed, batch)))
         self.committing.append(landing)
 
@@ -185,13 +189,23 @@ class Journal(MemoryStore):
 
     async def commit_intent(self, call_id: str) -> ErrorInfo | None:
         """Commit call ``call_id``'s intent (in this pass's batch); an error if the store failed."""
-        if self.failure is not None:
-            return self.failure_error()
-        batch = self._batch or self._open_batch()
-        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}", time.time()))
+        return self.intent_outcome(await self.intent_landing(call_id))
+
+    def intent_landing(self, call_id: str) -> asyncio.Future:
+        """Queue call ``call_id``'s intent in this pass's batch: a future of None once it is
+        committed, or of the store's error (what :meth:`intent_outcome` takes)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         done = self._loop.create_future()  # one per call: a cancelled waiter cancels only its own
+        if self.failure is not None:
+            done.set_result(self.failure)
+            return done
+        batch = self._batch or self._open_batch()
+        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}"))
         batch.waiters.append(done)
-        exc = await done
+        return done
+
+    def intent_outcome(self, exc: BaseException | None) -> ErrorInfo | None:
         if exc is not None:
             self.fail(exc)
             return self.failure_error()

@@ -197,7 +197,8 @@ class DurableRun:
         if cid in self.doubt:
             self.doubt.discard(cid)
             return await self._in_doubt(runner, i, call, args)
-        return await self.journal.commit_intent(cid)
+        journal = self.journal  # (commit_intent without a coroutine of its own: once per call)
+        return journal.intent_outcome(await journal.intent_landing(cid))
 
     async def _in_doubt(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
         sched = self.journal.sched
