@@ -328,7 +328,10 @@ def test_a_second_ctrl_c_prints_no_traceback(ws: Path) -> None:
         proc.send_signal(signal.SIGINT)
     out, err = ended_within(proc, SLEEP / 2)
     assert "Traceback" not in err, err
-    assert proc.returncode in (1, 130)
+    # 1: the run ended cancelled before the second Ctrl-C; 130: it came while the command was
+    # still running; -SIGINT: it came during the interpreter's own shutdown, where Python has
+    # put back the default action (death by SIGINT, which a shell reports as 130 too)
+    assert proc.returncode in (1, 130, -signal.SIGINT)
 
 
 def test_handle_cancel_ends_the_program_without_waiting_for_the_tool(ws: Path) -> None:
