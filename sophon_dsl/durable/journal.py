@@ -91,21 +91,24 @@ class Journal(MemoryStore):
     def record_ended(self, rec: CallRecord) -> None:
         if rec.status == "cancelled" or self.failure is not None:
             return  # not committed: it runs again on resume (its entries wait for the next commit)
-        start, run_id = self._sent, self.run_id
+        # (few objects per call: each one the cyclic collector tracks brings its next pass nearer)
+        seq, run_id = self._sent, self.run_id
         out = self.sched.calls[rec.index].output if self.sched is not None else None
         written = _written_indexes(out, rec) if out is not None else ()
+        batch = self._batch or self._open_batch()
+        rows = batch.log
+        kept = len(rows)
         try:  # (an entry is a tuple of six: its JSON is entry_json's)
-            rows = [(run_id, seq, dumps_flat(e) if type(e[2]) in SCALARS else dumps(e))
-                    for seq, e in enumerate(self.log.entries(start), start)]
+            for e in self.log.entries(seq):
+                rows.append((run_id, seq, dumps_flat(e) if type(e[2]) in SCALARS else dumps(e)))
+                seq += 1
             data = record_json(rec, written)
             record = dumps_flat(data) if data["error"] is None and type(data["output"]) in SCALARS else dumps(data)
         except Exception as exc:  # noqa: BLE001 - a value the store cannot hold: the run stops
+            del rows[kept:]
             self.fail(exc)
             return
-        self._sent = start + len(rows)
-        batch = self._batch or self._open_batch()
-        if rows:
-            batch.log += rows
+        self._sent = seq
         batch.calls.append((run_id, rec.id, record))
         batch.ended.append(rec.index)
         self._waiting[rec.index] = False
@@ -126,9 +129,7 @@ class Journal(MemoryStore):
             batch.resolve(self.failure)
             return
         last = (self.run_id, batch.log[-1][1]) if batch.log else ()
-        now = time.time()
-        intents = [(*row, now) for row in batch.intents]
-        landing = self.backend.commit_rows(batch.log, batch.calls, intents, last,
+        landing = self.backend.commit_rows(batch.log, batch.calls, batch.intents, last,
                                            (self._loop, partial(self._landed, batch)))
         self.committing.append(landing)
 
@@ -201,7 +202,7 @@ class Journal(MemoryStore):
             done.set_result(self.failure)
             return done
         batch = self._batch or self._open_batch()
-        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}"))
+        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}", time.time()))
         batch.waiters.append(done)
         return done
 
@@ -238,6 +239,8 @@ def _written_indexes(out: Any, rec: CallRecord) -> tuple[int, ...]:
         return ()
     paths = out.paths
     if type(done) is tuple:
+        if len(done) == 1:  # (the common case, without a generator)
+            return (paths.index(done[0]),)
         return tuple(paths.index(p) for p in done)
     return tuple(k for k, p in enumerate(paths) if p.text() in done)
 
