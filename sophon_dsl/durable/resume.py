@@ -10,18 +10,16 @@ doubt*: idempotent ones re-run with the same idempotency key, the others follow 
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from ..runtime.api import finish_run, make_run
 from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
 from .planload import load_stored_plan
-from .session import WAIT, DurableRun, owner_id, plan_hash
+from .session import WAIT, DurableRun, collector_paused, owner_id, plan_hash
 
 __all__ = ["LEASE_HELD", "PLAN_CHANGED", "RUN_NOT_FOUND", "WRONG_KIND", "StoreRunError", "aresume", "resume"]
 
@@ -79,7 +77,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
                                             f"'sophon-dsl resume {run_id}' or its own aresume")
         # what a resume reads (the plan, its check, a row per committed call) is acyclic: the
         # cyclic collector would only walk it again and again while it is built
-        with _collector_paused():
+        with collector_paused():
             plan = load_stored_plan(spec["plan"])
             wait = isinstance(approve, str) and approve.lower() == WAIT
             opts = {**options, "approve": None if wait else approve}
@@ -103,18 +101,6 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
     finally:
         if owned:
             backend.close()
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """``gc`` off for a bulk load (on again after, if it was on)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def resume(run_id: str, store: Any = None, tools: Any = None, **options: Any) -> RunResult:

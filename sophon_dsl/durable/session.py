@@ -12,12 +12,14 @@ with ``approve=...``) continues it later, from any process.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import inspect
 import os
 import socket
 import uuid
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..maps import body_ids
 from ..model import Call, Plan
@@ -72,10 +74,25 @@ def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: 
     backend = open_store(store)
     run = DurableRun(backend, handle.run_id)
     run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
-    # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
-    run.register(dumps(plan_to_document(plan)), plan, prep.registry, {**data, "plan_id": handle.plan_id})
+    # the plan as compact JSON (a JSON plan document; read back with loads(text, "json")); the
+    # document is acyclic and dropped at once: the cyclic collector need not count it
+    with collector_paused():
+        text = dumps(plan_to_document(plan))
+    run.register(text, plan, prep.registry, {**data, "plan_id": handle.plan_id})
     handle.durable = run
     return run.approver(approver)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """``gc`` off while acyclic data is built in bulk (on again after, if it was on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _idempotent(spec: Any) -> bool:
