@@ -261,6 +261,7 @@ class DataFlow:
         self._readers: dict[tuple, list[int]] | None = None   # streaming: key -> read slots
         self._readers_below: dict[tuple, list[int]] | None = None
         self._pending_after: dict[str, list[int]] = {}       # streaming: id named before it came
+        self._positions: tuple[int, ...] = ()                # build(): 0..n-1, see there
 
     # -- building ----------------------------------------------------------------
 
@@ -269,12 +270,15 @@ class DataFlow:
         """The whole plan's flow at once (every write indexed before any read resolves)."""
         flow = cls(ids)
         flow.calls = list(calls)
+        # one int object per position, shared by the index, the writers, the read offsets
+        # and the order (an int above 256 is 32 bytes; a plan's tables held four per call)
+        positions = flow._positions = tuple(range(len(flow.calls)))
         index: dict[str, int] = {}
-        for i, cid in enumerate(flow.ids):
+        for i, cid in zip(positions, flow.ids):
             index.setdefault(cid, i)
         flow.index = index
         index_writes = flow._index_writes
-        for i, call in enumerate(calls):
+        for i, call in zip(positions, calls):
             if call.output is not None:
                 index_writes(i, call)
         flow._wire_all(calls)
@@ -289,6 +293,8 @@ class DataFlow:
         offs_add, control_add, deps_add = self.read_offs.append, self.control.append, self.deps.append
         wire_value = self._wire_value
         backward = True
+        positions = self._positions
+        n = len(positions)
         for i, call in enumerate(calls):
             start = len(refs)
             for p in call.params:
@@ -321,7 +327,7 @@ class DataFlow:
                     ref_add(r)
                     ws_add(resolve(r.kind, r.path, i))
             end = len(refs)
-            offs_add(end)
+            offs_add(positions[end] if end < n else end)
             if call.after:
                 ctl = self._after(i, call)
                 control_add(ctl)
@@ -640,7 +646,7 @@ class DataFlow:
         graph has a cycle (then the calls on cycles come last, in position order)."""
         n = len(self.calls)
         if self.backward:
-            return tuple(range(n)), False
+            return (self._positions if len(self._positions) == n else tuple(range(n))), False
         indeg = [len(d) for d in self.deps]
         succ = self.successors()
         heap = [i for i in range(n) if indeg[i] == 0]

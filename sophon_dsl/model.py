@@ -5,7 +5,10 @@ plus a tuple of :class:`Call` values.  Parameter values are :data:`Value`
 trees: literals, lists, objects, references, reference expressions and
 string templates.  Every node carries a :class:`~sophon_dsl.diagnostics.Span`
 pointing back into its source; spans are excluded from equality, so the same
-plan written in two forms compares equal.
+plan written in two forms compares equal.  A loader may store a
+:class:`DeferredSpans` in a node's span fields instead (the JSON reader does, for
+calls): reading the field then asks it for the node's span, so a plan keeps no
+``Span`` objects until a diagnostic wants one (see :class:`DeferredSpans`).
 
 JSON Schemas and other free-form JSON (``model_hint``, schemas, tool
 declarations) are stored as plain ``dict``/``list`` values and must be treated
@@ -24,6 +27,7 @@ from .values import query_text, references, to_source_json
 __all__ = [
     "ARGUMENT_METHODS",
     "Call",
+    "DeferredSpans",
     "Expression",
     "InitialData",
     "ListValue",
@@ -51,6 +55,63 @@ PathSegment = Union[str, int]
 
 def _span() -> Any:
     return field(default=None, compare=False, repr=False)
+
+
+class DeferredSpans:
+    """Spans a loader did not build: stored in the span fields of the nodes it made, and
+    asked for the span of one node when that field is read.
+
+    A plan of 100k calls would otherwise hold eight or nine ``Span`` objects per call
+    (about 0.8 KB with their line numbers), while only the nodes a diagnostic names need
+    one.  ``resolve(node, name)`` returns what the field ``name`` (``span``,
+    ``tool_span`` or ``attr_spans``) of ``node`` would have held, or ``None``.
+    """
+
+    __slots__ = ()
+
+    def resolve(self, node: Any, name: str) -> Any:
+        raise NotImplementedError
+
+
+class _SpanField:
+    """The span field ``name`` of a model class, in place of its slot: a stored span is
+    returned as it is, a stored :class:`DeferredSpans` answers for the node."""
+
+    __slots__ = ("slot", "name")
+
+    def __init__(self, slot: Any, name: str):
+        self.slot = slot
+        self.name = name
+
+    def __get__(self, node: Any, owner: Any = None) -> Any:
+        if node is None:
+            return self
+        value = self.slot.__get__(node, owner)
+        if isinstance(value, DeferredSpans):
+            return value.resolve(node, self.name)
+        return value
+
+    def __set__(self, node: Any, value: Any) -> None:
+        self.slot.__set__(node, value)
+
+    def __delete__(self, node: Any) -> None:
+        self.slot.__delete__(node)
+
+
+def _span_fields(*names: str):
+    """Class decorator (applied after ``dataclass``): ``names`` read through :class:`_SpanField`."""
+    def wrap(cls):
+        for name in names:
+            setattr(cls, name, _SpanField(cls.__dict__[name], name))
+        return cls
+    return wrap
+
+
+def stored_span(node: Any, name: str = "span") -> Any:
+    """What the span field ``name`` of ``node`` holds, without resolving it: a ``Span``,
+    ``None`` or the loader's :class:`DeferredSpans` (to tell whether a node's spans have
+    been built, or to copy them to a node that stands for it)."""
+    return type(node).__dict__[name].slot.__get__(node, type(node))
 
 
 class Mode(str, Enum):
@@ -98,6 +159,7 @@ class Risk(int, Enum):
 # Values
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class Literal:
     """A JSON scalar: str, int, float, bool or None."""
@@ -108,6 +170,7 @@ class Literal:
     span: Span | None = _span()
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class ListValue:
     node_kind = "list"  # how sophon_dsl.values dispatches (not a field)
@@ -116,6 +179,7 @@ class ListValue:
     span: Span | None = _span()
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class ObjectValue:
     """An object literal; ``entries`` keep their source order."""
@@ -132,6 +196,7 @@ class ObjectValue:
         return None
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class Reference:
     """``†<kind>.<path>``: ``kind`` is ``input``, ``state``, ``data`` or a declared kind.
@@ -166,6 +231,7 @@ class Reference:
         return self.text()
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class Expression:
     """``a || b || c`` (fallback: leftmost that gets a value) or ``a && b`` (gate: all; value of last)."""
@@ -180,6 +246,7 @@ class Expression:
         return f" {self.op} ".join(r.text(dagger) for r in self.operands)
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class Template:
     """A string with embedded references, interpolated as text at run time.
@@ -200,6 +267,7 @@ Value = Union[Literal, ListValue, ObjectValue, Reference, Expression, Template]
 # Calls
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
@@ -207,6 +275,7 @@ class Param:
     span: Span | None = _span()
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class OutputTarget:
     """Where a call's result goes.
@@ -249,6 +318,7 @@ class RetryPolicy:
         return out
 
 
+@_span_fields("span", "tool_span", "attr_spans")
 @dataclass(frozen=True, slots=True)
 class Call:
     """One tool call: a node of the plan's data-flow graph.
@@ -305,6 +375,7 @@ class Call:
         return self.span
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class MapSpec:
     """``map``: the calls of ``body`` run once per item of the list ``over``.

@@ -60,13 +60,31 @@ def read_groups(value: Value) -> list[tuple[Any, list[Reference], bool]]:
 
 
 def _where_values(ctx: Any, i: int, call: Call):
-    """(value, where, fallback span) of each parameter of call ``i`` that may read."""
+    """(value, where, fallback) of each parameter of call ``i`` that may read; the fallback
+    is the node whose span stands in when the reading node has none (a span is read only
+    for a diagnostic: a JSON plan's spans are built when first read)."""
     for p in call.params:
         if p.value.node_kind != "literal":
-            yield p.value, f"parameter '{p.name}' of call {ctx.ids[i]}", p.span or ctx.call_span(i)
+            yield p.value, f"parameter '{p.name}' of call {ctx.ids[i]}", _Fallback(ctx, i, p)
     if call.map is not None:  # what its body reads outside the item (sophon_dsl.maps)
         for value in outer_values(call.map):
-            yield value, f"the body of map {ctx.ids[i]}", value.span or ctx.call_span(i)
+            yield value, f"the body of map {ctx.ids[i]}", _Fallback(ctx, i, value)
+
+
+class _Fallback:
+    """The span of ``node``, else of call ``i``: read only when a diagnostic needs it."""
+
+    __slots__ = ("ctx", "i", "node")
+
+    def __init__(self, ctx: Any, i: int, node: Any):
+        self.ctx, self.i, self.node = ctx, i, node
+
+    def span(self) -> Any:
+        return self.node.span or self.ctx.call_span(self.i)
+
+
+def _fallback_span(fallback: _Fallback | None) -> Any:
+    return fallback.span() if fallback is not None else None
 
 
 class UnknownKinds(Rule):
@@ -103,7 +121,7 @@ class UnknownKinds(Rule):
     def check_output(self, value: Value) -> None:
         self.check_value(value, None, "the plan's output", None)
 
-    def check_value(self, value: Value, i: int | None, where: str, fallback: Any) -> None:
+    def check_value(self, value: Value, i: int | None, where: str, fallback: _Fallback | None) -> None:
         ctx = self.ctx
         for node, refs, _ in read_groups(value):
             for r in refs:
@@ -115,7 +133,8 @@ class UnknownKinds(Rule):
                        f"{', '.join(kinds)}; other kinds exist only when a call writes them)")
                 if hint:
                     msg += f"; did you mean '{hint[0]}'?"
-                ctx.diag("E306", msg, r.span or node.span or fallback, call=i, data={"kind": r.kind})
+                ctx.diag("E306", msg, r.span or node.span or _fallback_span(fallback), call=i,
+                         data={"kind": r.kind})
 
 
 class ReadSources(Rule):
@@ -142,7 +161,7 @@ class ReadSources(Rule):
         if ctx.output is not None:
             self.check_value(ctx.output, None, "the plan's output", None)
 
-    def check_value(self, value: Value, i: int | None, where: str, fallback: Any) -> None:
+    def check_value(self, value: Value, i: int | None, where: str, fallback: _Fallback | None) -> None:
         ctx = self.ctx
         known, has_source = ctx.known_kind, ctx.has_source
         for node, group, any_of in read_groups(value):
@@ -155,7 +174,6 @@ class ReadSources(Rule):
             missing = [r for r in present if not has_source(r, i)]
             if any_of and (unknown or not missing or len(missing) < len(present)):
                 continue
-            span = node.span or fallback
             for r in (missing[:1] if any_of else missing):
                 # Without a state schema the state is an open world: earlier turns or the
                 # caller's initial state may hold the path, so this is only a warning.
@@ -166,7 +184,8 @@ class ReadSources(Rule):
                 if any_of:
                     data["alternatives"] = [{"kind": m.kind, "path": list(m.path)} for m in missing]
                 ctx.diag("W303" if open_state else "E301",
-                         self.message(where, r, any_of and len(present) > 1), r.span or span, call=i,
+                         self.message(where, r, any_of and len(present) > 1),
+                         r.span or node.span or _fallback_span(fallback), call=i,
                          data=data)
 
     def message(self, where: str, ref: Reference, all_fallbacks: bool) -> str:

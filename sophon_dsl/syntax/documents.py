@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import Any, Callable
 
 from ..diagnostics import Diagnostic, Span
 from ..model import (Call, InitialData, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
@@ -60,6 +60,7 @@ from .map_syntax import MAP_KEY, map_from_node
 from ..maps import MAP_TOOL
 from .declarations import DECL_FIELDS, refine, schema_problems
 from .located import LazySpanPaths, LocatedNode
+from .source_spans import SourceSpans
 
 __all__ = ["document_to_plan", "inferred_input_schema", "tool_decls_from_node", "META_PROPERTIES", "HEADER_KEYS",
            "STEP_TOOL"]
@@ -115,6 +116,16 @@ class _Reader:
         # id(declaration) -> (declaration, the ToolDecl fields it gives), for refine(); the
         # declaration is held so that its id is not reused while the reader lives
         self.given: dict[int, tuple[ToolDecl, frozenset[str]]] = {}
+        # Deferred spans (source_spans): ``built`` lists the calls read by ``call`` outside
+        # maps, in order, when the loader asked for deferred spans (``spans`` set: their
+        # nodes get it instead of a Span) or is building them (``spans`` None: the twins).
+        # ``lazy`` is what the call being read gives its nodes (None: their own spans).
+        self.spans: SourceSpans | None = None
+        self.built: list[Call] | None = None
+        self.lazy: SourceSpans | None = None
+        # path -> itself: a plan names each output path in its writer and again in every
+        # reader, and they all share one path tuple (and its names)
+        self.paths: dict[tuple, tuple] = {}
 
     def err(self, code: str, message: str, where: LocatedNode | Span | None,
             path: str | None = None) -> None:
@@ -136,7 +147,7 @@ class _Reader:
                     ok = False
                 else:
                     entries.append((k, cv))
-            return ObjectValue(tuple(entries), node.span) if ok else None
+            return ObjectValue(tuple(entries), self.lazy or node.span) if ok else None
         if node.is_array:
             items, ok = [], True
             for v in node.value:
@@ -145,14 +156,34 @@ class _Reader:
                     ok = False
                 else:
                     items.append(cv)
-            return ListValue(tuple(items), node.span) if ok else None
+            return ListValue(tuple(items), self.lazy or node.span) if ok else None
         if isinstance(node.value, str):
             try:
-                return parse_string_value(node.value, node.span)
+                return self.string_value(node.value, self.lazy or node.span)
             except ReferenceSyntaxError as exc:
                 self.err("E105", str(exc), self.inner_span(node, exc.offset), node.path)
-                return Literal(node.value, node.span)
-        return Literal(node.value, node.span)
+                return Literal(node.value, self.lazy or node.span)
+        return Literal(node.value, self.lazy or node.span)
+
+    def string_value(self, text: str, span: Any) -> Value:
+        """:func:`parse_string_value`, sharing the path of a reference read before."""
+        value = parse_string_value(text, span)
+        if type(value) is Reference:
+            self.share_path(value)
+        return value
+
+    def reference(self, text: str, span: Any) -> Reference:
+        """:func:`parse_reference`, sharing the path of a reference read before."""
+        return self.share_path(parse_reference(text, span))
+
+    def share_path(self, ref: Reference) -> Reference:
+        path = ref.path
+        if path:
+            shared = self.paths.setdefault(path, path)
+            if shared is not path:
+                # the reference was made here a moment ago and nothing else holds it yet
+                object.__setattr__(ref, "path", shared)
+        return ref
 
     @staticmethod
     def inner_span(node: LocatedNode, offset: int) -> Span:
@@ -200,7 +231,7 @@ class _Reader:
         paths = []
         for part in parts:
             try:
-                paths.append(parse_reference(part, node.span))
+                paths.append(self.reference(part, self.lazy or node.span))
             except ReferenceSyntaxError:
                 hint = " (write '†', not '$', in JSON/YAML)" if part.startswith("$") else ""
                 self.err("E106", f"malformed output path {part!r}: expected †kind.name[.name|[index]]..."
@@ -213,6 +244,25 @@ class _Reader:
         return tuple(paths), op
 
     def call(self, node: LocatedNode) -> Call | None:
+        if self.built is None:
+            return self._call(node)
+        if node.is_object and node.get(MAP_KEY) is not None:
+            built, self.built = self.built, None  # a map and its body keep their spans (rare)
+            try:
+                return self._call(node)
+            finally:
+                self.built = built
+        outer, self.lazy = self.lazy, self.spans
+        try:
+            call = self._call(node)
+        finally:
+            self.lazy = outer
+        if call is not None:
+            self.built.append(call)
+        return call
+
+    def _call(self, node: LocatedNode) -> Call | None:
+        lazy = self.lazy
         if not node.is_object:
             self.err("E102", f"a call must be an object with a \"_tool\" property, got {node.describe()}", node)
             return None
@@ -248,6 +298,9 @@ class _Reader:
                 if val is None:
                     ok = False
                 else:
+                    if lazy is not None:
+                        params.append(Param(param_name(key), val, lazy))
+                        continue
                     # node.entry_span(key) without finding the entry again
                     ks, vs = key_spans.get(key), vnode.span
                     span = vs if ks is None else Span(ks.line, ks.column, vs.end_line, vs.end_column)
@@ -261,7 +314,8 @@ class _Reader:
                 self.err("E104", f"unknown meta-property {key!r}{hint}",
                          node.key_span(key), vnode.path)
                 continue  # left out, as in the DSL: the call stays for the other checks
-            attr_spans.append((key, vnode.span))
+            if lazy is None:
+                attr_spans.append((key, vnode.span))
             res: Any = None
             if key == "_tool":
                 continue
@@ -303,7 +357,11 @@ class _Reader:
         output = None
         if path_node is not None:
             paths, op = parsed_path
-            output = OutputTarget(paths, op, OutputMethod.SET if method is None else method, path_node.span)
+            output = OutputTarget(paths, op, OutputMethod.SET if method is None else method,
+                                  lazy or path_node.span)
+        if lazy is not None:
+            return Call(tool=tool, params=tuple(params), output=output, span=lazy, tool_span=lazy,
+                        attr_spans=lazy, **kw)  # type: ignore[arg-type]
         return Call(tool=tool, params=tuple(params), output=output, span=node.span,
                     tool_span=tool_node.span if tool_node is not None else None,
                     attr_spans=tuple(attr_spans), **kw)
@@ -778,12 +836,18 @@ def _shape_name(node: LocatedNode) -> str:
 
 
 def document_to_plan(node: LocatedNode | None, file: str | None = None, source: str | None = None,
-                     form: str = "json") -> tuple[Plan, list[Diagnostic]]:
+                     form: str = "json", *, deferred_spans: bool = False) -> tuple[Plan, list[Diagnostic]]:
     """Build a :class:`Plan` from a located document. Never raises.
 
     A call with any problem is reported and left out; the rest still load.
+    ``deferred_spans``: the calls' nodes get their spans when first asked, by reading
+    ``source`` again (:mod:`.source_spans`); ``node`` must be ``source`` read in ``form``.
     """
     reader = _Reader(file)
+    spans = None
+    if deferred_spans and node is not None and source is not None and form in _READERS:
+        spans = reader.spans = SourceSpans(_calls_again(source, form, file))
+        reader.built = []
     fields: dict[str, Any] = {}
     if node is not None:
         try:
@@ -800,7 +864,27 @@ def document_to_plan(node: LocatedNode | None, file: str | None = None, source: 
         paths = _lazy_paths(source, form) if source is not None and form in _READERS \
             else node.span_paths()
     plan = Plan(**fields, file=file, source=source, form=form, span_paths=paths)
+    if spans is not None:
+        spans.bind(tuple(reader.built or ()))
     return plan, reader.diags
+
+
+def _calls_again(source: str, form: str, file: str | None) -> Callable[[], list[Call]]:
+    """What :class:`SourceSpans` rebuilds: the calls ``document_to_plan`` deferred, with spans."""
+    read = _READERS[form]
+
+    def rebuild() -> list[Call]:
+        node = read(source)
+        reader = _Reader(file)
+        reader.built = []
+        if node is not None:
+            try:
+                reader.document(node)
+            except RecursionError:  # pragma: no cover - the first reading got past it
+                return []
+        return reader.built
+
+    return rebuild
 
 
 def _json_node(source: str) -> LocatedNode | None:
