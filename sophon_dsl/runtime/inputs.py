@@ -187,17 +187,20 @@ class InputResolver:
         being ``writers``; MISSING when it has none (yet): :meth:`_state_among` says why.
         The hot path of every run: a read is ready once each of its writers has ended and
         one of them wrote an overlapping path (usually its only writer, this very path)."""
-        if writers:
+        if len(writers) == 1:
+            j = writers[0]
+            if not self.ended[j]:
+                return MISSING
+            done = self.wrote[j]
+            if not (len(done) == 1 and done[0].path == ref.path and done[0].kind == ref.kind) and \
+                    not self._written_by(ref, writers):
+                return MISSING
+        elif writers:
             ended = self.ended
             for j in writers:
                 if not ended[j]:
                     return MISSING
-            if len(writers) == 1:
-                done = self.wrote[writers[0]]
-                if not (len(done) == 1 and done[0].path == ref.path and done[0].kind == ref.kind) and \
-                        not self._written_by(ref, writers):
-                    return MISSING
-            elif not self._written_by(ref, writers):
+            if not self._written_by(ref, writers):
                 return MISSING
         value = self.get(ref.kind, ref.path)
         if value is MISSING or ref.query is None:
