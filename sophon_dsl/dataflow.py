@@ -525,9 +525,9 @@ class DataFlow:
 
         ``known`` holds, for each read of the group's calls (call by call, each in
         :meth:`reads` order, inline output last), the writers as offsets within the group,
-        or None for a read wired against the flow like :meth:`add_call`'s.  The group writes only its own
-        paths (an item's kinds): no earlier call gains an edge, and its writes are not
-        indexed.  Cost: the calls and their reads, no lookup for a known read."""
+        or None for a read wired against the flow like :meth:`add_call`'s.  The group
+        writes only its own paths (an item's kinds): no earlier call gains an edge, and its
+        writes are not indexed.  Cost: the calls and their reads, no lookup for a known read."""
         first = len(self.calls)
         self.calls.extend(calls)
         self.ids.extend(ids)
