@@ -327,12 +327,16 @@ class RunStore:
         """Done once every operation queued before it is done (the queue is run in order)."""
         return self.submit(lambda cur: None)
 
-    def _statements(self) -> tuple:
-        """How the per-call rows are written: ``(add_log, add_call, add_intent, set_last)``,
-        each ``writer(cur, rows)`` (a backend may send many rows its own way)."""
+    def _statements(self) -> tuple[str, str, str, str]:
         st = self.__dict__.get("_stmts")
         if st is None:
-            st = self._stmts = tuple(_Many(self.sql(text)) for text in _ROW_STATEMENTS)
+            st = self._stmts = (
+                self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)"),
+                self.sql("INSERT INTO calls (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
+                         "DO UPDATE SET record = excluded.record"),
+                self.sql("INSERT INTO intents (run_id, call_id, idem_key, created) VALUES (?,?,?,?) "
+                         "ON CONFLICT (run_id, call_id) DO NOTHING"),
+                self.sql("UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?"))
         return st
 
     def put_decision(self, run_id: str, name: str, decision: dict) -> Future:
@@ -480,35 +484,14 @@ class _RowsOp:
         one = ops[0] if len(ops) == 1 else None
         log = one.log if one is not None else [r for op in ops for r in op.log]
         if log:
-            add_log(cur, log)
-            set_last(cur, _last_seqs(ops))
+            cur.executemany(add_log, log)
+            cur.executemany(set_last, _last_seqs(ops))
         calls = one.calls if one is not None else [r for op in ops for r in op.calls]
         if calls:
-            add_call(cur, calls)
+            cur.executemany(add_call, calls)
         intents = one.intents if one is not None else [r for op in ops for r in op.intents]
         if intents:
-            add_intent(cur, intents)
-
-
-_ROW_STATEMENTS = (
-    "INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)",
-    "INSERT INTO calls (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
-    "DO UPDATE SET record = excluded.record",
-    "INSERT INTO intents (run_id, call_id, idem_key, created) VALUES (?,?,?,?) ON CONFLICT (run_id, call_id) DO NOTHING",
-    "UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?",
-)
-
-
-class _Many:
-    """A statement run once per row (``executemany``)."""
-
-    __slots__ = ("sql",)
-
-    def __init__(self, sql: str) -> None:
-        self.sql = sql
-
-    def __call__(self, cur: Any, rows: list) -> None:
-        cur.executemany(self.sql, rows)
+            cur.executemany(add_intent, intents)
 
 
 def _last_seqs(ops: list) -> list[tuple]:
