@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
+from itertools import accumulate
 from typing import Any, Iterable, Sequence
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
@@ -629,16 +630,14 @@ class DataFlow:
             for ds in deps:
                 for d in ds:
                     count[d + 1] += 1
-            for d in range(n):  # count[d]: where d's dependents start in flat
-                count[d + 1] += count[d]
+            count = list(accumulate(count))  # count[d]: where d's dependents start in flat
             flat = [0] * count[n]
             pos = count[:n]
             for i, ds in enumerate(deps):
                 for d in ds:
                     flat[pos[d]] = i
                     pos[d] += 1
-            self._dependents = [tuple(flat[count[d]:count[d + 1]]) if count[d] != count[d + 1] else _EMPTY
-                                for d in range(n)]
+            self._dependents = [tuple(flat[a:b]) if a != b else _EMPTY for a, b in zip(count, count[1:])]
         return self._dependents
 
     def topo_order(self) -> tuple[tuple[int, ...], bool]:
