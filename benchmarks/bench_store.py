@@ -7,11 +7,13 @@
     thread included) with a store minus without, per call.  Tools that are not idempotent
     commit an intent before they start (two transactions per call), idempotent ones one;
     group commit batches the completions that end together.  Target <= 30 us per call.
+    Also split by thread: the event loop's (``time.thread_time``, with minus without) and
+    the store's writer thread.
 (c) SQLite NORMAL, chain of M calls: added latency per dependency edge, at the median: for
     each edge, the time from a call's end to its dependent's start (the barrier waits for
     the commit in between), with a store minus without.  Target <= 0.5 ms.
 (d) Resume of a finished K-call run (every call committed: the log and the records come
-    back, nothing runs).  Target <= 1 s for 10,000 calls.
+    back, nothing runs).  Target <= 1 s for 10,000 calls (wall time; the process CPU beside it).
 
 ``--postgres URL`` adds (b)-(d) against a PostgreSQL database.  Best of ``--repeat``.
 
