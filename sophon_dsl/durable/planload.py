@@ -15,7 +15,7 @@ from typing import Any
 
 from ..diagnostics import Span
 from ..model import Call, ListValue, Literal, ObjectValue, OutputMethod, OutputTarget, Param, Plan
-from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+from ..refs import parse_reference, parse_string_value
 from ..runtime.errors import PlanInvalid
 from ..syntax.attributes import convert_attribute, param_name
 from ..syntax.documents import META_PROPERTIES, document_to_plan
@@ -25,6 +25,7 @@ __all__ = ["load_stored_plan"]
 
 _AT = Span(1, 1, 1, 1)
 _META = frozenset(META_PROPERTIES)
+_OTHER_SHAPES = frozenset(("_tool", "context", "plan", "steps"))  # a call, a request, steps: the reader's
 
 
 class _Keys(dict):
@@ -51,7 +52,7 @@ def load_stored_plan(text: str) -> Plan:
     data = json.loads(text)
     try:
         return _read(data, text)
-    except (_Unusual, ReferenceSyntaxError):
+    except Exception:  # noqa: BLE001 - _Unusual, a malformed reference, a value too deep: the reader says
         pass
     plan, diagnostics = document_to_plan(_node(data, "$"), source=text, form="json")
     errors = [d for d in diagnostics if d.is_error]
@@ -64,7 +65,7 @@ def _read(data: Any, text: str) -> Plan:
     """The plan printer's two common shapes: a list of calls, a document with ``calls``."""
     if type(data) is list:
         return Plan(calls=_calls(data), source=text, form="json")
-    if type(data) is dict and type(data.get("calls")) is list and not {"_tool", "context", "plan", "steps"} & data.keys():
+    if type(data) is dict and type(data.get("calls")) is list and not _OTHER_SHAPES & data.keys():
         header, diagnostics = document_to_plan(_node({**data, "calls": []}, "$"), source=text, form="json")
         if diagnostics:
             raise _Unusual
