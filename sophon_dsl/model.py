@@ -73,45 +73,34 @@ class DeferredSpans:
         raise NotImplementedError
 
 
-class _SpanField:
-    """The span field ``name`` of a model class, in place of its slot: a stored span is
-    returned as it is, a stored :class:`DeferredSpans` answers for the node."""
+def _span_field(slot: Any, name: str) -> property:
+    """The span field ``name`` of a model class, in place of its slot ``slot``: a stored
+    span is returned as it is, a stored :class:`DeferredSpans` answers for the node.
+    (A property whose setter is the slot's own: constructors pay no Python call.)"""
 
-    __slots__ = ("slot", "name")
-
-    def __init__(self, slot: Any, name: str):
-        self.slot = slot
-        self.name = name
-
-    def __get__(self, node: Any, owner: Any = None) -> Any:
-        if node is None:
-            return self
-        value = self.slot.__get__(node, owner)
+    def get(node: Any) -> Any:
+        value = slot.__get__(node)
         if isinstance(value, DeferredSpans):
-            return value.resolve(node, self.name)
+            return value.resolve(node, name)
         return value
 
-    def __set__(self, node: Any, value: Any) -> None:
-        self.slot.__set__(node, value)
-
-    def __delete__(self, node: Any) -> None:
-        self.slot.__delete__(node)
+    return property(get, slot.__set__, slot.__delete__)
 
 
 def _span_fields(*names: str):
-    """Class decorator (applied after ``dataclass``): ``names`` read through :class:`_SpanField`."""
+    """Class decorator (applied after ``dataclass``): ``names`` read through :func:`_span_field`."""
     def wrap(cls):
         for name in names:
-            setattr(cls, name, _SpanField(cls.__dict__[name], name))
+            setattr(cls, name, _span_field(cls.__dict__[name], name))
         return cls
     return wrap
 
 
 def stored_span(node: Any, name: str = "span") -> Any:
     """What the span field ``name`` of ``node`` holds, without resolving it: a ``Span``,
-    ``None`` or the loader's :class:`DeferredSpans` (to tell whether a node's spans have
-    been built, or to copy them to a node that stands for it)."""
-    return type(node).__dict__[name].slot.__get__(node, type(node))
+    ``None`` or the loader's :class:`DeferredSpans` (to tell whether spans were built)."""
+    slot = type(node).__dict__[name].fset.__self__  # the setter is the slot's own __set__
+    return slot.__get__(node)
 
 
 class Mode(str, Enum):
