@@ -115,7 +115,7 @@ class WriterIndex:
     key (a list while a second writer is being added); ``below`` a list per prefix.
     """
 
-    __slots__ = ("exact", "below", "kinds", "multi", "branching", "has_index", "_top", "_shared")
+    __slots__ = ("exact", "below", "kinds", "multi", "branching", "has_index", "_top", "_shared", "_ones")
 
     def __init__(self) -> None:
         self.exact: dict[tuple, Any] = {}
@@ -126,6 +126,7 @@ class WriterIndex:
         self.has_index = False             # some written path has a list index
         self._top: dict[str, tuple] = {}   # kind -> (writers of (kind,), writers below it)
         self._shared: dict[tuple, tuple[int, ...]] = {}  # key -> every writer (large sets)
+        self._ones: list[tuple[int] | None] = []  # j -> (j,): one tuple for every read of j alone
 
     def add(self, i: int, p: int, kind: str, path: tuple) -> tuple:
         """Index call ``i``'s output path ``p``; returns its key."""
@@ -214,7 +215,15 @@ class WriterIndex:
             return _EMPTY
         if more is None and len(first) == 1:
             j = first[0][0]
-            return _EMPTY if j == reader else (j,)
+            if j == reader:
+                return _EMPTY
+            ones = self._ones
+            if j >= len(ones):
+                ones.extend([None] * (j + 1 - len(ones)))
+            one = ones[j]
+            if one is None:
+                one = ones[j] = (j,)
+            return one
         if more is None and len(first) < 8:
             return tuple(sorted({j for j, _ in first if j != reader}))
         # Many writers (a prefix read over a wide fan-out): one sorted tuple per key, shared
