@@ -317,7 +317,7 @@ class MapDriver:
         if rec.status in _TERMINAL or s.stopping:
             return
         if err is None:
-            err = s.runner.accept(j, s.calls[j], results)
+            err = s.runner.accept_json(j, s.calls[j], results)
         if err is None:
             s.finish(j, "succeeded")
         else:

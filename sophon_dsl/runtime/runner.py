@@ -11,6 +11,7 @@ scheduler's seams.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from functools import partial
 from math import isfinite
@@ -30,6 +31,8 @@ from .retry import alternative_for, retry_delay
 from .risk import effective_risk
 from .state import json_copy, to_json_value
 from .validation import RESULT_TOO_LARGE, json_size, schema_validator, static_verdict, statically_valid
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 __all__ = ["CallRunner"]
 
@@ -376,8 +379,6 @@ class CallRunner:
 
     def accept(self, i: int, call: Call, result: Any) -> ErrorInfo | None:
         """Check a tool's result and write it to its output path(s); an error, or None."""
-        s = self.s
-        rec = s.records[i]
         out = call.output
         branch: int | None = None
         if type(result) in _SCALARS:
@@ -429,6 +430,25 @@ class CallRunner:
                                  "over 4,300 digits, which JSON readers refuse")
             if (err := self._charge(call.tool, size)) is not None:
                 return err
+        return self._write_result(i, call, value, branch)
+
+    def accept_json(self, i: int, call: Call, value: Any) -> ErrorInfo | None:
+        """:meth:`accept` for a result that is plain JSON data already, a tree (no value
+        shared, no NaN: a map's item results, read from the store): not converted, and
+        sized by the C encoder instead of :func:`json_size`'s walk."""
+        try:
+            size = len(_encode(value))
+        except (TypeError, ValueError, RecursionError):  # not what it was said to be
+            return self.accept(i, call, value)
+        if (err := self._charge(call.tool, size)) is not None:
+            return err
+        return self._write_result(i, call, value, None)
+
+    def _write_result(self, i: int, call: Call, value: Any, branch: int | None) -> ErrorInfo | None:
+        """Validate a result (JSON data) and write it to its output path(s)."""
+        s = self.s
+        rec = s.records[i]
+        out = call.output
         if self.opts.validate_output and call.inline_output is None:
             v = self._validators.get(call.tool, _UNSET)
             if v is _UNSET:
