@@ -239,7 +239,7 @@ class ItemTemplate:
     """:func:`instantiate` for many items of one map: what to rewrite in each body call
     is worked out once, so an item costs the new references and calls, little more."""
 
-    __slots__ = ("spec", "ids", "names", "plans", "tails", "plain", "reads_index")
+    __slots__ = ("spec", "ids", "names", "plans", "tails", "plain", "reads_index", "made")
 
     def __init__(self, spec: MapSpec, ids: list[str]) -> None:
         self.spec = spec
@@ -250,6 +250,7 @@ class ItemTemplate:
         self.plain = all(p is not None for p in self.plans)  # no call needs the full rewrite
         # whether the item's index needs storing (most bodies never read it)
         self.reads_index = any(r.kind == spec.index for v in outer_values_all(spec) for r in references(v))
+        self.made: dict[bool, Callable[..., Any]] = {}  # the items' maker, with and without a source
 
     @staticmethod
     def _plan(call: Call, names: dict[str, str]) -> Any:
@@ -278,6 +279,11 @@ class ItemTemplate:
     def make(self, kind: str, source: Source = None) -> tuple[list[Call], list[str], Value | None]:
         """Item ``kind``'s calls, their ids and its result value (``source``: where the
         item's value is, else it is read from ``<item>@<kind>``)."""
+        if self.plain:
+            maker = self.made.get(source is None)
+            if maker is None:
+                maker = self.made[source is None] = _compile_maker(self, source is not None)
+            return maker(kind, source)
         spec, names = self.spec, self.names
         ids = [kind + t for t in self.tails]
         prefixed = None if self.plain else dict(zip(self.ids, ids))
@@ -300,6 +306,68 @@ class ItemTemplate:
             calls.append(_new_item_call(cls, ps, out))
         result = None if spec.result is None else _value(spec.result, _subst(names, kind, source))
         return calls, ids, result
+
+
+_REF_FIELDS = tuple(f.name for f in fields(Reference))
+_PARAM_FIELDS = tuple(f.name for f in fields(Param))
+_TARGET_FIELDS = tuple(f.name for f in fields(OutputTarget))
+
+
+def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., Any]:
+    """``make(kind, source)`` for a template whose calls all have a plan (``template.plain``):
+    what :meth:`ItemTemplate.make` does, unrolled into one generated function per map (as
+    :func:`_builder`, every node set slot by slot, the body's values as constants), so an
+    item pays no loop, test or helper call per node, only the nodes it builds."""
+    env: dict[str, Any] = {"new": object.__new__, "set_params": _set_params, "set_output": _set_output}
+    lines = ["def make(kind, source):", "    at = '@' + kind"]
+    if with_source:
+        lines.append("    src_kind, src_path = source[1], source[2]")
+
+    def const(value: Any) -> str:
+        name = f"k{len(env)}"
+        env[name] = value
+        return name
+
+    def node(cls: type, names: tuple[str, ...], base: tuple, given: dict[str, str]) -> str:
+        var = f"n{len(lines)}"
+        lines.append(f"    {var} = new({const(cls)})")
+        for n, name in enumerate(names):
+            setter = f"set_{cls.__name__}_{name}"
+            env.setdefault(setter, cls.__dict__[name].__set__)  # the slot (or the span property)
+            lines.append(f"    {setter}({var}, {given.get(name) or const(base[n])})")
+        return var
+
+    def ref(fields_: tuple) -> str:
+        if with_source and fields_[0] == template.spec.item:  # read where the item is
+            return node(Reference, _REF_FIELDS, fields_,
+                        {"kind": "src_kind", "path": f"src_path + {const(fields_[1])}"})
+        return node(Reference, _REF_FIELDS, fields_, {"kind": f"{const(fields_[0])} + at"})
+
+    made = []
+    for plan in template.plans:
+        cls, params, target = plan
+        ps = [const(p) if type(p) is Param else node(Param, _PARAM_FIELDS, p[0], {"value": ref(p[1])})
+              for p in params]
+        out = "None"
+        if target is not None:
+            paths = [const(r) if type(r) is Reference else ref(r) for r in target[1]]
+            out = node(OutputTarget, _TARGET_FIELDS, target[0], {"paths": _tuple_text(paths)})
+        var = f"c{len(made)}"
+        lines += [f"    {var} = new({const(cls)})", f"    set_params({var}, {_tuple_text(ps)})",
+                  f"    set_output({var}, {out})"]
+        made.append(var)
+    ids = ", ".join(f"kind + {const(t)}" for t in template.tails)
+    result = "None"
+    if template.spec.result is not None:
+        env.update(value=_value, subst=_subst, names=template.names)
+        result = f"value({const(template.spec.result)}, subst(names, kind, source))"
+    lines.append(f"    return [{', '.join(made)}], [{ids}], {result}")
+    exec("\n".join(lines), env)  # noqa: S102 - source built above from field names and constants' names
+    return env["make"]
+
+
+def _tuple_text(names: list[str]) -> str:
+    return "(" + "".join(n + ", " for n in names) + ")"
 
 
 def uses_value(spec: MapSpec) -> ListValue:

@@ -89,6 +89,37 @@ def test_an_items_calls_equal_the_full_rewrite(text):
         assert ids == [prefixed[b] for b in names]
 
 
+RESULT_BODIES = BODIES + [
+    # outputs to two paths, an outer parameter kept as it is, a result reading the item
+    "$state.out = map($input.xs) {\n  $local.a && $local.b = f(v=$item.x, w=$state.s, n=3)\n"
+    "  return {\"a\": $local.a, \"x\": $item}\n}",
+]
+
+
+@pytest.mark.parametrize("text", RESULT_BODIES)
+@pytest.mark.parametrize("source", [None, ("item", "input", ("xs", 4))])
+def test_the_generated_maker_equals_the_full_rewrite(text, source):
+    # ItemTemplate.make's generated function (plain bodies), item read where it is or copied
+    from sophon_dsl.maps import _subst, _value
+
+    for call in loads(text).calls:
+        if call.map is None:
+            continue
+        spec, names = call.map, body_ids(call.map)
+        src = None if source is None else (spec.item, *source[1:])
+        kind = item_kind("c9", 4)
+        template = ItemTemplate(spec, names)
+        for _ in range(2):  # the second item reuses the generated function
+            made, ids, result = template.make(kind, src)
+            prefixed = {b: kind + "." + b for b in names}
+            scope = dict.fromkeys(scope_names(spec), "")
+            assert made == [_rewrite(c, scope, kind, prefixed, src) for c in spec.body]
+            assert [[p.value for p in c.params] for c in made] == \
+                [[p.value for p in _rewrite(c, scope, kind, prefixed, src).params] for c in spec.body]
+            assert ids == [prefixed[b] for b in names]
+            assert result == _value(spec.result, _subst(scope, kind, src))
+
+
 def test_an_item_call_behaves_as_a_call():
     spec = loads("$state.out = map($input.xs) { @risk(low) $local.a = f(v=$item, n=2) }").calls[0].map
     made = ItemTemplate(spec, body_ids(spec)).make("c1[3]")[0][0]
