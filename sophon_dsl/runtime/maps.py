@@ -60,7 +60,7 @@ class _MapRun:
         self.failed = 0
         self.left: dict[int, int] = {}            # item -> its calls not ended yet
         self.errors: dict[int, ErrorInfo] = {}    # item -> its first uncaught failure
-        self.result_values: dict[int, Any] = {}   # item -> its result value (rewritten)
+        self.result_values: dict[int, Any] = {}   # item -> its result value (rewritten), or its local kind
         self.results: list[Any] = [None] * n
         self.ended = False
         self.filling = False
@@ -126,7 +126,13 @@ class MapDriver:
         self.s.finish_call(i, status)
         if own is None:
             return
-        self.count_off(i, status, *own)
+        run, k = own
+        if status == "succeeded":  # (count_off's common case, inline)
+            left = run.left[k] = run.left[k] - 1
+            if left == 0:
+                self._item_done(run, k)
+            return
+        self.count_off(i, status, run, k)
 
     def count_off(self, i: int, status: str, run: _MapRun, k: int) -> None:
         """Call ``i`` of item ``k`` of ``run`` ended with ``status``: here, or in an earlier
@@ -196,7 +202,8 @@ class MapDriver:
         kind = item_kind(run.cid, k)
         spec = run.spec
         hidden = self.hidden
-        hidden.add(f"{LOCAL}@{kind}")
+        local = f"{LOCAL}@{kind}"
+        hidden.add(local)
         source = run.source
         if source is None:  # the item stored under its own kind (a copy)
             item = f"{spec.item}@{kind}"
@@ -209,7 +216,8 @@ class MapDriver:
             hidden.add(index)
             s.store.write(index, (), k, OutputMethod.SET, run.cid)
         calls, ids, result = run.template.make(kind, source)
-        run.result_values[k] = result
+        # what _result reads: the `return` value, else the item's local data
+        run.result_values[k] = result if spec.result is not None else local
         if not calls:
             self._item_done(run, k)
             return
@@ -241,7 +249,7 @@ class MapDriver:
         else:
             run.results[k] = value
             s.emit("map_item_complete", "succeeded", run.j, data={"item": k})
-        if tolerance_exceeded(run.spec, run.failed, run.n):
+        if run.failed and tolerance_exceeded(run.spec, run.failed, run.n):
             run.ended = True
             first = run.first_error[1]  # type: ignore[index]
             why = (f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)}); "
@@ -261,8 +269,8 @@ class MapDriver:
         value = run.result_values.pop(k, None)
         # not copied here: the map's result is copied when it is written, and nothing
         # writes an item's data once the item has ended
-        if value is None:  # no `return`: the item's local data
-            local = get(f"{LOCAL}@{item_kind(run.cid, k)}", ())
+        if value is None or type(value) is str:  # no `return`: the item's local data (under that kind)
+            local = get(value or f"{LOCAL}@{item_kind(run.cid, k)}", ())
             return ({} if local is MISSING else local), None
         out, err = final_output(value, get, None, False)  # (its references' values are copies)
         if err is not None:
