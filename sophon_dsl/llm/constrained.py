@@ -11,7 +11,7 @@ JSON Schema of the solution object for structured outputs (OpenAI strict mode).
 * :func:`solution_schema` builds the JSON Schema of ``{"calls": [...],
   "output": ...}`` specialised to a tool registry: one ``anyOf`` branch per
   tool, each an object with ``_tool`` fixed to the tool's name, the tool's
-  parameters and the meta-properties.  In strict mode (the default) it keeps
+  parameters and the meta-properties, and one for a map call (``_map``).  In strict mode (the default) it keeps
   to the subset OpenAI structured outputs accept: every object has
   ``additionalProperties: false`` and lists every property in ``required``
   (optional ones are nullable), and unsupported keywords are dropped.
@@ -241,6 +241,9 @@ _KEEP = {
     "array": ("minItems", "maxItems"),
 }
 _MAX_REF_DEPTH = 8
+_PERCENT_PATTERN = r"^[0-9]+(?:\.[0-9]+)?%$"
+# a map body's calls are the calls array's items (a JSON pointer: no copy of every tool's branch)
+_CALL_ITEMS = "#/properties/calls/items"
 _NULL = {"type": "null"}
 
 
@@ -452,6 +455,34 @@ class _Builder:
         desc = (tool.description or "").strip().split("\n", 1)[0][:300]
         return self.obj(props, required, desc)
 
+    def map_call(self, meta: Iterable[str]) -> dict:
+        """A map call (``{"_map": {...}, ...}``): its body's calls are calls of the same
+        tools (or maps), so ``do`` points back at the calls array's item schema."""
+        name: dict = {"type": "string", "description": "a name, not input, state, data or local"}
+        percent: dict = {"type": "string", "description": 'a percentage of the items, as "10%"'}
+        if self.patterns:
+            name["pattern"] = f"^{_NAME}$"
+            percent["pattern"] = _PERCENT_PATTERN
+        listed = {"type": "array", "items": self.any_value()}
+        options = {
+            "over": {"anyOf": [self.reference(), listed], "description": "the list to map over"},
+            "as": {**name, "description": "the item's name (default item)"},
+            "index": {**name, "description": "the index's name (default index)"},
+            "concurrency": {"type": "integer", "description": "at most this many items in flight"},
+            "tolerate": {"anyOf": [{"type": "integer"}, percent],
+                         "description": "how many items may fail before the map fails"},
+            "do": {"type": "array", "items": {"$ref": _CALL_ITEMS},
+                   "description": "the body: calls run once per item, writing under †local"},
+            # strict mode has no open object: a result object is written to †local and returned whole
+            "return": self.any_value(),
+        }
+        props: dict[str, dict] = {"_map": self.obj(options, ("over", "do"))}
+        for m in meta:
+            s = self.meta(m, None)
+            if s is not None:
+                props[m] = s
+        return self.obj(props, ("_map",), "run the body's calls once per item of a list")
+
 
 def _with_desc(s: dict, desc: str | None) -> dict:
     if desc and "$ref" not in s and "description" not in s:
@@ -501,7 +532,7 @@ def _tools_of(tools: Any) -> list:
 
 
 def solution_schema(tools: Any, *, output_schema: Any = None, meta: Iterable[str] = DEFAULT_META,
-                    strict: bool = True, patterns: bool = True) -> dict:
+                    strict: bool = True, patterns: bool = True, maps: bool = True) -> dict:
     """JSON Schema of the solution ``{"calls": [...], "output": ...}`` for these tools.
 
     ``tools``: a :class:`~sophon_dsl.tools.ToolRegistry`, a mapping name ->
@@ -512,6 +543,8 @@ def solution_schema(tools: Any, *, output_schema: Any = None, meta: Iterable[str
     :data:`ALL_META`).  ``strict=False`` keeps open objects open and leaves
     optional properties optional (for decoders without OpenAI's restrictions).
     ``patterns=False`` drops ``pattern`` (fine-tuned OpenAI models reject it).
+    ``maps``: one more branch, the map call ``{"_map": {...}}`` (its body's calls are
+    the same branches, reached by a ``$ref`` to the calls' items).
     """
     specs = sorted(_tools_of(tools), key=lambda t: t.name)
     if not specs:
@@ -522,6 +555,8 @@ def solution_schema(tools: Any, *, output_schema: Any = None, meta: Iterable[str
     if unknown:
         raise ValueError(f"unknown meta-properties {unknown}; choose from {', '.join(ALL_META)}")
     branches = [b.call(t, meta) for t in specs]
+    if maps:
+        branches.append(b.map_call(meta))
     calls = {"type": "array", "description": "tool calls to run this turn",
              "items": branches[0] if len(branches) == 1 else {"anyOf": branches}}
     if output_schema is None:
@@ -546,17 +581,28 @@ def solution_from_strict(solution: Mapping[str, Any], tools: Any = None) -> dict
     """A strict-mode reply in the seed's shape: null meta-properties dropped, and null
     parameters dropped where the tool does not require them."""
     by_name = {t.name: t for t in _tools_of(tools)}
-    calls = []
-    for c in solution.get("calls") or []:
+    return {"calls": _calls_from_strict(solution.get("calls"), by_name), "output": solution.get("output")}
+
+
+def _calls_from_strict(calls: Any, by_name: Mapping[str, Any]) -> list:
+    out = []
+    for c in calls or []:
         if not isinstance(c, Mapping):
-            calls.append(c)
+            out.append(c)
+            continue
+        if isinstance(c.get("_map"), Mapping):
+            # a map's null options take their defaults; its body's calls are calls like these
+            options = {k: v for k, v in c["_map"].items() if v is not None}
+            if "do" in options:
+                options["do"] = _calls_from_strict(options["do"], by_name)
+            out.append({k: (options if k == "_map" else v) for k, v in c.items() if v is not None})
             continue
         spec = by_name.get(c.get("_tool"))
         req = set(spec.required) if spec is not None else set()
         # nulls go, but a required parameter's (`folder`, `__from`: keys that spell a parameter)
-        calls.append({k: v for k, v in c.items()
-                      if v is not None or (param_key(param_name(k)) == k and param_name(k) in req)})
-    return {"calls": calls, "output": solution.get("output")}
+        out.append({k: v for k, v in c.items()
+                    if v is not None or (param_key(param_name(k)) == k and param_name(k) in req)})
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -282,8 +282,8 @@ def test_schema_strict_structure_with_stdlib_and_all_meta():
     _check_strict_structure(schema)
     assert strict_problems(schema) == []
     items = schema["properties"]["calls"]["items"]["anyOf"]
-    assert len(items) == len(reg)
-    for branch in items:
+    assert len(items) == len(reg) + 1 and "_map" in items[-1]["properties"]  # one per tool, then a map
+    for branch in items[:-1]:
         assert list(branch["properties"])[0] == "_tool"
         out_path = branch["properties"]["_outputPath"]["anyOf"]
         assert out_path[0]["pattern"].startswith("^†") and out_path[1] == {"type": "null"}
@@ -397,14 +397,16 @@ def test_cli_schema(capsys):
     code, out, err = _run(["schema", "--tools", tools, "--no-stdlib"], capsys)
     assert code == 0, err
     schema = json.loads(out)
-    names = {b["properties"]["_tool"]["enum"][0] for b in schema["properties"]["calls"]["items"]["anyOf"]}
+    names = {b["properties"]["_tool"]["enum"][0] for b in schema["properties"]["calls"]["items"]["anyOf"]
+             if "_tool" in b["properties"]}
     assert "web.search" in names and not any(n.startswith("files.") for n in names)
     assert strict_problems(schema) == [] and "warning" not in err
     code, out, _ = _run(["schema", "--tools", tools, "--response-format", "--all-meta"], capsys)
     rf = json.loads(out)
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
     assert any(n.startswith("files.") for n in
-               (b["properties"]["_tool"]["enum"][0] for b in rf["json_schema"]["schema"]["properties"]["calls"]["items"]["anyOf"]))
+               (b["properties"]["_tool"]["enum"][0] for b in rf["json_schema"]["schema"]["properties"]["calls"]["items"]["anyOf"]
+                if "_tool" in b["properties"]))
 
 
 def _registered_in_main() -> bool:
