@@ -11,6 +11,7 @@ It never raises.  Refused with ``E004``:
   those written (billion laughs), and recursive aliases;
 * nesting deeper than :data:`MAX_DEPTH` levels;
 * integers over :data:`MAX_INT_DIGITS` digits in any spelling (``0x`` + 5,000 digits);
+* ``.nan``, ``.inf``, ``-.inf`` (and floats too large to be finite): JSON has no such number;
 * non-scalar mapping keys.
 
 Timestamps stay strings (their source text) so every document is JSON data.
@@ -23,6 +24,7 @@ pair as in JSON (``"\\ud83d\\ude00"`` is one character); a lone one gives ``E006
 from __future__ import annotations
 
 import json
+import math
 
 import yaml
 from yaml.composer import Composer
@@ -126,6 +128,9 @@ def _int_fits(value: int) -> bool:
     return abs(value) < _INT_LIMIT[0]
 
 
+_NOT_FINITE = {True: "not a number (NaN)", False: "infinite"}
+
+
 class _Refused(Exception):
     def __init__(self, message: str, node, path: str):
         super().__init__(message)
@@ -161,7 +166,12 @@ class _Converter:
                                    "refuse it", node, path)
                 return value
             if tag == _CORE + "float":
-                return self.loader.construct_yaml_float(node)
+                value = self.loader.construct_yaml_float(node)
+                if not math.isfinite(value):
+                    raise _Refused(f"{node.value[:40]!r} is {_NOT_FINITE[math.isnan(value)]}, which JSON "
+                                   "has no number for: write a number, or quote it to make it a string",
+                                   node, path)
+                return value
             if tag == _CORE + "bool":
                 return self.loader.construct_yaml_bool(node)
             return None
@@ -329,7 +339,10 @@ class _Events:
                 raise _Unusual  # the converter refuses it with its position
             return value
         if tag == _FLOAT:
-            return self.loader.construct_yaml_float(node)
+            value = self.loader.construct_yaml_float(node)
+            if not math.isfinite(value):
+                raise _Unusual  # NaN, infinities: the converter refuses them with their position
+            return value
         if tag == _BOOL:
             return self.loader.construct_yaml_bool(node)
         raise _Unusual
