@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
-from .common import EXIT_FAIL, EXIT_OK, UsageError, print_diagnostics, read_plan, write_file
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, print_diagnostics, read_plan, write_file
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,8 +20,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("-w needs a file, not stdin")
     code = EXIT_OK
     for name in args.plans:
-        if _one(args, name) != EXIT_OK:
-            code = EXIT_FAIL
+        code = max(code, _one(args, name))  # a refused conversion (2) outranks an unformatted file (1)
     return code
 
 
@@ -33,6 +32,12 @@ def _one(args: argparse.Namespace, name: str) -> int:
         return EXIT_FAIL
     source_form = args.from_format or (format_for_path(name) if name != "-" else plan.form or None)
     target = args.to or source_form or "dsl"
+    lost = _data_without_dsl_spelling(plan) if target == "dsl" else ""
+    if lost:
+        print(f"sophon-dsl fmt: error: {name}: the DSL has no spelling for a context list's data, so "
+              f"--to dsl would drop {lost}; convert to json or yaml instead (they keep it as "
+              "messages), or pass the data at run time (--input / --state)", file=sys.stderr)
+        return EXIT_USAGE
     text = dumps(plan, target)
     if not text.endswith("\n"):
         text += "\n"
@@ -57,3 +62,16 @@ def _one(args: argparse.Namespace, name: str) -> int:
         return EXIT_OK
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _data_without_dsl_spelling(plan) -> str:
+    """What a DSL rendering would lose: the input / state data of a context list's messages
+    (named by kind and top-level keys), or ``""`` when there is none."""
+    initial = getattr(plan, "initial", None)
+    parts = []
+    for kind in ("input", "state"):
+        data = getattr(initial, kind, None) if initial is not None else None
+        if data:
+            keys = ", ".join(sorted(data)[:6]) + (", ..." if len(data) > 6 else "")
+            parts.append(f"the {kind} data ({keys})")
+    return " and ".join(parts)
