@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -24,6 +25,8 @@ __all__ = ["build", "render_template", "truncate_result", "TruncateResult", "Mat
 DEFAULT_TRUNCATE_CHARS = 8000
 MAX_REGEX_INPUT = 1_000_000
 MAX_MATCHES = 1000
+#: seconds of matching a regex tool may spend (a catastrophic pattern, `(a+)+$`, would take years)
+REGEX_TIMEOUT = 2.0
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
@@ -47,6 +50,18 @@ def _lookup(values: Any, name: str) -> Any:
         else:
             raise KeyError(name)
     return cur
+
+
+@contextmanager
+def _time_limit(pattern: str):
+    """``Text.RegexTimeout`` for a match that ran out of :data:`REGEX_TIMEOUT`."""
+    try:
+        yield
+    except TimeoutError:
+        raise ToolError("Text.RegexTimeout",
+                        f"regex {pattern[:80]!r} took more than {REGEX_TIMEOUT:g} s to match (it backtracks "
+                        "catastrophically on this text): simplify it, e.g. no nested repetition "
+                        "like (a+)+") from None
 
 
 def render_template(template: str, values: dict[str, Any], *, strict: bool = True,
@@ -161,6 +176,15 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                  values: dict[str, Any], strict: bool = True) -> str:
         return render_template(template, values, strict=strict, max_chars=config.max_result_bytes)
 
+    def compiled(pattern: str, bits: int):
+        # the `regex` module (a dependency) matches like `re` but takes a timeout
+        import regex
+
+        try:
+            return regex.compile(pattern, bits)
+        except (regex.error, re.error) as exc:
+            raise ToolError("Text.InvalidRegex", f"invalid regex {pattern!r}: {exc}") from None
+
     def split(text: str,
               separator: Annotated[str | None, Field(description="None splits on whitespace")] = None,
               regex: bool = False, max_splits: int = -1, strip: bool = True,
@@ -168,10 +192,9 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         if regex:
             if not separator:
                 raise ToolError("Text.InvalidArgument", "a regex split needs a separator")
-            try:
-                parts = re.split(separator, text, maxsplit=max(max_splits, 0))
-            except re.error as exc:
-                raise ToolError("Text.InvalidRegex", f"invalid regex {separator!r}: {exc}") from None
+            rx = compiled(separator, 0)
+            with _time_limit(separator):
+                parts = rx.split(text, maxsplit=max(max_splits, 0), timeout=REGEX_TIMEOUT)
             parts = [p for p in parts if isinstance(p, str)]
         else:
             parts = text.split(separator, max_splits) if separator != "" else list(text)
@@ -196,18 +219,16 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
             if f not in _FLAG_BITS:
                 raise ToolError("Text.InvalidArgument", f"unknown regex flag {f!r}")
             bits |= _FLAG_BITS[f]
-        try:
-            rx = re.compile(pattern, bits)
-        except re.error as exc:
-            raise ToolError("Text.InvalidRegex", f"invalid regex {pattern!r}: {exc}") from None
+        rx = compiled(pattern, bits)
         out: list[Match] = []
         budget = Budget(config.max_result_bytes, "text.regex_extract")
-        for m in rx.finditer(text):
-            budget.charge(len(m.group(0)) + sum(len(g) for g in m.groups() if g) + 64)
-            out.append(Match(match=m.group(0), groups=list(m.groups()), named=m.groupdict(),
-                             start=m.start(), end=m.end()))
-            if first_only or len(out) >= MAX_MATCHES:
-                break
+        with _time_limit(pattern):  # one budget for the whole search, not one per match
+            for m in rx.finditer(text, timeout=REGEX_TIMEOUT):
+                budget.charge(len(m.group(0)) + sum(len(g) for g in m.groups() if g) + 64)
+                out.append(Match(match=m.group(0), groups=list(m.groups()), named=m.groupdict(),
+                                 start=m.start(), end=m.end()))
+                if first_only or len(out) >= MAX_MATCHES:
+                    break
         return out
 
     def truncate(value: Annotated[Any, Field(description="text or any JSON value")],
