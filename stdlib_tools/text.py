@@ -222,7 +222,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         rx = compiled(pattern, bits)
         out: list[Match] = []
         budget = Budget(config.max_result_bytes, "text.regex_extract")
-        with _time_limit(pattern):  # one budget for the whole search, not one per match
+        with _time_limit(pattern):
             for m in rx.finditer(text, timeout=REGEX_TIMEOUT):
                 budget.charge(len(m.group(0)) + sum(len(g) for g in m.groups() if g) + 64)
                 out.append(Match(match=m.group(0), groups=list(m.groups()), named=m.groupdict(),
