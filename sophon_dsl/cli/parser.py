@@ -217,6 +217,9 @@ def agent_args(sub: argparse._SubParsersAction,
                    help="any: a streamed call reading another's result waits for the end of the reply "
                         "(textual order does not matter); written: it goes once its writers end, and a "
                         "writer arriving after its reader ran is refused (E212)")
+    p.add_argument("--reply-form", choices=("dsl", "json"), default="dsl",
+                   help="the plan form the system prompt teaches (json: for JSON-mode models; "
+                        "replies in either form are read)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 

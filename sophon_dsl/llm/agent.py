@@ -151,6 +151,8 @@ class Agent:
     :class:`~sophon_dsl.tools.ToolRegistry` is taken as the exact set of tools).  ``approve``: ``"yes"``/True,
     ``"no"``/False (default: risky calls are refused, other calls run), ``"ask"``
     (terminal prompt) or a callable (``ApprovalRequest -> decision``).
+    ``reply_form``: ``"dsl"`` (default) teaches the DSL in the system prompt, ``"json"`` the
+    seed's JSON form (for JSON-mode models); replies in either form are read.
     """
 
     def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int | None = None,
@@ -161,7 +163,8 @@ class Agent:
                  temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
-                 run_id: str | None = None, store_meta: dict | None = None, _depth: int = 0):
+                 run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
+                 _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -194,6 +197,9 @@ class Agent:
         self.run_options = dict(run_options or {})
         self.approval_risk = approval_risk
         self.stream_order = stream_order  # "any" or "written" (runtime.feed: when streamed reads are decided)
+        if reply_form not in ("dsl", "json"):
+            raise ValueError(f"reply_form must be 'dsl' or 'json', not {reply_form!r}")
+        self.reply_form = reply_form  # the form the system prompt teaches; replies in either form are read
         self._depth = _depth
         # None: no planning asked for, ``mode`` runs every request; else a mode name or a
         # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
@@ -317,11 +323,12 @@ class Agent:
         return {"max_turns": self.max_turns, "max_calls": self.max_calls, "model": self.model,
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "system": self.system,
                 "output_schema": self.output_schema, "state_schema": self.state_schema,
-                "stream_order": self.stream_order, "approval_risk": self.approval_risk.label}
+                "stream_order": self.stream_order, "approval_risk": self.approval_risk.label,
+                "reply_form": self.reply_form}
 
     def _take_options(self, options: dict) -> None:
         for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
-                     "state_schema", "stream_order"):
+                     "state_schema", "stream_order", "reply_form"):
             if name in options:
                 setattr(self, name, options[name])
         if self.model is None:  # a model named for the resume wins (another provider may need another)
@@ -360,7 +367,7 @@ class Agent:
                     request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
-                    system=self.system, max_calls=self.max_calls)
+                    system=self.system, max_calls=self.max_calls, form=self.reply_form)
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
                 rec, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
