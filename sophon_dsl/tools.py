@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from .model import Call, Risk, ToolDecl
+from .typed_dicts import pydantic_ready
 
 __all__ = ["CallContext", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter", "schemas_from_function",
            "stdlib_fallback", "tool"]
@@ -231,7 +232,7 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     for i, (pname, param) in enumerate(sig.parameters.items()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname == runtime_only:
             continue
-        ann = hints.get(pname, Any)
+        ann = pydantic_ready(hints.get(pname, Any))  # a typing.TypedDict works before 3.12 too
         default = ... if param.default is param.empty else param.default
         # Fields get neutral names and the parameter's name as alias: pydantic takes a field
         # named `_from` for a private attribute and drops it, and `schema` shadows BaseModel.
@@ -245,7 +246,7 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     input_schema["additionalProperties"] = False
     output_schema = None
     if "return" in hints and hints["return"] is not type(None):
-        output_schema = pydantic.TypeAdapter(hints["return"]).json_schema()
+        output_schema = pydantic.TypeAdapter(pydantic_ready(hints["return"])).json_schema()
         output_schema.pop("title", None)
     return input_schema, output_schema
 
@@ -303,7 +304,7 @@ class _ArgumentConverter:
 
             for pname, ann in wanted.items():
                 try:
-                    adapters[pname] = pydantic.TypeAdapter(ann)
+                    adapters[pname] = pydantic.TypeAdapter(pydantic_ready(ann))
                 except Exception:  # a type pydantic cannot validate: passed as it is
                     continue
         return adapters
