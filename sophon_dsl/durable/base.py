@@ -17,7 +17,7 @@ import json
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Iterable
 
 from ..errors import SophonError
@@ -191,11 +191,17 @@ class RunStore:
     def _deliver(self, batch: list, results: Any) -> None:
         notify: dict[Any, list] = {}
         for n, (_op, fut, note) in enumerate(batch):
-            if isinstance(results, BaseException):
-                err = results if isinstance(results, StoreError) else StoreError(f"{type(results).__name__}: {results}")
-                fut.set_exception(err)
-            else:
-                fut.set_result(results[n])
+            try:
+                if isinstance(results, BaseException):
+                    err = results if isinstance(results, StoreError) else StoreError(f"{type(results).__name__}: {results}")
+                    fut.set_exception(err)
+                else:
+                    fut.set_result(results[n])
+            except InvalidStateError:
+                # its waiter cancelled it (asyncio.wrap_future cancels the concurrent future
+                # when the awaiting task is cancelled): the operation committed all the same,
+                # and the writer thread must live on for everyone else's
+                continue
             if note is not None:  # (loop, callback): one wake-up per loop and batch
                 notify.setdefault(note[0], []).append((note[1], fut))
         for loop, callbacks in notify.items():

@@ -157,3 +157,25 @@ def test_tool_chains_are_kept_in_creation_order_and_replaced_by_name(store, stor
                                                                                ("b.chain", "two")]
     finally:
         again.close()
+
+
+def test_a_cancelled_waiter_does_not_stop_the_writer(store):
+    """asyncio.wrap_future cancels the store's future when the awaiting task is cancelled
+    (Ctrl-C, a timeout): the writer thread still commits the operation and serves the next."""
+    import asyncio
+
+    _new(store)
+    gate = threading.Event()
+    store.submit(lambda cur: gate.wait(5))  # holds the writer until the waiter below is cancelled
+
+    async def cancelled_waiter():
+        task = asyncio.ensure_future(asyncio.wrap_future(store.set_status("r1", "paused")))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_waiter())
+    gate.set()
+    store.set_status("r1", "succeeded").result(timeout=10)  # would hang if the writer had died
+    assert store.get_run("r1")["status"] == "succeeded"
