@@ -19,7 +19,7 @@ from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
 from .planload import load_stored_plan
-from .session import WAIT, DurableRun, collector_paused, owner_id, plan_hash
+from .session import WAIT, DurableRun, owner_id, plan_hash
 
 __all__ = ["LEASE_HELD", "PLAN_CHANGED", "RUN_NOT_FOUND", "WRONG_KIND", "StoreRunError", "aresume", "resume"]
 
@@ -75,25 +75,22 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
             raise StoreRunError(WRONG_KIND, f"run {run_id} is a{'n' if spec['kind'][0] in 'aeiou' else ''} "
                                             f"{spec['kind']} run, not a plan run: continue it with "
                                             f"'sophon-dsl resume {run_id}' or its own aresume")
-        # what a resume reads (the plan, its check, a row per committed call) is acyclic: the
-        # cyclic collector would only walk it again and again while it is built
-        with collector_paused():
-            plan = load_stored_plan(spec["plan"])
-            wait = isinstance(approve, str) and approve.lower() == WAIT
-            opts = {**options, "approve": None if wait else approve}
-            if spec.get("context"):
-                opts["context"] = spec["context"]
-            opts["plan_id"] = spec.get("plan_id")
-            handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"),
-                                                                     spec.get("input"))
-            if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:
-                raise StoreRunError(PLAN_CHANGED, f"the plan or the sources of its tools changed since run {run_id} "
-                                                  "began; resume with force=True (--force) to run it anyway")
-            owner = owner_id()
-            _take_lease(backend, run_id, owner, row)
-            durable = DurableRun(backend, run_id, unknown=unknown, committed=backend.load_calls(run_id),
-                                 log=backend.load_log(run_id), intents=backend.load_intents(run_id),
-                                 decisions=backend.load_decisions(run_id), owner=owner)
+        plan = load_stored_plan(spec["plan"])
+        wait = isinstance(approve, str) and approve.lower() == WAIT
+        opts = {**options, "approve": None if wait else approve}
+        if spec.get("context"):
+            opts["context"] = spec["context"]
+        opts["plan_id"] = spec.get("plan_id")
+        handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"),
+                                                                 spec.get("input"))
+        if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:
+            raise StoreRunError(PLAN_CHANGED, f"the plan or the sources of its tools changed since run {run_id} "
+                                              "began; resume with force=True (--force) to run it anyway")
+        owner = owner_id()
+        _take_lease(backend, run_id, owner, row)
+        durable = DurableRun(backend, run_id, unknown=unknown, committed=backend.load_calls(run_id),
+                             log=backend.load_log(run_id), intents=backend.load_intents(run_id),
+                             decisions=backend.load_decisions(run_id), owner=owner)
         handle.run_id, handle.durable = run_id, durable
         run_opts.approver = durable.approver(WAIT if wait else run_opts.approver)
         await asyncio.wrap_future(backend.set_status(run_id, "running"))

@@ -12,14 +12,12 @@ with ``approve=...``) continues it later, from any process.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import inspect
 import os
 import socket
 import uuid
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from ..maps import body_ids
 from ..model import Call, Plan
@@ -68,31 +66,17 @@ def owner_id() -> str:
 def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: Any) -> Any:
     """Make ``handle``'s run durable in ``store`` (a URL or a store); the approver to use."""
     from . import open_store
-    from ..syntax.doc_printer import plan_to_document
+    from ..syntax.doc_printer import encode_plan
     from .base import dumps
 
     backend = open_store(store)
     run = DurableRun(backend, handle.run_id)
     run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
-    # the plan as compact JSON (a JSON plan document; read back with loads(text, "json")); the
-    # document is acyclic and dropped at once: the cyclic collector need not count it
-    with collector_paused():
-        text = dumps(plan_to_document(plan))
+    # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
+    text = encode_plan(plan, dumps)
     run.register(text, plan, prep.registry, {**data, "plan_id": handle.plan_id})
     handle.durable = run
     return run.approver(approver)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """``gc`` off while acyclic data is built in bulk (on again after, if it was on)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _idempotent(spec: Any) -> bool:

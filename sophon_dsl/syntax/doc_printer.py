@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -39,7 +39,7 @@ from .attributes import param_key
 from .map_syntax import MAP_KEY, map_document
 from .documents import inferred_input_schema
 
-__all__ = ["plan_to_document", "call_to_document", "dump_json", "dump_yaml"]
+__all__ = ["plan_to_document", "call_to_document", "encode_plan", "dump_json", "dump_yaml"]
 
 
 def call_to_document(call: Call) -> dict[str, Any]:
@@ -84,11 +84,13 @@ def call_to_document(call: Call) -> dict[str, Any]:
     return out
 
 
-def plan_to_document(plan: Plan) -> Any:
-    """JSON-able data for ``plan`` (see the module docstring for the shape)."""
+def plan_to_document(plan: Plan, *, calls: Any = None) -> Any:
+    """JSON-able data for ``plan`` (see the module docstring for the shape); ``calls``, when
+    given, stands where the list of the calls' documents goes (:func:`encode_plan`)."""
     if plan.initial is not None:
-        return _context_list(plan, plan.initial)
-    calls = [call_to_document(c) for c in plan.calls]
+        return _context_list(plan, plan.initial, calls)
+    if calls is None:
+        calls = [call_to_document(c) for c in plan.calls]
     if not plan.has_header:
         if plan.output is None:
             return calls
@@ -118,7 +120,7 @@ def plan_to_document(plan: Plan) -> Any:
     return doc
 
 
-def _context_list(plan: Plan, initial: InitialData) -> list[dict[str, Any]]:
+def _context_list(plan: Plan, initial: InitialData, calls: Any) -> list[dict[str, Any]]:
     """``input`` and ``state`` messages holding the plan's initial data, then a plan message
     with the rest: the context list the plan was read from."""
     messages: list[dict[str, Any]] = []
@@ -126,8 +128,8 @@ def _context_list(plan: Plan, initial: InitialData) -> list[dict[str, Any]]:
         messages.append({"type": "input", **initial.input})
     if initial.state is not None:
         messages.append({"type": "state", **initial.state})
-    doc = plan_to_document(replace(plan, initial=None))
-    if isinstance(doc, list):
+    doc = plan_to_document(replace(plan, initial=None), calls=calls)
+    if not isinstance(doc, dict):
         doc = {"calls": doc}
     # the input message declares its keys' types; inputSchema says otherwise (null: none)
     inferred = inferred_input_schema(initial.input) if initial.input else None
@@ -145,6 +147,24 @@ def _context_list(plan: Plan, initial: InitialData) -> list[dict[str, Any]]:
 
 _PLAN_MESSAGE_KEYS = ("goal", "mode", "id", "inputSchema", "stateSchema", "outputSchema", "tools",
                       "calls", "output")
+
+
+# stands for the calls while the rest of a document is encoded (a NUL-framed string: a plan
+# holding this very text anywhere else is encoded the plain way)
+_CALLS_MARK = "\x00sophon-dsl:calls\x00"
+
+
+def encode_plan(plan: Plan, encode: Callable[[Any], str]) -> str:
+    """``encode(plan_to_document(plan))`` for an ``encode`` that writes compact JSON (no
+    spaces), built one call at a time: each call's document is dropped as soon as it is
+    text, so a long plan never holds a tree of containers for the cyclic collector to walk
+    and promote (a 10,000-call plan's tree used to bring a full collection into the run)."""
+    calls = "[" + ",".join([encode(call_to_document(c)) for c in plan.calls]) + "]"
+    shell = encode(plan_to_document(plan, calls=_CALLS_MARK))
+    mark = encode(_CALLS_MARK)
+    if shell.count(mark) != 1:
+        return encode(plan_to_document(plan))
+    return shell.replace(mark, calls, 1)
 
 
 def dump_json(plan: Plan) -> str:
