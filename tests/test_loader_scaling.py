@@ -295,3 +295,19 @@ def test_lazy_span_paths_pickle_and_copy_as_a_plain_map():
     for clone in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
         assert dict(clone.span_paths) == dict(plan.span_paths)
         assert "$.calls[0].x" in clone.span_paths.values()
+
+
+def test_source_bounds_admit_100k_call_plans_in_every_form():
+    """Issue 9: plans of 100,000 calls load; issue 17's E007 bounds must not refuse them.
+    The calls below read two parents through an object parameter, the longest shape the
+    benchmarks print (the load itself is measured by bench_parse.py's YAML probe)."""
+    import json
+
+    from sophon_dsl.syntax.json_source import size_problem
+
+    calls = [{"_tool": "work", "key": i, "deps": {"a": f"†state.n{max(i - 1, 0)}", "b": f"†state.n{i // 2}"},
+              "_outputPath": f"†state.n{i}"} for i in range(100_000)]
+    for text in (json.dumps(calls, indent=2, ensure_ascii=False),
+                 "\n".join(f"- _tool: work\n  key: {c['key']}\n  deps:\n    a: {c['deps']['a']}\n"
+                           f"    b: {c['deps']['b']}\n  _outputPath: {c['_outputPath']}" for c in calls)):
+        assert size_problem(text) is None, size_problem(text).message
