@@ -108,6 +108,9 @@ class DurableRun:
         self.lease_s = 60.0
         self.doubt = {cid for cid in self.intents if cid not in self.committed}
         self.replayed_kinds = {e["kind"] for e in log} if log else set()
+        # what maps expanding their items wrote (each item under its own kind): a map not
+        # committed expands again on resume and would write them a second time
+        self.expansions = _expansion_entries(log) if log else set()
         if log:
             replay(self.journal, log)
             # the scheduler writes the run's initial data again: it is in the replayed log
@@ -159,9 +162,29 @@ class DurableRun:
         if sched.maps is not None:  # the replayed items' kinds stay out of the run's state
             sched.maps.hide_restored(self.replayed_kinds)
         rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(sched, cid)))
-        self.journal.write = self.journal.log.write
+        self.journal.write = self._expansions_once(self.expansions) if self.expansions else self.journal.log.write
         sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored,
                                                      "in_doubt": len(self.doubt), "rerun": rerun})
+
+    def _expansions_once(self, replayed: set) -> Any:
+        """The journal's ``write`` while maps expand again the items an earlier process
+        expanded: their item and index entries are in the replayed log already, so the
+        second write is dropped (the log stays what an uninterrupted run's is); once each
+        has come back, the log's own ``write`` again."""
+        journal = self.journal
+        log_write = journal.log.write
+
+        def write(kind: str, path: tuple, value: Any, method: Any = None, call: Any = None) -> None:
+            key = (kind, path, call)
+            if key in replayed:
+                replayed.discard(key)
+                if not replayed:
+                    journal.write = log_write
+                return
+            log_write(kind, path, value, method, call) if method is not None else log_write(kind, path, value,
+                                                                                            call=call)
+
+        return write
 
     def restore_joined(self, sched: Any, indices: range) -> list[int]:
         """Restore the calls among ``indices`` that an earlier process committed (their
@@ -311,6 +334,20 @@ def item_call(sched: Any, call_id: str) -> Call | None:
             return None
         call = call.map.body[ids.index(name)]
     return call
+
+
+def _expansion_entries(log: list[dict]) -> set[tuple]:
+    """``(kind, path, call)`` of the replayed entries a map wrote when it expanded an item:
+    the item's own kind (``v@c3[2]``, ``index@c3[2]``, ``x@c5[0].map[1]``) written by the
+    map call itself (``c3``, ``c5[0].map``), not by one of the item's calls."""
+    found = set()
+    for e in log:
+        call = e["call"]
+        if call is not None:
+            item = e["kind"].partition("@")[2]
+            if item.startswith(call) and item[len(call):len(call) + 1] == "[" and item[len(call) + 1:-1].isdigit():
+                found.add((e["kind"], tuple(e["path"]), call))
+    return found
 
 
 def _drop_initial(journal: Journal) -> Any:

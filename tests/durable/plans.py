@@ -114,6 +114,11 @@ def comparable(result) -> dict:
     state = j["state"]
     if "state" in state and "merged" in state["state"]:  # the order of `<<=` merges depends on timing
         state = {**state, "state": {**state["state"], "merged": sorted(state["state"]["merged"])}}
-    return {"status": j["status"], "state": state, "output": j["output"],
+    # the log as a multiset (its order between independent calls depends on timing even in
+    # two uninterrupted runs): every entry once, none repeated by the resume
+    log = sorted(json.dumps([e["kind"], e["path"], e["value"], e["method"], e["call"]], sort_keys=True)
+                 for e in j["log"])
+    assert [e["seq"] for e in j["log"]] == list(range(len(j["log"])))
+    return {"status": j["status"], "state": state, "output": j["output"], "log": log,
             # (sorted: a resumed run lists the item calls of a map committed before after the rest)
             "calls": sorted((c["id"], c["status"], (c["error"] or {}).get("error")) for c in j["calls"])}

@@ -194,3 +194,29 @@ def test_both_backends_resume_item_calls_from_their_commits(store_url):
         assert plans.comparable(resumed) == reference, k
         assert not committed & {e["call"] for e in plans.ledger_lines()[before:]}, k
     assert with_items >= 2
+
+
+def test_a_map_resumed_mid_way_writes_each_item_entry_once(tmp_path):
+    """A map not committed expands again on resume: the item and index entries its first
+    expansion wrote are in the replayed log already, and are not written a second time
+    (the resumed log is the uninterrupted one's, order between independent calls aside)."""
+    plan = """$state.out = map(over=[1, 2, 3, 4], as=it, concurrency=1) {
+    $local.a = act(n=$it, x=$index)
+}
+"""
+    reference = sophon_dsl.run(plan, tools=plans.TOOLS, input={"zero": 0})
+    item_entries = [e for e in reference.log if "@" in e["kind"] and e["call"] == "c1"]
+    assert len(item_entries) == 8  # it@c1[k] and index@c1[k], k = 0..3
+    mid_map = 0
+    for k in range(1, 6):
+        path = str(tmp_path / f"m{k}.db")
+        first = _interrupted(path, k, plan, {"zero": 0})
+        if first.ok and first.error is None:
+            break
+        committed = _committed(path)
+        mid_map += "c1" not in committed and any(c.startswith("c1[") for c in committed)
+        resumed = _resume(path, f"run{k}", unknown="rerun")
+        kinds = [e["kind"] for e in resumed.log if e["call"] == "c1"]
+        assert sorted(kinds) == sorted([e["kind"] for e in item_entries] + ["state"]), (k, kinds)
+        assert plans.comparable(resumed) == plans.comparable(reference), k
+    assert mid_map >= 2
