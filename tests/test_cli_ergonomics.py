@@ -286,7 +286,10 @@ def test_run_json_on_an_invalid_plan_prints_json_diagnostics(ws, capsys):
 @pytest.mark.parametrize("argv", [
     ["check", "nope.plan"], ["check", "good.plan", "nope.plan"], ["fmt", "nope.plan"], ["fmt", "-w", "nope.plan"],
     ["graph", "nope.plan"], ["run", "nope.plan", "--json"], ["dry-run", "nope.plan"],
-    ["run", "good.plan", "--tools", "tools.py", "--input", "@nope.json"], ["check", "."],
+    ["run", "good.plan", "--tools", "tools.py", "--input", "@nope.json"],
+    # run and dry-run take one plan file; check, fmt and graph walk a directory
+    # (tests/followups/test_cli_directories.py)
+    ["run", "."], ["dry-run", "."], ["check", ".", "nope.plan"],
 ])
 def test_missing_files_exit_2(ws, capsys, argv):
     code, out, err = cli(capsys, *argv)

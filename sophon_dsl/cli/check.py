@@ -2,7 +2,8 @@
 
 Diagnostics go to stdout (``sophon-dsl check *.plan | grep E201``) in the form ``--format``
 names: ``text`` (with source excerpts and a summary line), ``json``, ``sarif`` (SARIF
-2.1.0 for code scanning) or ``github`` (workflow annotations).  Exit 1 when a plan has
+2.1.0 for code scanning) or ``github`` (workflow annotations).  A directory stands for the
+DSL plan files under it (``common.plan_files``).  Exit 1 when a plan has
 errors, or warnings under ``--strict``; 2 for usage errors (a missing file, a bad flag).
 """
 
@@ -12,7 +13,7 @@ import argparse
 import sys
 
 from ..diagnostics import Diagnostic, Severity
-from .common import EXIT_FAIL, EXIT_OK, UsageError, read_plan
+from .common import EXIT_FAIL, EXIT_OK, UsageError, plan_files, read_plan
 from .registry import registry_for
 
 
@@ -27,10 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from ..reports import render
 
     form = _form(args)
+    names = plan_files(args.plans, "check")
     registry, notes = registry_for(args)
     all_diags: list[Diagnostic] = []
     sources: dict[str, str] = {}
-    for name in args.plans:
+    for name in names:
         result = read_plan(name, args.from_format)
         plan = result.plan
         if plan.file and plan.source is not None:
@@ -48,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
         strict = " (--strict: warnings fail)" if args.strict and warnings else ""
         # on stdout for a clean run; after diagnostics on stderr, so that `check | grep` sees
         # only diagnostics (where it went before diagnostics moved to stdout)
-        print(f"{len(args.plans)} plan(s) checked: {errors} error(s), {warnings} warning(s){strict}",
+        print(f"{len(names)} plan(s) checked: {errors} error(s), {warnings} warning(s){strict}",
               file=sys.stderr if all_diags else sys.stdout)
     return EXIT_FAIL if errors or (args.strict and warnings) else EXIT_OK

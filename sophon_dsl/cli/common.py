@@ -24,7 +24,7 @@ from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
-    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
+    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "plan_files", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
     "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "read_stdin", "sniff_format",
     "write_file",
 ]
@@ -80,6 +80,55 @@ def read_plan(name: str, from_format: str | None) -> LoadResult:
     if from_format is None and format_for_path(name) is None:
         raise UsageError(f"cannot tell the form of {name!r} from its extension; pass --from dsl|yaml|json")
     return parse_file(name, from_format)
+
+
+def plan_files(names: Sequence[str], command: str) -> list[str]:
+    """The plan files the ``PLAN...`` arguments of ``fmt``, ``check`` and ``graph`` stand for.
+
+    A file (or ``-``, stdin) is taken as named, whatever its extension.  A directory is
+    walked, as black and ``terraform fmt`` do, for the files whose extension names the DSL
+    (``*.plan``, ``*.sophon``, ``*.dsl``), in sorted order, skipping hidden entries (``.git``,
+    ``.venv``).  JSON and YAML files are not picked up by a walk: beside plans they are
+    mostly something else (inputs, tool declarations, scripted replies, CI files), which
+    would be reported as broken plans; name them (a shell glob does) to read them.
+
+    A path that does not exist is a usage error (exit 2) before any plan is read, so that
+    ``fmt -w`` never rewrites half of what it was given; a directory without plan files is
+    a warning on stderr.  A file reached twice is read once."""
+    files: list[str] = []
+    seen: set[str] = set()
+
+    def add(path: str) -> None:
+        key = os.path.normpath(path) if path != "-" else path
+        if key not in seen:
+            seen.add(key)
+            files.append(path)
+
+    for name in names:
+        if name == "-":
+            add(name)
+        elif os.path.isdir(name):
+            found = _walk_plans(name)
+            if not found:
+                print(f"sophon-dsl {command}: warning: {name}: no plan files in this directory (a directory "
+                      "is searched for *.plan, *.sophon and *.dsl files; name JSON and YAML plans "
+                      "one by one)", file=sys.stderr)
+            for path in found:
+                add(path)
+        elif not os.path.exists(name):
+            raise UsageError(f"{name}: no such file or directory")
+        else:
+            add(name)
+    return files
+
+
+def _walk_plans(directory: str) -> list[str]:
+    found = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(os.path.join(root, n) for n in sorted(names)
+                     if not n.startswith(".") and format_for_path(n) == "dsl")
+    return found
 
 
 # the stdin streams already read (the plan and ``--input @-`` cannot both come from it)

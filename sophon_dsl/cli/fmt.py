@@ -1,7 +1,8 @@
 """``sophon-dsl fmt PLAN...``: plans in canonical form, or converted to another form.
 
 Without ``-w`` / ``--check`` each plan is printed in turn (as gofmt does); ``-w`` rewrites
-each file, ``--check`` names each file that is not formatted (exit 1 when one is not)."""
+each file, ``--check`` names each file that is not formatted (exit 1 when one is not).  A
+directory stands for the DSL plan files under it (``common.plan_files``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, print_diagnostics, read_plan, write_file
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, plan_files, print_diagnostics, read_plan, write_file
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write and "-" in args.plans:
         raise UsageError("-w needs a file, not stdin")
     code = EXIT_OK
-    for name in args.plans:
+    for name in plan_files(args.plans, "fmt"):
         code = max(code, _one(args, name))  # a refused conversion (2) outranks an unformatted file (1)
     return code
 

@@ -1,23 +1,29 @@
 """``sophon-dsl graph PLAN...``: data-flow graphs as Mermaid, Graphviz dot or JSON.
 
 One plan prints one graph; several print one graph each, in turn (JSON: a list of the
-graphs, each with its ``file``)."""
+graphs, each with its ``file``).  A directory stands for the DSL plan files under it
+(``common.plan_files``) and always gives the several-plan form, however many it holds."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, print_diagnostics, read_plan
+from .common import EXIT_FAIL, EXIT_OK, plan_files, print_diagnostics, read_plan
 from .registry import registry_for
 
 
 def run(args: argparse.Namespace) -> int:
+    names = plan_files(args.plans, "graph")
+    # one graph object only for one plan named as a file: a directory's output keeps one
+    # shape (a list) whether it holds one plan or many
+    single = len(args.plans) == 1 and not os.path.isdir(args.plans[0])
     registry, _ = registry_for(args)
     code, graphs = EXIT_OK, []
-    for name in args.plans:
-        drawn = _draw(args, name, registry)
+    for name in names:
+        drawn = _draw(args, name, registry, single)
         if drawn is None:
             code = EXIT_FAIL
             continue
@@ -26,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         if not ok:
             code = EXIT_FAIL
     if args.format == "json":
-        if len(args.plans) == 1:
+        if single:
             if graphs:
                 print(json.dumps(graphs[0], ensure_ascii=False, indent=2))
         else:
@@ -37,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _draw(args: argparse.Namespace, name: str, registry: Any) -> tuple[Any, bool] | None:
+def _draw(args: argparse.Namespace, name: str, registry: Any, single: bool) -> tuple[Any, bool] | None:
     """The rendering of one plan and whether it has no cycle; None when it does not load."""
     from .. import graph
     from ..compiler import compile_plan
@@ -51,7 +57,7 @@ def _draw(args: argparse.Namespace, name: str, registry: Any) -> tuple[Any, bool
     compiled = compile_plan(plan, tools=registry)
     if args.format == "json":
         out: Any = graph.to_data(compiled)
-        if len(args.plans) > 1:
+        if not single:
             out = {"file": name, **out}
     else:
         out = {"mermaid": graph.to_mermaid, "dot": graph.to_dot}[args.format](compiled)

@@ -90,9 +90,15 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
                         "({tools: {PATTERN: {executor: dask, resources: {GPU: 1}}}, local: [NAMES]})")
 
 
+# check, fmt and graph: what a PLAN argument may be (the walk is common.plan_files)
+_PLANS_HELP = ("plan files, '-' for stdin, or directories: a directory is searched (with its "
+               "subdirectories, hidden ones skipped) for *.plan, *.sophon and *.dsl files; "
+               "JSON and YAML plans are read when named")
+
+
 def _check_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="report every problem in one or more plans")
-    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help=_PLANS_HELP)
     add_source_args(p)
     add_tools_arg(p)
     p.add_argument("--format", choices=("text", "json", "sarif", "github"), default=None,
@@ -106,7 +112,7 @@ def _check_args(sub: argparse._SubParsersAction) -> None:
 
 def _fmt_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fmt", help="print plans in canonical form, or convert between forms")
-    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help=_PLANS_HELP)
     add_source_args(p)
     p.add_argument("--to", choices=FORMATS, default=None, help="output form (default: the input's)")
     p.add_argument("--check", action="store_true", help="exit 1 if a file is not already formatted")
@@ -115,7 +121,7 @@ def _fmt_args(sub: argparse._SubParsersAction) -> None:
 
 def _graph_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("graph", help="draw the data-flow graph of one or more plans")
-    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files ('-' for stdin)")
+    p.add_argument("plans", nargs="+", metavar="PLAN", help=_PLANS_HELP)
     add_source_args(p)
     add_tools_arg(p)
     p.add_argument("--format", choices=("mermaid", "dot", "json"), default="mermaid")
