@@ -65,8 +65,9 @@ def add_tools_arg(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stdlib", default=None, metavar="GROUPS",
                    help="only these standard groups or tools, comma-separated (e.g. http,text,files.read)")
     g.add_argument("--sandbox", default=None, metavar="DIR",
-                   help="root directory the standard file and document tools are confined to "
-                        "(default: the current directory)")
+                   help="an existing directory the standard file, document and shell tools are "
+                        "confined to (default: a dedicated one per user, "
+                        "$XDG_DATA_HOME/sophon-dsl/sandbox; never the current directory)")
     g.add_argument("--stdlib-config", default=None, metavar="FILE",
                    help="YAML/JSON file of StdlibConfig settings (sandbox_root, http_allow_list, "
                         "smtp_host, smtp_port, memory_db_path, enable_shell, ...)")
