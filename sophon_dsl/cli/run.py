@@ -133,7 +133,9 @@ def summarise(outcome: Any) -> None:
     # a plan that succeeds despite failed calls caught them (a `||` branch took the error)
     caught = " (caught)" if outcome.status == "succeeded" else ""
     parts = ", ".join(f"{n} {status}{caught if status == 'failed' else ''}" for status, n in sorted(counts.items()))
-    print(f"plan {outcome.status}: {parts}", file=sys.stderr)
+    # a run the plan gate leaves waiting (or rejects) has no call records: say so rather than
+    # end the line at its colon
+    print(f"plan {outcome.status}: {parts or 'no call started'}", file=sys.stderr)
     if outcome.status == "waiting":
         print(f"  waiting for approval: sophon-dsl approve {outcome.run_id} [--reject]", file=sys.stderr)
     if outcome.error is not None and outcome.status != "succeeded":
