@@ -1,7 +1,7 @@
 """``sophon-dsl graph PLAN...``: data-flow graphs as Mermaid, Graphviz dot or JSON.
 
-One plan prints one graph; several print one graph each, in turn (JSON: a list of the
-graphs, each with its ``file``).  A directory stands for the DSL plan files under it
+One plan prints one graph; several print one graph each, in turn, each naming its file in
+a comment line (``%% FILE``, ``// FILE``; JSON: a list of the graphs, each with its ``file``).  A directory stands for the DSL plan files under it
 (``common.plan_files``) and always gives the several-plan form, however many it holds."""
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ def _draw(args: argparse.Namespace, name: str, registry: Any, single: bool) -> t
             out = {"file": name, **out}
     else:
         out = {"mermaid": graph.to_mermaid, "dot": graph.to_dot}[args.format](compiled)
+        if not single:  # several graphs in turn: each names its file, in the language's comment
+            head, _, rest = out.partition("\n")
+            label = name.replace("\n", "\\n")  # a comment ends at a line break
+            out = f"{head}\n    {'%%' if args.format == 'mermaid' else '//'} {label}\n{rest}"
     cycles = [d for d in compiled.diagnostics if d.code == "E302"]
     if cycles:
         print_diagnostics(cycles, sources, False)

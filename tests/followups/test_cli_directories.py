@@ -132,3 +132,15 @@ def test_help_says_what_a_directory_stands_for(capsys):
             main([command, "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert "*.plan, *.sophon and *.dsl" in out and "JSON and YAML plans are read when named" in out
+
+
+def test_several_mermaid_or_dot_graphs_each_name_their_file(tree, capsys):
+    (tree / "sub" / "b.sophon").write_text(FORMATTED.replace("profile", "other"), encoding="utf-8")
+    assert main(["graph", str(tree), "--no-stdlib"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("graph TD\n    %% ") == 2
+    assert f"%% {tree / 'a.plan'}\n" in out and f"%% {tree / 'sub' / 'b.sophon'}\n" in out
+    assert main(["graph", str(tree), "--no-stdlib", "--format", "dot"]) == 0
+    assert f'digraph "plan" {{\n    // {tree / "a.plan"}\n' in capsys.readouterr().out
+    assert main(["graph", str(tree / "a.plan"), "--no-stdlib"]) == 0
+    assert "%%" not in capsys.readouterr().out  # one plan named: the graph alone, as before
