@@ -205,12 +205,15 @@ def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, 
                  force: bool = False) -> int:
     """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
     given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
+    from ..durable.agent_run import WAIT_UNSUPPORTED
     from ..durable.clistore import tool_args
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 
-    if approve == "wait":
-        raise UsageError("--approve wait is for plan runs: an agent run asks as it goes")
+    if approve == "wait":  # (docs/runtime.md, "Durable agent runs": its gates ask as the loop goes)
+        raise UsageError(f"{WAIT_UNSUPPORTED}: --approve wait is for plan runs; an agent run is not left "
+                         f"waiting for a person: resume {args.run_id} with --approve yes|no|ask (the decisions "
+                         "it stored are reused)")
     meta = row["spec"].get("meta") or {}
     provider_spec = getattr(args, "provider", None) or meta.get("provider")
     if not provider_spec:

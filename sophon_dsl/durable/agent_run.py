@@ -33,11 +33,14 @@ from .base import dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .session import DurableRun, owner_id
 
-__all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "AgentRecord", "TurnRecorder", "complete_prefix", "stored_agent",
-           "turn_run_id"]
+__all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
+           "cut_noise", "stored_agent", "turn_run_id"]
 
 AGENT_KIND = "agent"
 REPLY_INTERRUPTED = "Reply.Interrupted"
+# ``sophon-dsl resume AGENT_RUN --approve wait``: an agent run's gates are asked as the loop goes
+# (a lazy turn's plan, a risky call while the reply streams); none of them leaves the run waiting
+WAIT_UNSUPPORTED = "Agent.WaitUnsupported"
 
 
 def turn_run_id(run_id: str, turn: int) -> str:
@@ -78,6 +81,17 @@ def complete_prefix(text: str) -> str:
         if splitter.feed(ch):
             end = i + 1
     return text[:end]
+
+
+def cut_noise(error: dict) -> bool:
+    """Whether a turn's error (``{code, message}``) is only what cutting its reply made: the
+    kept part is empty (``Reply.Empty``), or a JSON reply's document ends before it closes
+    (``E002`` "unexpected end of input").  The turn's ``Reply.Interrupted`` says all of it
+    (a model told its JSON was malformed would look for a mistake it did not make); a
+    syntax error inside the kept part stays."""
+    code = error.get("code")
+    return code == "Reply.Empty" or (code == "E002" and str(error.get("message", "")).startswith(
+        "unexpected end of input"))
 
 
 class TurnRun(DurableRun):

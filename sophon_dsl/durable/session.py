@@ -261,7 +261,7 @@ class DurableRun:
             if self.waiting is not None:
                 result = self._waiting_result(result)
             if self.resumed and result is not None:
-                self._unexpanded_items(result)
+                self.join_unexpanded_items(result)
             if self.journal.failure is None:
                 summary = {"status": result.status, "output": result.output,
                            "error": result.error.to_json() if result.error else None, "waiting": self.waiting}
@@ -282,7 +282,7 @@ class DurableRun:
                 self.backend.close()
         return result
 
-    def _unexpanded_items(self, result: RunResult) -> None:
+    def join_unexpanded_items(self, result: RunResult) -> None:
         """Item calls an earlier process committed, of maps this run did not expand again (the
         map itself was committed): calls of the run all the same, so their records join
         the result (in the order they ran)."""

@@ -477,16 +477,21 @@ class Agent:
             failed = durable.journal.failure_error()
             if failed is not None and stop is None:
                 stop = ("failed", f"{failed.error}: {failed.cause}")
-        errors = list(outcome.errors)
-        if recorded is not None and not recorded[1]:  # a cut reply: an empty kept part is no model error
-            errors = [e for e in errors if (e.get("error") or {}).get("code") != "Reply.Empty"]
+            if durable.resumed and outcome.result is not None:  # a committed map's items, not expanded again
+                durable.join_unexpanded_items(outcome.result)
+        errors, diagnostics = list(outcome.errors), outcome.diagnostics
+        if recorded is not None and not recorded[1]:  # a cut reply: what the cut made is no model error
+            from ..durable.agent_run import cut_noise
+
+            errors = [e for e in errors if not cut_noise(e.get("error") or {})]
+            diagnostics = [d for d in diagnostics if not cut_noise({"code": d.code, "message": d.message})]
         out = outcome.output
         if out is not None and self.output_schema is not None and not errors:
             msg = _validate(self.output_schema, out)
             if msg:
                 errors.append({"call": "return", "error": {"code": "Output.Invalid", "message": msg}})
         rec = TurnRecord(n, outcome.reply, outcome.form, outcome.plan, outcome.calls, errors, outcome.status,
-                         out, outcome.diagnostics, outcome.dispatch_latency, dry, msgs,
+                         out, diagnostics, outcome.dispatch_latency, dry, msgs,
                          outcome.state if outcome.result is not None else None, turn.provider_error)
         return rec, stop
 

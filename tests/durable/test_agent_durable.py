@@ -273,3 +273,48 @@ def test_a_lazy_plan_is_approved_once(url):
     assert first.output == 10 and asked == ["plan"]
     again = _agent(CountingProvider([]), ledger, url, approve=approve).resume("l1")
     assert again.output == 10 and asked == ["plan"] and len(ledger) == 1  # the stored decision is reused
+
+
+def test_resume_of_an_agent_run_refuses_approve_wait_with_what_to_use(tmp_path, capsys):
+    """An agent run's gates are asked as the loop goes: ``--approve wait`` (plan runs only) is a
+    usage error with a stable code that names the flags to use instead; nothing is asked or run."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.py"
+    tools.write_text("from sophon_dsl.tools import tool\n\n@tool(name='act', risk='low')\n"
+                     "def act(n: int) -> int:\n    return n * 10\n", encoding="utf-8")
+    script = tmp_path / "r.json"
+    script.write_text(json.dumps({"turns": ["$state.a = act(n=1)\n"]}), encoding="utf-8")
+    argv = ["--tools", str(tools), "--no-stdlib", "--store", url, "--provider", f"scripted:{script}"]
+    assert main(["agent", "go", *argv, "--max-turns", "1", "--json"]) == 1  # no return: failed, resumable
+    rid = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("run id: ")).removeprefix("run id: ")
+    assert main(["resume", rid, "--store", url, "--approve", "wait"]) == 2
+    err = capsys.readouterr().err
+    assert "Agent.WaitUnsupported" in err and "--approve yes|no|ask" in err and rid in err
+    assert "Traceback" not in err
+    with open_store(url) as s:
+        assert s.get_run(rid)["status"] == "failed" and s.get_run(rid)["lease_owner"] is None
+    with pytest.raises(SystemExit) as e:  # not a choice of `agent` at all (argparse)
+        main(["agent", "go", *argv, "--approve", "wait"])
+    assert e.value.code == 2
+    assert "invalid choice: 'wait'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("malformed", [False, True])
+def test_a_cut_json_reply_reports_the_interruption_not_its_unclosed_document(url, malformed):
+    """The cut leaves the JSON document unclosed: that is no mistake of the model's, so no E002
+    beside Reply.Interrupted; a syntax error the model made inside the kept part stays."""
+    reply = json.dumps({"calls": [{"_tool": "look", "n": 1, "_outputPath": "†state.a"},
+                                  {"_tool": "look", "n": 2, "_outputPath": "†state.b"}]})
+    if malformed:
+        reply = reply.replace('"n": 1', '"n": 1,')
+    p = CountingProvider([reply], chunk=1, crash=(1, len(reply) - 10))
+    with pytest.raises(Crash):
+        _agent(p, [], url, run_id="j1").run("go")
+    resumed = _agent(CountingProvider(["return 1\n"]), [], url).resume("j1")
+    codes = [e["error"].get("code") for e in resumed.turns[0].errors]
+    assert resumed.status == "succeeded" and resumed.output == 1
+    if malformed:
+        assert codes == ["E002", "Reply.Interrupted"] and resumed.state == {}
+    else:
+        assert codes == ["Reply.Interrupted"] and resumed.state == {"state": {"a": 2}}
+        assert not [d for d in resumed.turns[0].diagnostics if d.is_error]
