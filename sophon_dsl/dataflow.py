@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from itertools import accumulate
+from collections.abc import Mapping
 from typing import Any, Iterable, Sequence
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
@@ -111,72 +112,115 @@ class Read:
 class WriterIndex:
     """Written key -> its writers, and proper prefix of a written key -> writers below it.
 
-    Writers are ``(call index, output path index)`` pairs.  ``exact`` holds a tuple per
-    key (a list while a second writer is being added); ``below`` a list per prefix.
+    Writers are ``(call index, output path index)`` pairs, read through :attr:`exact`
+    (key ``(kind, *path)`` -> tuple of pairs), :attr:`below` (proper prefix -> list of
+    pairs), :meth:`at` and :meth:`items`.
+
+    Stored per kind, by the writer's own path tuple (the model's, which the readers of
+    the path share): a key tuple, a pair and a tuple per written path were about 0.16 KB
+    per call of a plan's check.  A writer stored alone is its call index when it writes
+    its first output path (the common case), else the tuple of its pairs; the lists of
+    writers below a prefix hold call indexes for first paths and pairs for the others.
     """
 
-    __slots__ = ("exact", "below", "kinds", "multi", "branching", "has_index", "_top", "_shared", "_ones")
+    __slots__ = ("paths", "subs", "kinds", "multi", "branching", "has_index", "_top", "_shared", "_ones")
 
     def __init__(self) -> None:
-        self.exact: dict[tuple, Any] = {}
-        self.below: dict[tuple, list[tuple[int, int]]] = {}
+        self.paths: dict[str, dict[tuple, Any]] = {}   # kind -> written path -> writers
+        self.subs: dict[str, dict[tuple, list]] = {}   # kind -> proper prefix of a written path -> writers below
         self.kinds: set[str] = set()       # kinds some call writes
         self.multi: list[tuple] = []       # keys with more than one writer
         self.branching = False             # some output has `||` alternatives
         self.has_index = False             # some written path has a list index
-        self._top: dict[str, tuple] = {}   # kind -> (writers of (kind,), writers below it)
+        self._top: dict[str, tuple] = {}   # kind -> (writers of (kind,), writers below it, paths, subs)
         self._shared: dict[tuple, tuple[int, ...]] = {}  # key -> every writer (large sets)
         self._ones: list[tuple[int] | None] = []  # j -> (j,): one tuple for every read of j alone
 
-    def add(self, i: int, p: int, kind: str, path: tuple) -> tuple:
-        """Index call ``i``'s output path ``p``; returns its key."""
-        one = len(path) == 1
-        key = (kind, path[0]) if one else (kind, *path)
-        wp = (i, p)
-        exact = self.exact
-        w = exact.get(key)
-        if w is None:
-            exact[key] = (wp,)
+    def add(self, i: int, p: int, kind: str, path: tuple) -> None:
+        """Index call ``i``'s output path ``p`` (``kind`` and the path of the reference)."""
+        paths = self.paths.get(kind)
+        if paths is None:
+            paths = self.paths[kind] = {}
+            subs = self.subs[kind] = {}
+            self.kinds.add(kind)
         else:
+            subs = self.subs[kind]
+        entry = i if p == 0 else (i, p)
+        w = paths.get(path)
+        if w is None:
+            paths[path] = i if p == 0 else (entry,)
+        else:
+            if type(w) is int:
+                w = ((w, 0),)
             if len(w) == 1:
-                self.multi.append(key)
-            exact[key] = (*w, wp)
-        self.kinds.add(kind)
-        if one:
-            if type(path[0]) is int:
-                self.has_index = True
-            b = self.below.get(key[:1])
-            if b is None:
-                self.below[key[:1]] = [wp]
-            else:
-                b.append(wp)
-        elif path:
-            below = self.below
+                self.multi.append((kind, *path))
+            paths[path] = (*w, (i, p))
+        if path:
             for x in path:
                 if type(x) is int:
                     self.has_index = True
                     break
-            for k in range(1, len(key)):
-                sub = key[:k]
-                b = below.get(sub)
+            for k in range(len(path)):
+                sub = path[:k]
+                b = subs.get(sub)
                 if b is None:
-                    below[sub] = [wp]
+                    subs[sub] = [entry]
                 else:
-                    b.append(wp)
+                    b.append(entry)
         if self._top:
             self._top.pop(kind, None)
         if self._shared:
             self._shared.clear()
-        return key
+
+    # -- reading the index as (kind, *path) keys and (call, path index) pairs ---------
+
+    def at(self, key: tuple) -> tuple[tuple[int, int], ...]:
+        """The writers of exactly ``key``, as pairs (empty: none)."""
+        paths = self.paths.get(key[0])
+        w = paths.get(key[1:]) if paths else None
+        if w is None:
+            return _EMPTY
+        return ((w, 0),) if type(w) is int else w
+
+    def under(self, key: tuple) -> list[tuple[int, int]]:
+        """The writers of keys that ``key`` is a proper prefix of, as pairs (empty: none)."""
+        subs = self.subs.get(key[0])
+        b = subs.get(key[1:]) if subs else None
+        if not b:
+            return []
+        return [(e, 0) if type(e) is int else e for e in b]
+
+    def items(self):
+        """Every written key with its writers (pairs), kind by kind in first-write order."""
+        for kind, paths in self.paths.items():
+            for path, w in paths.items():
+                yield (kind, *path), ((w, 0),) if type(w) is int else w
+
+    def overlapping(self) -> bool:
+        """Whether some written key is a proper prefix of another written key."""
+        subs = self.subs
+        return any(not paths.keys().isdisjoint(subs[kind]) for kind, paths in self.paths.items())
+
+    @property
+    def exact(self) -> "Mapping[tuple, tuple[tuple[int, int], ...]]":
+        """Written key -> its writers (a read-only view)."""
+        return _WrittenKeys(self)
+
+    @property
+    def below(self) -> "Mapping[tuple, list[tuple[int, int]]]":
+        """Proper prefix of a written key -> the writers below it (a read-only view)."""
+        return _PrefixKeys(self)
 
     def resolve(self, kind: str, path: tuple, reader: int | None) -> tuple[int, ...]:
         """The calls other than ``reader`` that may write ``(kind, *path)``, sorted."""
         top = self._top.get(kind)
         if top is None:
-            kk = (kind,)
-            top = self._top[kind] = (self.exact.get(kk), self.below.get(kk))
-        first = top[0]
-        more = None
+            paths = self.paths.get(kind)
+            if paths is None:
+                return _EMPTY  # nothing writes this kind
+            subs = self.subs[kind]
+            top = self._top[kind] = (paths.get(_EMPTY), subs.get(_EMPTY), paths, subs)
+        first, more = top[0], None
         if not path:
             ext = top[1]
             if ext:
@@ -185,27 +229,30 @@ class WriterIndex:
                 else:
                     more = [ext]
         elif top[1] is not None:  # something is written below (kind,)
-            w_get = self.exact.get
-            below = self.below
-            key = (kind, path[0]) if len(path) == 1 else (kind, *path)
-            for k in range(2, len(key)):
-                sub = key[:k]
-                hit = w_get(sub)
-                if hit:
-                    if first is None:
-                        first = hit
-                    else:
-                        more = [hit] if more is None else more + [hit]
-                if sub not in below:
-                    break  # nothing is written below sub: no longer prefix, no extension
+            paths, subs = top[2], top[3]
+            if len(path) > 1:
+                complete = True
+                for k in range(1, len(path)):
+                    sub = path[:k]
+                    hit = paths.get(sub)
+                    if hit is not None:
+                        if first is None:
+                            first = hit
+                        else:
+                            more = [hit] if more is None else more + [hit]
+                    if sub not in subs:
+                        complete = False
+                        break  # nothing is written below sub: no longer prefix, no extension
             else:
-                hit = w_get(key)
-                if hit:
+                complete = True
+            if complete:
+                hit = paths.get(path)
+                if hit is not None:
                     if first is None:
                         first = hit
                     else:
                         more = [hit] if more is None else more + [hit]
-                ext = below.get(key)
+                ext = subs.get(path)
                 if ext:
                     if first is None:
                         first = ext
@@ -213,31 +260,112 @@ class WriterIndex:
                         more = [ext] if more is None else more + [ext]
         if first is None:
             return _EMPTY
-        if more is None and len(first) == 1:
-            j = first[0][0]
-            if j == reader:
-                return _EMPTY
-            ones = self._ones
-            if j >= len(ones):
-                ones.extend([None] * (j + 1 - len(ones)))
-            one = ones[j]
-            if one is None:
-                one = ones[j] = (j,)
-            return one
-        if more is None and len(first) < 8:
-            return tuple(sorted({j for j, _ in first if j != reader}))
+        if more is None:
+            if type(first) is int:
+                j = first
+            elif len(first) == 1:
+                j = first[0]
+                if type(j) is not int:
+                    j = j[0]
+            else:
+                j = -1
+            if j >= 0:
+                if j == reader:
+                    return _EMPTY
+                ones = self._ones
+                if j >= len(ones):
+                    ones.extend([None] * (j + 1 - len(ones)))
+                one = ones[j]
+                if one is None:
+                    one = ones[j] = (j,)
+                return one
+            if len(first) < 8:
+                return tuple(sorted({e if type(e) is int else e[0] for e in first} - {reader}))
         # Many writers (a prefix read over a wide fan-out): one sorted tuple per key, shared
         # by every reader that is not itself among the writers.
         key = (kind, *path)
         every = self._shared.get(key)
         if every is None:
             hits = (first,) if more is None else (first, *more)
-            every = self._shared[key] = tuple(sorted({j for hit in hits for j, _ in hit}))
+            every = self._shared[key] = tuple(sorted({
+                e if type(e) is int else e[0] for hit in hits for e in ((hit,) if type(hit) is int else hit)}))
         if reader is not None:
             at = bisect_left(every, reader)
             if at < len(every) and every[at] == reader:
                 return every[:at] + every[at + 1:]
         return every
+
+
+class _WrittenKeys(Mapping):
+    """:attr:`WriterIndex.exact`: written key -> its writers as pairs."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: WriterIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, key: tuple) -> tuple[tuple[int, int], ...]:
+        w = self._index.at(key) if type(key) is tuple and key else _EMPTY
+        if not w:
+            raise KeyError(key)
+        return w
+
+    def get(self, key: tuple, default: Any = None) -> Any:
+        w = self._index.at(key) if type(key) is tuple and key else _EMPTY
+        return w if w else default
+
+    def __contains__(self, key: object) -> bool:
+        return type(key) is tuple and bool(key) and bool(self._index.at(key))
+
+    def __iter__(self):
+        for kind, paths in self._index.paths.items():
+            for path in paths:
+                yield (kind, *path)
+
+    def __len__(self) -> int:
+        return sum(len(paths) for paths in self._index.paths.values())
+
+    def items(self):  # type: ignore[override]
+        return self._index.items()
+
+    def __repr__(self) -> str:
+        return repr(dict(self._index.items()))
+
+
+class _PrefixKeys(Mapping):
+    """:attr:`WriterIndex.below`: proper prefix of a written key -> the writers below it."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: WriterIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, key: tuple) -> list[tuple[int, int]]:
+        w = self._index.under(key) if type(key) is tuple and key else []
+        if not w:
+            raise KeyError(key)
+        return w
+
+    def get(self, key: tuple, default: Any = None) -> Any:
+        w = self._index.under(key) if type(key) is tuple and key else []
+        return w if w else default
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is not tuple or not key:
+            return False
+        subs = self._index.subs.get(key[0])  # type: ignore[index]
+        return bool(subs) and bool(subs.get(key[1:]))  # type: ignore[index]
+
+    def __iter__(self):
+        for kind, subs in self._index.subs.items():
+            for path in subs:
+                yield (kind, *path)
+
+    def __len__(self) -> int:
+        return sum(len(subs) for subs in self._index.subs.values())
+
+    def __repr__(self) -> str:
+        return repr({key: self[key] for key in self})
 
 
 class DataFlow:

@@ -25,8 +25,8 @@ class ConcurrentWriters(Rule):
     def check_plan(self) -> None:
         ctx = self.ctx
         wi = ctx.flow.writers
-        writers, below = wi.exact, wi.below
-        overlaps = any(key in below for key in writers)  # a written key above another
+        writers = wi.exact
+        overlaps = wi.overlapping()  # a written key above another
         if not overlaps and not wi.multi:
             return  # every key has one writer and none is written below another: no W301
         order, _ = ctx.topo()
