@@ -11,7 +11,8 @@ for ``run``: 0 succeeded, 1 failed / rejected / cancelled, 2 usage errors (bad
 flags, unreadable input, unknown provider or missing SDK, tools that do not load).
 
 Like ``run``, the agent is recorded in the run store (``--store URL``, ``$SOPHON_DSL_STORE``,
-else the per-user default; not with ``--no-store``) and its run id goes to stderr at the start;
+else the per-user default; not with ``--no-store``) and its run id goes to stderr once the run is
+registered (as its first turn starts);
 ``sophon-dsl resume RUN_ID`` continues it (:func:`resume_agent`, docs/runtime.md).
 """
 
@@ -140,6 +141,8 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
     _listen_to_failover(provider, on_event)
     store, run_id = _store(args)
+    if run_id is not None:
+        on_event = _announcing(run_id, on_event)
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
                   approve=approver_for(args.approve), max_calls=args.max_calls, model=args.model,
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
@@ -151,8 +154,6 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         from ..planning.advisor import LLMAdvisor
 
         agent.run_options["advisor"] = LLMAdvisor(provider, args.model)
-    if run_id is not None:
-        print(f"run id: {run_id}", file=sys.stderr)
     try:
         result = asyncio.run(until_done_or_interrupted(
             agent.arun(args.request, input=input_value, state=state_value), final))
@@ -162,6 +163,22 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         if store is not None:
             store.close()
     return _report(args, result)
+
+
+def _announcing(run_id: str, on_event: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``on_event``, which also prints ``run id: ...`` on stderr when the first turn starts:
+    the run is registered in its store by then, so a printed id can always be resumed (the
+    planning decision, which may ask the provider, comes before the registration)."""
+    told = False
+
+    def on(ev: Any) -> None:
+        nonlocal told
+        if not told and ev.type == "agent_turn_start":
+            told = True
+            print(f"run id: {run_id}", file=sys.stderr, flush=True)
+        on_event(ev)
+
+    return on
 
 
 def _report(args: argparse.Namespace, result: Any) -> int:

@@ -109,8 +109,9 @@ class DurableRun:
         self.doubt = {cid for cid in self.intents if cid not in self.committed}
         self.replayed_kinds = {e["kind"] for e in log} if log else set()
         # what maps expanding their items wrote (each item under its own kind): a map not
-        # committed expands again on resume and would write them a second time
-        self.expansions = _expansion_entries(log) if log else set()
+        # committed expands again on resume and would write them a second time (a committed
+        # one does not expand again)
+        self.expansions = {e for e in _expansion_entries(log) if e[2] not in self.committed} if log else set()
         if log:
             replay(self.journal, log)
             # the scheduler writes the run's initial data again: it is in the replayed log

@@ -32,13 +32,22 @@ SCRIPT = ["$state.a = act(n=1)\n$state.b = look(n=$state.a)\n",
           "return {sum: $state.e, b: $state.b}\n"]
 
 
-class ScriptedModel(ScriptedLLMServer):
-    """Answers by turn: the next reply of ``SCRIPT`` after the previous turn's, or the same one
-    again when the previous turn's reply was cut (the request shows ``Reply.Interrupted``).
-    ``turns`` lists the turn each request asked for."""
+# a reply holding a map, whose items run while the model goes on writing
+MAP_SCRIPT = ["$state.out = map(over=[1, 2, 3, 4], as=it, concurrency=1) {\n    $local.a = act(n=$it)\n}\n"
+              "# the model goes on writing while the items run" + " and on" * 12 + "\n$state.b = look(n=1)\n",
+              "return {out: $state.out, b: $state.b}\n"]
+MAP_AFTER_CUT = {0: "$state.b = look(n=1)\n"}  # what the model writes once told its reply was cut
 
-    def __init__(self) -> None:
+
+class ScriptedModel(ScriptedLLMServer):
+    """Answers by turn: the next reply of ``script`` after the previous turn's, or, when the
+    previous turn's reply was cut (the request shows ``Reply.Interrupted``), what ``after_cut``
+    has for it, else the same one again.  ``turns`` lists the turn each request asked for."""
+
+    def __init__(self, script: list[str] = SCRIPT, after_cut: dict[int, str] | None = None) -> None:
         super().__init__([])
+        self.script = script
+        self.after_cut = after_cut or {}
         self.turns: list[int] = []
         self._index = {0: -1}
 
@@ -47,9 +56,12 @@ class ScriptedModel(ScriptedLLMServer):
             last = self.requests[-1].json["messages"][-1]["content"]
             turn = int(re.search(r"Turn (\d+) of", last).group(1))
             prev = self._index[turn - 1]
-            self._index[turn] = index = prev if "Reply.Interrupted" in last else prev + 1
+            cut = "Reply.Interrupted" in last
+            self._index[turn] = index = prev if cut else prev + 1
             self.turns.append(turn)
-            return len(self.turns) - 1, Reply(SCRIPT[min(index, len(SCRIPT) - 1)], chunk_chars=4, delay=0.02)
+            text = self.after_cut.get(index) if cut else None
+            return len(self.turns) - 1, Reply(text or self.script[min(index, len(self.script) - 1)],
+                                              chunk_chars=4, delay=0.02)
 
 
 def _start(cmd: list[str], srv: ScriptedModel, ledger: Path) -> subprocess.Popen:
@@ -112,9 +124,9 @@ def reference(tmp_path_factory):
     return _final(out), took
 
 
-def _trial(tmp: Path, reference: tuple, kill_when) -> dict[int, bool]:
+def _trial(tmp: Path, reference: tuple, kill_when, model=ScriptedModel) -> dict[int, bool]:
     db, ledger = tmp / "runs.db", tmp / "ledger"
-    with ScriptedModel() as srv:
+    with model() as srv:
         proc, run_id = _agent(srv, db, ledger)
         kill_when(srv, ledger, proc)
         if proc.poll() is None:
@@ -159,3 +171,29 @@ def test_killed_at_a_random_point(tmp_path, reference, trial):
         time.sleep(delay)
 
     _trial(tmp_path, reference, at_random)
+
+
+class MapModel(ScriptedModel):
+    def __init__(self) -> None:
+        super().__init__(MAP_SCRIPT, MAP_AFTER_CUT)
+
+
+@pytest.fixture(scope="module")
+def map_reference(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mapref")
+    with MapModel() as srv:
+        proc, _ = _agent(srv, tmp / "ref.db", tmp / "ledger")
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert _final(out)[1] == {"out": [{"a": 10}, {"a": 20}, {"a": 30}, {"a": 40}], "b": 2}
+    return _final(out), None
+
+
+def test_killed_while_the_map_items_of_a_streamed_reply_run(tmp_path, map_reference):
+    def mid_map(srv, ledger, proc):  # two items ran; the reply still streams (12 and more chunks)
+        _wait_for(lambda: len(_ledger(ledger)) >= 2, proc)
+
+    turns = _trial(tmp_path, map_reference, mid_map, MapModel)
+    assert turns.get(1) == 0  # cut: the map was complete in the recorded prefix, its items resumed
+    keys = [e["key"] for e in _ledger(tmp_path / "ledger")]
+    assert {k.split("/", 1)[1] for k in keys} == {f"t1:c1[{i}].act" for i in range(4)}  # no turn ran the map again

@@ -219,4 +219,6 @@ def test_a_map_resumed_mid_way_writes_each_item_entry_once(tmp_path):
         kinds = [e["kind"] for e in resumed.log if e["call"] == "c1"]
         assert sorted(kinds) == sorted([e["kind"] for e in item_entries] + ["state"]), (k, kinds)
         assert plans.comparable(resumed) == plans.comparable(reference), k
+        with sophon_dsl.open_store(f"sqlite:///{path}") as store:  # what `runs show --log` prints
+            assert len(store.load_log(f"run{k}")) == len(reference.log), k
     assert mid_map >= 2
