@@ -46,6 +46,7 @@ is the plan order (no sort, no cycle search).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,14 +128,14 @@ class CompiledPlan:
 
     plan: Plan
     tools: ToolRegistry
-    ids: tuple[str, ...]
+    ids: Sequence[str]  # each call's id (a dataflow.CallIds: made when read)
     flow: DataFlow = field(compare=False)
     control_deps: tuple[frozenset[int], ...]
-    writers: dict
+    writers: Mapping[tuple, tuple[tuple[int, int], ...]]  # a read-only view of the writer index
     order: tuple[int, ...]
     diagnostics: tuple[Diagnostic, ...]
     ok: bool
-    index: dict  # call id -> index (first call with that id)
+    index: Mapping[str, int]  # call id -> index (first call with that id)
 
     @property
     def deps(self) -> tuple[frozenset[int], ...]:
@@ -220,6 +221,6 @@ def compile_plan(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
     flow = checker.flow
     order, _ = checker.ctx.topo()
     return CompiledPlan(
-        plan=plan, tools=registry, ids=tuple(flow.ids), flow=flow, control_deps=tuple(flow.control),
+        plan=plan, tools=registry, ids=flow.ids, flow=flow, control_deps=tuple(flow.control),
         writers=flow.writers.exact, order=order, diagnostics=diags, ok=not has_errors(diags), index=flow.index,
     )

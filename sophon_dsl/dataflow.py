@@ -28,10 +28,11 @@ the read index without rescanning the plan.
 from __future__ import annotations
 
 import heapq
+import re
 from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from itertools import accumulate
-from collections.abc import Mapping
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
 from .maps import outer_reads
@@ -40,7 +41,9 @@ from .values import references
 __all__ = [
     "BUILTIN_KINDS",
     "READ_ONLY_KINDS",
+    "CallIds",
     "DataFlow",
+    "IdIndex",
     "Read",
     "WriterIndex",
     "base_kind",
@@ -90,6 +93,161 @@ def _overlapping(exact: dict, below: dict, key: tuple) -> list:
     if ext:
         out.extend(ext)
     return out
+
+
+_AUTO_ID = re.compile(r"c([1-9][0-9]*)\Z")
+
+
+class CallIds(Sequence):
+    """Each call's id, made when read: its label / ``_id``, else ``c<N>`` with N its
+    1-based position (``Plan.call_ids``); ids appended for later calls (streaming, map
+    items) are kept where they are not the call's own.
+
+    A list held one string per call (about 60 bytes with its slot, 0.1 KB with the id
+    index) for the diagnostics that name a few of them.  Reads go to ``calls``, the
+    flow's list of calls, which grows with it.  :meth:`DataFlow.listed_ids` turns the
+    flow's ids into a list again when they are read per call (a run)."""
+
+    __slots__ = ("_calls", "_given", "_n")
+
+    def __init__(self, calls: list[Call], n: int | None = None) -> None:
+        self._calls = calls
+        self._given: dict[int, str] = {}  # position -> an id other than the call's own
+        self._n = len(calls) if n is None else n
+
+    def own(self, i: int) -> str:
+        """The id call ``i`` has of itself: its label, else ``c<i + 1>``."""
+        cid = self._calls[i].id
+        return f"c{i + 1}" if cid is None else cid
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if type(i) is slice:
+            return [self[k] for k in range(*i.indices(self._n))]
+        n = self._n
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("call index out of range")
+        if self._given:
+            cid = self._given.get(i)
+            if cid is not None:
+                return cid
+        cid = self._calls[i].id
+        return f"c{i + 1}" if cid is None else cid
+
+    def __iter__(self):
+        return iter(self.listed())
+
+    def append(self, cid: str) -> None:
+        """The id of the call just appended to ``calls``."""
+        i = self._n
+        self._n = i + 1
+        if cid != self.own(i):
+            self._given[i] = cid
+
+    def extend(self, ids: Iterable[str]) -> None:
+        for cid in ids:
+            self.append(cid)
+
+    def listed(self) -> list[str]:
+        """The ids as a list."""
+        out = [f"c{i}" if c.id is None else c.id for i, c in enumerate(self._calls[:self._n], 1)]
+        for i, cid in self._given.items():
+            out[i] = cid
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CallIds, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class IdIndex(Mapping):
+    """Call id -> the first call with that id, over a :class:`CallIds` (``DataFlow.index``).
+
+    Holds only the ids that are not ``c<N>`` of their own position N (labels, mostly); a
+    ``c<N>`` is looked up as position N - 1.  ``setdefault(cid, i)`` notes the id of the
+    call just appended (the dict's own call, as the flow grows)."""
+
+    __slots__ = ("_ids", "_named", "_taken", "_count", "_done")
+
+    def __init__(self, ids: CallIds) -> None:
+        self._ids = ids
+        self._named: dict[str, int] = {}   # id -> first position, for ids not c<own position>
+        self._taken: set[int] = set()      # k: some named id is c<k + 1>
+        self._count = 0                    # distinct ids
+        for i, call in enumerate(ids._calls[:len(ids)]):
+            if call.id is not None or ids._given:
+                self._note(i, ids[i])
+            elif i not in self._taken:
+                self._count += 1
+        self._done = len(ids)      # positions noted
+
+    def _note(self, i: int, cid: str) -> None:
+        if cid == f"c{i + 1}":
+            if i not in self._taken:
+                self._count += 1
+            return
+        named = self._named
+        if cid in named:
+            return
+        named[cid] = i
+        m = _AUTO_ID.match(cid)
+        if m is not None:
+            k = int(m.group(1)) - 1
+            self._taken.add(k)
+            if k < i and self._ids[k] == cid:
+                return  # call k (earlier) has it already
+        self._count += 1
+
+    def setdefault(self, cid: str, i: int) -> int:  # type: ignore[override]
+        """Note ``cid``, the id of call ``i`` (the next position; calls are noted in order,
+        after ``CallIds`` has them); returns the first call with that id."""
+        if i == self._done:
+            self._note(i, cid)
+            self._done = i + 1
+        return self[cid]
+
+    def get(self, cid: Any, default: Any = None) -> Any:
+        j = self._named.get(cid) if type(cid) is str else None
+        m = _AUTO_ID.match(cid) if type(cid) is str else None
+        if m is not None:
+            k = int(m.group(1)) - 1
+            ids = self._ids
+            if k < len(ids) and (j is None or k < j) and ids[k] == cid:
+                return k
+        return default if j is None else j
+
+    def __getitem__(self, cid: str) -> int:
+        j = self.get(cid)
+        if j is None:
+            raise KeyError(cid)
+        return j
+
+    def __contains__(self, cid: object) -> bool:
+        return self.get(cid) is not None
+
+    def __iter__(self):
+        seen: set[str] = set()
+        for cid in self._ids:
+            if cid not in seen:
+                seen.add(cid)
+                yield cid
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
 
 
 class Read:
@@ -404,17 +562,22 @@ class DataFlow:
     # -- building ----------------------------------------------------------------
 
     @classmethod
-    def build(cls, calls: Sequence[Call], ids: Sequence[str]) -> "DataFlow":
-        """The whole plan's flow at once (every write indexed before any read resolves)."""
-        flow = cls(ids)
+    def build(cls, calls: Sequence[Call], ids: Sequence[str] | None = None) -> "DataFlow":
+        """The whole plan's flow at once (every write indexed before any read resolves).
+        ``ids`` None: each call's own id (``Plan.call_ids``), made when read (:class:`CallIds`)."""
+        flow = cls(() if ids is None else ids)
         flow.calls = list(calls)
         # one int object per position, shared by the index, the writers, the read offsets
         # and the order (an int above 256 is 32 bytes; a plan's tables held four per call)
         positions = flow._positions = tuple(range(len(flow.calls)))
-        index: dict[str, int] = {}
-        for i, cid in zip(positions, flow.ids):
-            index.setdefault(cid, i)
-        flow.index = index
+        if ids is None:
+            flow.ids = CallIds(flow.calls)  # type: ignore[assignment]
+            flow.index = IdIndex(flow.ids)  # type: ignore[arg-type, assignment]
+        else:
+            index: dict[str, int] = {}
+            for i, cid in zip(positions, flow.ids):
+                index.setdefault(cid, i)
+            flow.index = index
         index_writes = flow._index_writes
         for i, call in zip(positions, calls):
             if call.output is not None:
@@ -599,6 +762,19 @@ class DataFlow:
             else:
                 found.add(j)  # a call after itself is a cycle (E302), kept as an edge
         return frozenset(found)
+
+    def listed_ids(self) -> list[str]:
+        """The ids as a list and the index as a dict from here on (a run reads them per
+        call; a flow built without ids makes them when read); returns the list."""
+        if type(self.ids) is not list:
+            self.ids = ids = self.ids.listed()
+            index = dict(zip(ids, self._positions if len(self._positions) == len(ids) else range(len(ids))))
+            if len(index) != len(ids):  # a duplicate id: the first call with it
+                index = {}
+                for i, cid in enumerate(ids):
+                    index.setdefault(cid, i)
+            self.index = index
+        return self.ids
 
     # -- growing (streamed plans) ------------------------------------------------
 

@@ -40,7 +40,7 @@ class RuleRunner:
         # ``flow``: the plan's data flow when the caller has it already (a compiled plan
         # checked again for more codes); it must be the flow of these very calls
         if flow is None:
-            flow = DataFlow.build(plan.calls, plan.call_ids())
+            flow = DataFlow.build(plan.calls)  # ids made when a diagnostic names a call
         ctx = self.ctx = CheckContext(plan, tools, flow, max_calls=max_calls, require_executor=require_executor,
                                       require_implementations=require_implementations)
         made = [rule(ctx) for rule in (self.rules if rules is None else tuple(rules))]

@@ -47,6 +47,7 @@ class Prepared:
         self.diagnostics = diagnostics
         # the checker's data flow when there is one (same rules, computed once)
         self.flow = compiled.flow if compiled is not None else DataFlow.build(plan.calls, ids)
+        self.flow.listed_ids()  # the checker's flow makes ids when read; a run reads one per call
 
 
 def _load(plan: Any) -> Plan:
@@ -142,7 +143,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
             diags = [*compiled.diagnostics, *_run_only_diagnostics(compiled, executor)]
         registry = compiled.tools
         plan = compiled.plan  # with the output paths its tools prescribe
-        ids = list(compiled.ids)
+        ids = list(compiled.flow.listed_ids())  # (the ids made once for the run and the flow)
     if compiled is None:
         registry = registry.with_plan_decls(plan.tools)
     if ids is None:
