@@ -222,3 +222,40 @@ def test_a_map_resumed_mid_way_writes_each_item_entry_once(tmp_path):
         with sophon_dsl.open_store(f"sqlite:///{path}") as store:  # what `runs show --log` prints
             assert len(store.load_log(f"run{k}")) == len(reference.log), k
     assert mid_map >= 2
+
+
+def test_a_run_cancelled_mid_map_resumes_to_the_uninterrupted_result(tmp_path):
+    """Stopped (cancelled) rather than killed: the cancelled item calls are not committed and
+    run on resume, the committed ones do not; status, state, output, calls and log as an
+    uninterrupted run's."""
+    import asyncio
+
+    plan = """$state.out = map(over=[1, 2, 3, 4, 5, 6], as=it, concurrency=2) {
+    $local.a = pause(n=$it)
+    $local.b = act(n=$local.a, x=$index)
+}
+$state.after = look(n=1, x=$state.out[0].b)
+"""
+    reference = plans.comparable(sophon_dsl.run(plan, tools=plans.TOOLS, input={"zero": 0}))
+    mid_map = 0
+    for trial in range(40):  # cancelled later and later, until it lands mid-map (the machine may be slow)
+        if mid_map >= 2:
+            break
+        url = f"sqlite:///{tmp_path / f'c{trial}.db'}"
+
+        async def cancelled_after(delay: float):
+            handle = sophon_dsl.start(plan, plans.TOOLS, input={"zero": 0}, store=url, run_id="c")
+            await asyncio.sleep(delay)
+            handle.cancel()
+            return await handle.result()
+
+        plans.reset_ledger()
+        first = asyncio.run(cancelled_after(0.002 * (trial + 1)))
+        with sophon_dsl.open_store(url) as store:
+            committed = set(store.load_calls("c"))
+        mid_map += first.status == "cancelled" and "c1" not in committed and any("c1[" in c for c in committed)
+        before = len(plans.ledger_lines())
+        resumed = sophon_dsl.resume("c", store=url, tools=plans.TOOLS, unknown="rerun")
+        assert plans.comparable(resumed) == reference, trial
+        assert not committed & {e["call"] for e in plans.ledger_lines()[before:]}, trial
+    assert mid_map >= 2
