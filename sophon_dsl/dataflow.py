@@ -43,6 +43,7 @@ __all__ = [
     "READ_ONLY_KINDS",
     "CallIds",
     "DataFlow",
+    "GroupWiring",
     "IdIndex",
     "Read",
     "WriterIndex",
@@ -526,6 +527,48 @@ class _PrefixKeys(Mapping):
         return repr({key: self[key] for key in self})
 
 
+class GroupWiring:
+    """How the calls of every copy of a group (a map's body) are wired among themselves,
+    worked out once (:meth:`DataFlow.add_group`).
+
+    ``known``: per read of the group's calls, in :meth:`DataFlow.reads` order (inline
+    output last), the writers as offsets within the group, or None for a read wired
+    against the flow.  ``plain``: when every call's parameters are literals or whole
+    references (no map, inline output or ``@after``), per call ``(positions of its
+    reference parameters, their offsets from known, its dependencies as offsets or None
+    when a read is wired against the flow)``, which :meth:`DataFlow.add_group` follows
+    without walking the calls; else None."""
+
+    __slots__ = ("known", "plain")
+
+    def __init__(self, calls: Sequence[Call], known: Sequence[tuple[int, ...] | None]) -> None:
+        self.known = tuple(known)
+        self.plain: tuple | None = None
+        plan = []
+        at = 0
+        for call in calls:
+            if call.map is not None or call.inline_output is not None or call.after:
+                return
+            where = []
+            for x, p in enumerate(call.params):
+                tv = type(p.value)
+                if tv is Reference:
+                    where.append(x)
+                elif tv is not Literal:
+                    return
+            rels = self.known[at:at + len(where)]
+            at += len(where)
+            drel = None
+            if all(r is not None for r in rels):
+                drel = tuple(sorted({y for r in rels for y in r}))  # type: ignore[union-attr]
+            plan.append((tuple(where), rels, drel))
+        if at == len(self.known):
+            self.plain = tuple(plan)
+
+    def __iter__(self):  # what add_group reads when it walks the calls
+        return iter(self.known)
+
+
 class DataFlow:
     """The data-flow graph of a plan's calls (see the module docstring).
 
@@ -842,6 +885,9 @@ class DataFlow:
         or None for a read wired against the flow like :meth:`add_call`'s.  The group
         writes only its own paths (an item's kinds): no earlier call gains an edge, and its
         writes are not indexed.  Cost: the calls and their reads, no lookup for a known read."""
+        if type(known) is GroupWiring and known.plain is not None:
+            first = self.group_joiner(known)(calls, ids)
+            return range(first, first + len(calls))
         first = len(self.calls)
         self.calls.extend(calls)
         self.ids.extend(ids)
@@ -875,6 +921,78 @@ class DataFlow:
                 for d in self.run_deps(i):
                     self._add_dependent(d, i)
         return range(first, first + len(calls))
+
+    def group_joiner(self, known: "GroupWiring") -> Any:
+        """``join(calls, ids) -> first index``: :meth:`add_group` of one group of ``known``'s
+        wiring, for adding many (a map's items).  What add_group looks up per group is looked
+        up here once (the per-read and per-call lists grow in place, never replaced), and a group whose calls
+        are plain (``known.plain``) is wired from its plan: no closure, walk or test per read."""
+        plan = known.plain if type(known) is GroupWiring else None
+        if plan is None:
+            add_group = self.add_group
+
+            def join_any(calls: Sequence[Call], ids: Sequence[str]) -> int:
+                return add_group(calls, ids, known).start
+            return join_any
+        all_calls = self.calls  # (ids and index are read per group: listed_ids may replace them)
+        refs, wss, all_deps = self.read_refs, self.read_writers, self.deps
+        ref_add, ws_add = refs.append, wss.append
+        offs_add, control_add, deps_add = self.read_offs.append, self.control.append, all_deps.append
+        real = self.writers.resolve
+        inner = any(drel for _, _, drel in plan) or any(drel is None for _, _, drel in plan)
+
+        def join(calls: Sequence[Call], ids: Sequence[str]) -> int:
+            first = i = len(all_calls)
+            all_calls.extend(calls)
+            self.ids.extend(ids)
+            index = self.index
+            for cid in ids:
+                index.setdefault(cid, i)
+                i += 1
+            i = first
+            slots = len(refs)
+            for call, (where, rels, drel) in zip(calls, plan):
+                params = call.params
+                start = len(refs)
+                for x, rel in zip(where, rels):
+                    v = params[x].value
+                    ref_add(v)
+                    if rel is None:
+                        ws_add(real(v.kind, v.path, i))
+                    elif not rel:
+                        ws_add(_EMPTY)
+                    elif len(rel) == 1:
+                        ws_add((first + rel[0],))
+                    else:
+                        ws_add(tuple([first + y for y in rel]))
+                end = len(refs)
+                offs_add(end)
+                control_add(_NO_CALLS)
+                if drel is not None:  # every read known: the dependencies worked out once
+                    d = wss[start] if end - start == 1 else tuple([first + y for y in drel]) if drel else _EMPTY
+                elif end - start == 1:
+                    d = wss[start]
+                else:
+                    acc: set = set()
+                    for k in range(start, end):
+                        acc.update(wss[k])
+                    d = tuple(sorted(acc))
+                if d and d[-1] >= i:
+                    self.backward = False
+                deps_add(d)
+                i += 1
+            if self._readers is not None:  # a growing plan: a later arrival may write an outer read
+                self._index_reads(slots, len(refs))
+            dependents = self._dependents
+            if dependents is not None:
+                dependents.extend([] for _ in calls)
+                if inner:
+                    add_dependent = self._add_dependent
+                    for i in range(first, first + len(calls)):
+                        for d in all_deps[i]:
+                            add_dependent(d, i)
+            return first
+        return join
 
     def _add_dependent(self, d: int, i: int) -> None:
         assert self._dependents is not None

@@ -276,6 +276,16 @@ class ItemTemplate:
             target = (_fields_of(call.output), outs)
         return _item_call_class(call), tuple(params), target
 
+    def maker(self, with_source: bool) -> Callable[[str, Source], tuple[list[Call], list[str], Value | None]]:
+        """:meth:`make` for items that all have a source (``with_source``) or none: the
+        generated function itself when the body is plain."""
+        if not self.plain:
+            return self.make
+        maker = self.made.get(not with_source)
+        if maker is None:
+            maker = self.made[not with_source] = _compile_maker(self, with_source)
+        return maker
+
     def make(self, kind: str, source: Source = None) -> tuple[list[Call], list[str], Value | None]:
         """Item ``kind``'s calls, their ids and its result value (``source``: where the
         item's value is, else it is read from ``<item>@<kind>``)."""

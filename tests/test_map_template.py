@@ -1,9 +1,10 @@
 """A map item's calls made from its body analysed once (issue 12, map cost).
 
-* ``DataFlow.add_group`` with the body's wiring (``runtime.maps.body_wiring``) wires an
+* ``DataFlow.add_group`` with the body's wiring (``runtime.maps.body_wiring``), as it is
+  or prepared (``GroupWiring``, and ``DataFlow.group_joiner`` for many items) wires an
   item's calls exactly as adding them one by one through the general analysis does
-  (``DataFlow.add_call``): the same reads, writers, dependencies, ``@after`` edges,
-  fallback readers and inline-output reads.
+  (``DataFlow.add_call``): the same reads, writers, dependencies, dependents, ``@after``
+  edges, fallback readers and inline-output reads.
 * An item's call (``maps.ItemTemplate``) equals the one the full rewrite
   (``maps._rewrite``) makes, and behaves as a :class:`Call` (equality, hashing,
   ``replace``, copying, pickling).
@@ -17,7 +18,7 @@ import pickle
 
 import pytest
 
-from sophon_dsl.dataflow import DataFlow
+from sophon_dsl.dataflow import DataFlow, GroupWiring
 from sophon_dsl.loader import loads
 from sophon_dsl.maps import ItemTemplate, _rewrite, body_ids, item_kind, scope_names
 from sophon_dsl.model import Call
@@ -40,7 +41,7 @@ BODIES = [
 ]
 
 
-def _grown(plan, wiring: bool) -> DataFlow:
+def _grown(plan, wiring: str) -> DataFlow:
     calls = list(plan.calls)
     ids = [c.id or f"c{k + 1}" for k, c in enumerate(calls)]
     flow = DataFlow.build(calls, ids)
@@ -49,20 +50,29 @@ def _grown(plan, wiring: bool) -> DataFlow:
             continue
         names = body_ids(call.map)
         template, known = ItemTemplate(call.map, names), body_wiring(call.map, names)
+        group = GroupWiring(call.map.body, known)
+        join = flow.group_joiner(group)
         for k in range(3):
             items, item_ids, _ = template.make(item_kind(ids[j], k))
-            if wiring:
+            if k == 1:
+                flow.dependents()  # kept up to date from here on
+            if wiring == "known":  # the general route, reads wired one by one
                 flow.add_group(items, item_ids, known)
+            elif wiring == "group":  # plain bodies: wired from the body's plan
+                flow.add_group(items, item_ids, group)
+            elif wiring == "joiner":  # the same, what is looked up per group looked up once
+                assert join(items, item_ids) == len(flow.calls) - len(items)
             else:
                 for c, cid in zip(items, item_ids):
                     flow.add_call(c, cid)
     return flow
 
 
+@pytest.mark.parametrize("wiring", ["known", "group", "joiner"])
 @pytest.mark.parametrize("text", BODIES)
-def test_an_items_calls_are_wired_as_the_general_analysis_wires_them(text):
+def test_an_items_calls_are_wired_as_the_general_analysis_wires_them(text, wiring):
     plan = loads(text)
-    fast, slow = _grown(plan, True), _grown(plan, False)
+    fast, slow = _grown(plan, wiring), _grown(plan, "add_call")
     assert fast.ids == slow.ids
     assert [r.text() for r in fast.read_refs] == [r.text() for r in slow.read_refs]
     assert fast.read_writers == slow.read_writers
@@ -73,6 +83,15 @@ def test_an_items_calls_are_wired_as_the_general_analysis_wires_them(text):
     assert {i: [(r.ref.text(), r.writers) for r in rs] for i, rs in fast.inline_reads.items()} == \
         {i: [(r.ref.text(), r.writers) for r in rs] for i, rs in slow.inline_reads.items()}
     assert [fast.run_deps(i) for i in range(len(fast))] == [slow.run_deps(i) for i in range(len(slow))]
+    assert [sorted(d) for d in fast.dependents()] == [sorted(d) for d in slow.dependents()]
+    assert fast.backward == slow.backward and dict(fast.index) == dict(slow.index)
+
+
+def test_plain_bodies_take_the_plain_wiring():
+    plain = loads(BODIES[2]).calls[0].map
+    assert GroupWiring(plain.body, body_wiring(plain, body_ids(plain))).plain is not None
+    templated = loads(BODIES[3]).calls[0].map  # a template and an object: walked per item
+    assert GroupWiring(templated.body, body_wiring(templated, body_ids(templated))).plain is None
 
 
 @pytest.mark.parametrize("text", BODIES)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..dataflow import DataFlow
+from ..dataflow import DataFlow, GroupWiring
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
 from ..model import MapSpec, OutputMethod, Reference
 from .contracts import final_output
@@ -42,7 +42,7 @@ class _MapRun:
 
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
-                 "timer", "stopped", "source")
+                 "timer", "stopped", "source", "join", "make", "reads_index", "local_result")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -51,7 +51,8 @@ class _MapRun:
         self.items = items
         ids = body_ids(spec)
         self.template = ItemTemplate(spec, ids)
-        self.known = body_wiring(spec, ids)
+        known = body_wiring(spec, ids)
+        self.known = None if known is None else GroupWiring(spec.body, known)
         self.n = n = len(items)
         self.limit = spec.concurrency or n
         self.next = 0          # the next item to expand
@@ -68,6 +69,10 @@ class _MapRun:
         self.timer: Any = None                    # the @timeout's timer handle
         self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
         self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
+        self.join: Any = None  # the scheduler's item_joiner for this map's items (else add_calls)
+        self.make: Any = None  # the template's maker (with or without the item's source)
+        self.reads_index = self.template.reads_index
+        self.local_result = spec.result is None  # an item's result is its local data
 
 
 class MapDriver:
@@ -199,7 +204,7 @@ class MapDriver:
 
     def _expand(self, run: _MapRun, k: int) -> None:
         s = self.s
-        kind = item_kind(run.cid, k)
+        kind = f"{run.cid}[{k}]"  # (item_kind)
         spec = run.spec
         hidden = self.hidden
         local = f"{LOCAL}@{kind}"
@@ -211,18 +216,25 @@ class MapDriver:
             s.store.write(item, (), run.items[k], OutputMethod.SET, run.cid)
         else:  # read where it is
             source = (spec.item, source[0], (*source[1], k))
-        if run.template.reads_index:
+        if run.reads_index:
             index = f"{spec.index}@{kind}"
             hidden.add(index)
             s.store.write(index, (), k, OutputMethod.SET, run.cid)
-        calls, ids, result = run.template.make(kind, source)
+        make = run.make
+        if make is None:
+            make = run.make = run.template.maker(source is not None)
+        calls, ids, result = make(kind, source)
         # what _result reads: the `return` value, else the item's local data
-        run.result_values[k] = result if spec.result is not None else local
+        run.result_values[k] = local if run.local_result else result
         if not calls:
             self._item_done(run, k)
             return
         run.left[k] = len(calls)
-        added = s.add_calls(calls, ids, run.known)  # every call first: a body call may read a later one
+        # every call first: a body call may read a later one
+        join = run.join
+        if join is None:
+            join = run.join = s.item_joiner(run.known) if run.known is not None else s.add_calls
+        added = join(calls, ids)
         owner = self.owner
         for i in added:
             owner[i] = (run, k)

@@ -18,6 +18,7 @@ The scheduler works through three seams (``docs/design.md``): a
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections import deque
@@ -57,6 +58,27 @@ _READY, _WAIT, _SKIP = Verdict.READY, Verdict.WAIT, Verdict.SKIP
 # arguments) alive at the same time, which the cyclic GC would promote and rescan.
 _BURST = 256
 _LATER = object()  # queued arguments not built yet (calls that read nothing)
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode  # (as preview's)
+_LONG = 64  # a list longer than this is previewed from its first items
+
+
+def _preview(value: Any, limit: int) -> str | None:
+    """``preview(value, limit)`` without encoding the whole of a long list (a map's result
+    of thousands of items, for 200 characters): the text of its first items, once it runs
+    past the limit, begins as the whole list's does, and the preview is that beginning."""
+    if type(value) is list and len(value) > _LONG:
+        m = 16
+        while m < len(value):
+            try:
+                text = _encode(value[:m])
+            except (TypeError, ValueError, RecursionError):
+                break
+            if len(text) - 1 > limit:  # the whole text starts with text[:-1] (then "," or "]")
+                return text[:max(limit - 1, 0)] + "…"
+            m *= 4
+    return preview(value, limit)
 
 
 @dataclass
@@ -294,7 +316,7 @@ class Scheduler:
             self.store.record_ended(rec)
         if status == "succeeded":  # (the common case: emit's tuple, built inline)
             self.bus.emit_raw(("plan_step_complete", self.plan_id, self.goal, i, self.n, status, rec.id,
-                               rec.tool, rec.attempts, preview(rec.output, self.opts.preview_chars), None,
+                               rec.tool, rec.attempts, _preview(rec.output, self.opts.preview_chars), None,
                                None, now, None))
         elif status == "failed":
             self.emit("plan_step_failed", status, i, attempt=rec.attempts,
@@ -323,6 +345,48 @@ class Scheduler:
         for _ in calls:
             self._grow()
         return range(first, first + len(calls))
+
+    def item_joiner(self, known: Any) -> Callable[[Sequence[Call], Sequence[str]], range]:
+        """``join(calls, ids) -> their indexes``: :meth:`add_calls` for many groups of one
+        wiring (a map's items: ``known`` is its :class:`~sophon_dsl.dataflow.GroupWiring`),
+        with what :meth:`_grow` looks up per call looked up once (the per-call lists grow in
+        place, never replaced); :meth:`start_ready` then starts those that can go."""
+        flow = self.flow
+        flow_join = flow.group_joiner(known)
+        add_record, specs_add, spec_of = self.store.add_record, self.specs.append, self._spec_of
+        wrote_add, decided_add, ended_add = self.wrote.append, self._decided.append, self._ended.append
+        waiting_add, eager_add = self._waiting.append, self._eager.append
+        waited_add = self.waited_on.append if self.track_waits else None
+        ended, deps, inline, fallbacks = self._ended, flow.deps, flow.inline_reads, flow.fallbacks
+
+        def join(calls: Sequence[Call], ids: Sequence[str]) -> range:
+            first = flow_join(calls, ids)
+            if first != self.n:  # (not every call of the flow has its bookkeeping: one by one)
+                for _ in calls:
+                    self._grow()
+                return range(first, first + len(calls))
+            i = first
+            for call, cid in zip(calls, ids):
+                tool = call.tool
+                add_record(new_record(cid, tool, i))
+                spec = spec_of.get(tool, spec_of)
+                specs_add(self._spec(tool) if spec is spec_of else spec)
+                wrote_add(())
+                decided_add(False)
+                ended_add(False)
+                waiting = 0
+                for d in (deps[i] if not inline or i not in inline else flow.run_deps(i)):
+                    if not ended[d]:
+                        waiting += 1
+                waiting_add(waiting)
+                eager_add(i in fallbacks)
+                if waited_add is not None:
+                    waited_add(set())
+                i += 1
+            self._remaining += i - first
+            self.n = i
+            return range(first, i)
+        return join
 
     def start_ready(self, indices: Iterable[int]) -> None:
         """Start (or decide) each of ``indices`` whose inputs are settled."""
