@@ -3,6 +3,8 @@
     python benchmarks/bench_parse.py [--calls N] [--repeat R]
     python benchmarks/bench_parse.py --scaling [--sizes 1k,10k,100k] [--shapes all]
                                      [--forms dsl,yaml,json] [--budget 60] [--no-memory]
+    python benchmarks/bench_parse.py --old TREE [--sizes 10k] [--shapes all] [--forms json]
+                                     [--rounds 3] [--repeat 2]
 
 Default: statements per second on a generated 10,000-call plan for DSL parse, DSL parse
 + compile, JSON load + compile, YAML load + compile, and the stdlib ``json.loads`` of
@@ -17,6 +19,13 @@ says 'alias bomb?' on large plans today) is reported with its diagnostic.  Sizes
 predicted to exceed ``--budget`` seconds are skipped, with a message.  With YAML among
 the forms, a last line says whether a YAML plan of the largest size loads at all (one
 ``sophon_dsl.load`` in a child process, stopped after twice the budget).
+
+``--old TREE``: the same load + check on this checkout and on ``TREE`` (a checkout of an
+older commit: ``git worktree add /tmp/old REV``), side by side: per shape, size and form,
+fresh processes of the two trees alternated ``--rounds`` times; the tracemalloc peak per
+call (first round) and the best CPU time (``time.process_time``) per call, old -> new with
+the ratio.  The child imports each tree's own ``sophon_dsl`` and ``benchmarks/_shapes``, so
+``TREE`` needs no option of this script.
 
 Ratios matter more than absolute figures: machines are noisy.  Figures are recorded in
 docs/performance.md.
@@ -218,6 +227,66 @@ def scaling(shapes: list[str], forms: list[str], sizes: list[int], seed: int, re
         yaml_loads_at_all(max(sizes), seed, 2 * budget)
 
 
+# --old: one tree's load + check in a fresh process (``python -c``, so any older checkout works)
+SIDE_CHILD = """
+import gc, json, sys, time
+tree, shape, n, form, repeat, memory = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6] == "1"
+sys.path[:0] = [tree, tree + "/benchmarks"]
+import sophon_dsl
+from _shapes import build, noop, traced_peak
+assert sophon_dsl.__file__.startswith(tree), sophon_dsl.__file__
+try:
+    from sophon_dsl.syntax import json_source
+    json_source.MAX_SOURCE_CHARS = json_source.MAX_SOURCE_LINES = 1 << 40  # cost, not E007's bound
+except Exception:
+    pass
+def once(text):
+    plan = sophon_dsl.loads(text, form)
+    sophon_dsl.check(plan, tools=[noop], stdlib=False)
+once(sophon_dsl.dumps(build("random", 100, 1).plan, form))
+text = sophon_dsl.dumps(build(shape, n, 1).plan, form)
+peak = traced_peak(lambda: once(text)) if memory else None
+best = float("inf")
+for _ in range(repeat):
+    gc.collect()
+    t0 = time.process_time()
+    once(text)
+    best = min(best, time.process_time() - t0)
+print(json.dumps({"peak": peak, "cpu": best}))
+"""
+
+
+def side_by_side(old: str, shapes: list[str], forms: list[str], sizes: list[int], rounds: int,
+                 repeat: int, memory: bool) -> None:
+    new = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = os.path.abspath(old)
+    say(f"--old: load + check, this checkout ({new}) vs {old}; peak = tracemalloc per call, "
+        f"CPU = best process_time per call over {rounds} alternated process pairs x {repeat}")
+    say(f"  {'shape':12} {'form':5} {'calls':>8}  {'peak old -> new (KB/call)':>27}  {'CPU old -> new (us/call)':>28}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in shapes:
+            for form in forms:
+                for n in sizes:
+                    got: dict[str, dict] = {"old": {"cpu": float("inf")}, "new": {"cpu": float("inf")}}
+                    for r in range(rounds):
+                        for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                            tree = old if name == "old" else new
+                            proc = subprocess.run([sys.executable, "-c", SIDE_CHILD, tree, shape, str(n), form,
+                                                   str(repeat), "1" if memory and r == 0 else "0"],
+                                                  capture_output=True, text=True, cwd=tmp)
+                            if proc.returncode != 0:
+                                raise SystemExit(f"{name} tree failed on {shape}/{form}/{n}:\n{proc.stderr[-2000:]}")
+                            out = json.loads(proc.stdout.strip().splitlines()[-1])
+                            if out["peak"] is not None:
+                                got[name]["peak"] = out["peak"]
+                            got[name]["cpu"] = min(got[name]["cpu"], out["cpu"])
+                    o, w = got["old"], got["new"]
+                    peak = (f"{o['peak'] / n / 1024:.3f} -> {w['peak'] / n / 1024:.3f} ({w['peak'] / o['peak']:.2f})"
+                            if "peak" in o else "-")
+                    cpu = f"{o['cpu'] / n * 1e6:.1f} -> {w['cpu'] / n * 1e6:.1f} ({w['cpu'] / o['cpu']:.2f})"
+                    say(f"  {shape:12} {form:5} {n:>8,}  {peak:>27}  {cpu:>28}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=10_000)
@@ -231,7 +300,15 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=60.0,
                     help="seconds one measurement may take; larger sizes are skipped (default 60)")
     ap.add_argument("--no-memory", action="store_true", help="--scaling without the tracemalloc run")
+    ap.add_argument("--old", help="load + check side by side with this checkout of an older commit")
+    ap.add_argument("--rounds", type=int, default=3, help="--old: alternated process pairs")
     args = ap.parse_args()
+    if args.old:
+        forms = [f.strip() for f in (args.forms if args.forms != ",".join(FORMS) else "json").split(",")]
+        sizes = parse_sizes(args.sizes if args.sizes != "1k,10k,100k" else "10k")
+        side_by_side(args.old, parse_shapes(args.shapes), forms, sizes, args.rounds, args.repeat,
+                     not args.no_memory)
+        return
     if not args.scaling:
         throughput(args.calls, args.repeat)
         return
