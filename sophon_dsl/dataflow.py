@@ -925,13 +925,15 @@ class DataFlow:
     def group_joiner(self, known: "GroupWiring") -> Any:
         """``join(calls, ids) -> first index``: :meth:`add_group` of one group of ``known``'s
         wiring, for adding many (a map's items).  What add_group looks up per group is looked
-        up here once (the per-read and per-call lists grow in place, never replaced), and a group whose calls
-        are plain (``known.plain``) is wired from its plan: no closure, walk or test per read."""
+        up here once (the per-read and per-call lists grow in place, never replaced), and a
+        group whose calls are plain (``known.plain``) is wired from its plan: no closure, walk
+        or test per read; then ``join(calls, ids, groups)`` adds several groups at once."""
         plan = known.plain if type(known) is GroupWiring else None
         if plan is None:
             add_group = self.add_group
 
-            def join_any(calls: Sequence[Call], ids: Sequence[str]) -> int:
+            def join_any(calls: Sequence[Call], ids: Sequence[str], groups: int = 1) -> int:
+                assert groups == 1
                 return add_group(calls, ids, known).start
             return join_any
         all_calls = self.calls  # (ids and index are read per group: listed_ids may replace them)
@@ -941,7 +943,10 @@ class DataFlow:
         real = self.writers.resolve
         inner = any(drel for _, _, drel in plan) or any(drel is None for _, _, drel in plan)
 
-        def join(calls: Sequence[Call], ids: Sequence[str]) -> int:
+        size = len(plan)
+
+        def join(calls: Sequence[Call], ids: Sequence[str], groups: int = 1) -> int:
+            """Add ``groups`` groups (their calls and ids one group after the other)."""
             first = i = len(all_calls)
             all_calls.extend(calls)
             self.ids.extend(ids)
@@ -949,9 +954,14 @@ class DataFlow:
             for cid in ids:
                 index.setdefault(cid, i)
                 i += 1
-            i = first
+            i = group = first
+            b = 0
             slots = len(refs)
-            for call, (where, rels, drel) in zip(calls, plan):
+            for call, (where, rels, drel) in zip(calls, plan if groups == 1 else plan * groups):
+                if b == size:  # the next group
+                    group += size
+                    b = 0
+                b += 1
                 params = call.params
                 start = len(refs)
                 for x, rel in zip(where, rels):
@@ -962,14 +972,14 @@ class DataFlow:
                     elif not rel:
                         ws_add(_EMPTY)
                     elif len(rel) == 1:
-                        ws_add((first + rel[0],))
+                        ws_add((group + rel[0],))
                     else:
-                        ws_add(tuple([first + y for y in rel]))
+                        ws_add(tuple([group + y for y in rel]))
                 end = len(refs)
                 offs_add(end)
                 control_add(_NO_CALLS)
                 if drel is not None:  # every read known: the dependencies worked out once
-                    d = wss[start] if end - start == 1 else tuple([first + y for y in drel]) if drel else _EMPTY
+                    d = wss[start] if end - start == 1 else tuple([group + y for y in drel]) if drel else _EMPTY
                 elif end - start == 1:
                     d = wss[start]
                 else:
@@ -985,7 +995,7 @@ class DataFlow:
                 self._index_reads(slots, len(refs))
             dependents = self._dependents
             if dependents is not None:
-                dependents.extend([] for _ in calls)
+                dependents.extend([[] for _ in calls])
                 if inner:
                     add_dependent = self._add_dependent
                     for i in range(first, first + len(calls)):

@@ -170,3 +170,68 @@ def test_an_item_of_a_stored_list_is_read_where_it_is_not_copied():
                   tools=[f])
     assert literal.state["state"]["out"] == [1]
     assert [m["value"] for m in literal.log if m["kind"] == "x@c1[0]"] == [{"n": 1}]  # nowhere else to read it
+
+
+BATCHED = [
+    # whole items, local data written by another body call, an outer read with a value
+    "$state.s = g(v=1)\n$state.out = map($input.xs) {\n  $local.b = f(v=$local.a, w=$state.s)\n"
+    "  $local.a = f(v=$item, n=2)\n}",
+    # a body call failing at run time (caught by the tolerance), a `return`
+    "$state.out = map($input.xs, tolerate='50%') { $local.a = boom(v=$item); return $local.a }",
+    # a nested plan of two maps, the second over the first's result, with a concurrency limit
+    "$state.a = map($input.xs, concurrency=3) { $local.r = f(v=$item) }\n"
+    "$state.b = map($state.a) { $local.r = f(v=$item) }",
+]
+
+
+def _run_record(text, monkeypatch, batched):
+    import asyncio
+
+    from sophon_dsl import tool
+    from sophon_dsl.runtime import arun
+    from sophon_dsl.runtime.maps import MapDriver
+
+    @tool(name="f")
+    async def f(v: object = None, w: object = None, n: int = 0) -> object:
+        return [v, w, n]
+
+    @tool(name="g")
+    async def g(v: object = None) -> object:
+        return v
+
+    @tool(name="boom")
+    async def boom(v: object = None) -> object:
+        if v % 3 == 0:
+            raise ValueError(f"item {v}")
+        return v
+
+    seen = []
+    if not batched:
+        monkeypatch.setattr(MapDriver, "_batchable", lambda self, run: False)
+    else:
+        real = MapDriver._batchable
+        monkeypatch.setattr(MapDriver, "_batchable", lambda self, run: seen.append(real(self, run)) or seen[-1])
+    res = asyncio.run(arun(loads(text), tools=[f, g, boom], input={"xs": list(range(7))}))
+    events = [(e.type, e.step_index, e.total_steps, e.status, e.call_id, e.data) for e in res.events]
+    return seen, (res.status, res.output, res.state, [(r.id, r.status, r.output, r.error and r.error.error)
+                                                       for r in res.calls], events)
+
+
+@pytest.mark.parametrize("text", BATCHED)
+def test_items_expanded_together_make_the_run_one_by_one_makes(text, monkeypatch):
+    # MapDriver._expand_batch: the same calls at the same positions, started in the same order
+    seen, together = _run_record(text, monkeypatch, True)
+    assert seen and all(seen)
+    monkeypatch.undo()
+    assert _run_record(text, monkeypatch, False)[1] == together
+
+
+@pytest.mark.parametrize("body", [
+    "$local.a = f(v=$item.x)",          # a field an item may lack
+    "$local.a = f(v=$input.missing)",   # an outer read without a value
+    "$local.a = f(v=$i)",               # the index, stored per item
+])
+def test_items_that_may_end_at_once_are_expanded_one_by_one(body, monkeypatch):
+    seen, _ = _run_record("$state.out = map($input.xs, index=i, tolerate='100%') { " + body + " }",
+                          monkeypatch, True)
+    assert seen == [False]

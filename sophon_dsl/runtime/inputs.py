@@ -379,7 +379,17 @@ class InputResolver:
         return offs[i] == offs[i + 1] and not flow.control[i] and i not in flow.inline_reads
 
     def evaluate(self, i: int, call: Any) -> tuple[Verdict, Any]:
-        """(READY, (args, inline)) | (WAIT, None) | (SKIP, reason) | (FAIL, ErrorInfo)."""
+        """(READY, (args, inline)) | (WAIT, None) | (SKIP, reason) | (FAIL, ErrorInfo).
+
+        A map call (``runtime/maps.py``) also waits while an outer read of its body is
+        pending, as for its own reads: its dependencies alone do not hold it back when one of
+        them ends early (failed, another branch) or a streamed plan closes, and while a
+        stream is open those reads wait by the stream's rule (a writer may still arrive)."""
+        if call.map is not None:  # a map waits while an outer read of its body is pending
+            ref_state = self.ref_state
+            for ref in outer_reads(call.map):
+                if ref_state(i, ref)[0] is _PENDING:
+                    return _WAIT, None
         flow = self.flow
         after = flow.control[i]
         if not after and call.inline_output is None:
@@ -407,21 +417,8 @@ class InputResolver:
     def use_maps(self, item_kinds: set[str]) -> None:
         """The run has maps (``runtime/maps.py``): ``item_kinds`` are their items' own kinds
         (only the item's calls write them: never waited for while a stream is open), and a
-        map call is decided by the outer reads of its body too (:meth:`_map_evaluate`)."""
+        map call is decided by the outer reads of its body too (see :meth:`evaluate`)."""
         self.item_kinds = item_kinds
-        self.evaluate = self._map_evaluate  # (runs without maps keep the plain one)
-
-    def _map_evaluate(self, i: int, call: Any) -> tuple[Verdict, Any]:
-        """:meth:`evaluate` in a run with maps: a map waits while an outer read of its body
-        is pending, as for its own reads.  Its dependencies alone do not hold it back when
-        one of them ends early (failed, another branch) or a streamed plan closes, and while
-        a stream is open those reads wait by the stream's rule (a writer may still arrive)."""
-        if call.map is not None:
-            ref_state = self.ref_state
-            for ref in outer_reads(call.map):
-                if ref_state(i, ref)[0] is _PENDING:
-                    return _WAIT, None
-        return InputResolver.evaluate(self, i, call)
 
     def edited_args(self, i: int, call: Any) -> tuple[dict, Any] | None:
         """Arguments of a call edited at approval time; None when any input is not available."""

@@ -19,6 +19,7 @@ the map call's result, written like any call's (so ``||`` catches a failed map).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable
 
 from ..dataflow import DataFlow, GroupWiring
@@ -35,6 +36,7 @@ MAP_FAILED = "Map.Failed"
 MAP_NOT_A_LIST = "Map.NotAList"
 MAP_TIMEOUT = "Map.Timeout"
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+_now = time.time
 
 
 class _MapRun:
@@ -42,7 +44,7 @@ class _MapRun:
 
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
-                 "timer", "stopped", "source", "join", "make", "reads_index", "local_result")
+                 "timer", "stopped", "source", "join", "make", "reads_index", "local_result", "batch")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -73,6 +75,7 @@ class _MapRun:
         self.make: Any = None  # the template's maker (with or without the item's source)
         self.reads_index = self.template.reads_index
         self.local_result = spec.result is None  # an item's result is its local data
+        self.batch = False  # items may be expanded several at once (MapDriver._batchable)
 
 
 class MapDriver:
@@ -118,6 +121,7 @@ class MapDriver:
             s.call_soon(self._end, j, None, [])
             return
         self.runs[j] = run
+        run.batch = self._batchable(run)
         if call.timeout is not None:  # the whole map's time, from now to its last item's end
             run.timer = s.call_later(call.timeout, self._time_out, run, call.timeout)
         self._fill(run)
@@ -191,6 +195,11 @@ class MapDriver:
         try:
             s = self.s
             while not run.ended and not s.stopping and run.next < run.n and run.inflight < run.limit:
+                if run.batch:
+                    room = min(run.limit - run.inflight, run.n - run.next)
+                    if room > 1:
+                        self._expand_batch(run, room)
+                        continue
                 k = run.next
                 run.next += 1
                 run.inflight += 1
@@ -201,6 +210,82 @@ class MapDriver:
     def _refill(self, run: _MapRun) -> None:
         run.filling = False
         self._fill(run)
+
+    def _batchable(self, run: _MapRun) -> bool:
+        """Whether ``run``'s items may be expanded several at once (:meth:`_expand_batch`):
+        when no call of an item can end at its first examination, so no item ends (and the
+        map cannot fail) while the next ones are expanded; then expanding items together or
+        one after the other is the same run: the same calls at the same positions, started
+        in the same order.  So: a plain body (literals and whole references only) of calls
+        that read the whole item (where it is stored), local data another body call writes
+        (it waits) or outer paths that have a value now (they were settled before the map
+        started, the same for every item); no index stored per item, no durable journal
+        (it restores items' calls as they join), no stream open, nobody told of dispatches."""
+        s = self.s
+        spec = run.spec
+        known = run.known
+        if (run.source is None or run.reads_index or known is None or known.plain is None
+                or not run.template.plain or not spec.body or s.journal is not None
+                or s.inputs.stream_open or s.on_dispatch is not None):
+            return False
+        scope = scope_names(spec)
+        ref_state = s.inputs.ref_state
+        reads = iter(known.known)
+        for call in spec.body:
+            for p in call.params:
+                ref = p.value
+                if type(ref) is not Reference:
+                    continue
+                writers = next(reads)
+                if ref.kind not in scope:
+                    if ref_state(run.j, ref)[0] is not RefState.HAS:
+                        return False
+                elif ref.kind == spec.item:
+                    if ref.path:  # a field an item may lack: its call would fail at once
+                        return False
+                elif ref.kind != LOCAL or not writers:  # (local data no body call writes: missing)
+                    return False
+        return True
+
+    def _expand_batch(self, run: _MapRun, m: int) -> None:
+        """:meth:`_expand` for the next ``m`` items of a batchable map (see :meth:`_batchable`):
+        their calls made one item after the other, joined to the run at once, then started
+        in order."""
+        s = self.s
+        k0 = run.next
+        run.next += m
+        run.inflight += m
+        cid, item = run.cid, run.spec.item
+        src_kind, src_path = run.source  # type: ignore[misc]
+        hidden_add = self.hidden.add
+        make = run.make
+        if make is None:
+            make = run.make = run.template.maker(True)
+        result_values, left, local_result = run.result_values, run.left, run.local_result
+        size = len(run.spec.body)
+        calls: list = []
+        ids: list = []
+        for k in range(k0, k0 + m):
+            kind = f"{cid}[{k}]"
+            local = f"{LOCAL}@{kind}"
+            hidden_add(local)
+            made, made_ids, result = make(kind, (item, src_kind, (*src_path, k)))
+            result_values[k] = local if local_result else result
+            left[k] = size
+            calls += made
+            ids += made_ids
+        join = run.join
+        if join is None:
+            join = run.join = s.item_joiner(run.known)
+        added = join(calls, ids, m)
+        owner = self.owner
+        i = added.start
+        for k in range(k0, k0 + m):
+            own = (run, k)
+            for _ in range(size):
+                owner[i] = own
+                i += 1
+        s.start_ready(added)
 
     def _expand(self, run: _MapRun, k: int) -> None:
         s = self.s
@@ -249,9 +334,15 @@ class MapDriver:
         run.done += 1
         if run.ended:
             return  # the map already failed: a late item changes nothing
-        err = run.errors.get(k)
+        err = run.errors.get(k) if run.errors else None
         if err is None:
-            value, err = self._result(run, k)
+            value = run.result_values.pop(k, None)
+            if type(value) is str:  # (_result's common case, inline: the item's local data)
+                value = s.store.get(value, ())
+                if value is MISSING:
+                    value = {}
+            else:
+                value, err = self._result(run, k, value)
         if err is not None:
             run.results[k] = err.to_json()
             run.failed += 1
@@ -260,7 +351,10 @@ class MapDriver:
             s.emit("map_item_failed", "failed", run.j, error=err.to_json(), data={"item": k})
         else:
             run.results[k] = value
-            s.emit("map_item_complete", "succeeded", run.j, data={"item": k})
+            j = run.j  # (s.emit's tuple, built inline)
+            rec = s.records[j]
+            s.bus.emit_raw(("map_item_complete", s.plan_id, s.goal, j, s.n, "succeeded", rec.id, rec.tool, None,
+                            None, None, None, _now(), {"item": k}))
         if run.failed and tolerance_exceeded(run.spec, run.failed, run.n):
             run.ended = True
             first = run.first_error[1]  # type: ignore[index]
@@ -272,13 +366,14 @@ class MapDriver:
             run.ended = True
             s.call_soon(self._end, run.j, None, run.results)
             return
-        if not run.filling:  # the items that end in this pass of the loop make room together:
-            run.filling = True  # their successors are expanded in one go, next pass
+        if not run.filling and run.next < run.n:  # the items that end in this pass of the loop
+            run.filling = True  # make room together: their successors are expanded in one go, next pass
             self.s.call_soon(self._refill, run)
 
-    def _result(self, run: _MapRun, k: int) -> tuple[Any, ErrorInfo | None]:
+    def _result(self, run: _MapRun, k: int, value: Any) -> tuple[Any, ErrorInfo | None]:
+        """Item ``k``'s result from what its expansion kept (``value``: its `return` value,
+        the kind of its local data, or None)."""
         get = self.s.store.get
-        value = run.result_values.pop(k, None)
         # not copied here: the map's result is copied when it is written, and nothing
         # writes an item's data once the item has ended
         if value is None or type(value) is str:  # no `return`: the item's local data (under that kind)

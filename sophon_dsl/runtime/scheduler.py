@@ -216,7 +216,8 @@ class Scheduler:
         self._decided.append(False)
         self._ended.append(False)
         ended = self._ended
-        self._waiting.append(sum(1 for d in self.flow.run_deps(i) if not ended[d]))
+        # (a call of a group, a map item's, may read a later one of it: not grown yet, not ended)
+        self._waiting.append(sum(1 for d in self.flow.run_deps(i) if d >= i or not ended[d]))
         self._eager.append(i in self.flow.fallbacks)
         if self.track_waits:
             self.waited_on.append(set())
@@ -350,21 +351,26 @@ class Scheduler:
         """``join(calls, ids) -> their indexes``: :meth:`add_calls` for many groups of one
         wiring (a map's items: ``known`` is its :class:`~sophon_dsl.dataflow.GroupWiring`),
         with what :meth:`_grow` looks up per call looked up once (the per-call lists grow in
-        place, never replaced); :meth:`start_ready` then starts those that can go."""
+        place, never replaced); :meth:`start_ready` then starts those that can go.
+        ``join(calls, ids, groups)`` adds several groups at once when their wiring is plain
+        (``DataFlow.group_joiner``)."""
         flow = self.flow
         flow_join = flow.group_joiner(known)
         add_record, specs_add, spec_of = self.store.add_record, self.specs.append, self._spec_of
-        wrote_add, decided_add, ended_add = self.wrote.append, self._decided.append, self._ended.append
+        wrote_add, decided_ext, ended_ext = self.wrote.append, self._decided.extend, self._ended.extend
         waiting_add, eager_add = self._waiting.append, self._eager.append
         waited_add = self.waited_on.append if self.track_waits else None
         ended, deps, inline, fallbacks = self._ended, flow.deps, flow.inline_reads, flow.fallbacks
 
-        def join(calls: Sequence[Call], ids: Sequence[str]) -> range:
-            first = flow_join(calls, ids)
+        def join(calls: Sequence[Call], ids: Sequence[str], groups: int = 1) -> range:
+            first = flow_join(calls, ids, groups)
             if first != self.n:  # (not every call of the flow has its bookkeeping: one by one)
                 for _ in calls:
                     self._grow()
                 return range(first, first + len(calls))
+            fresh = [False] * len(calls)
+            decided_ext(fresh)
+            ended_ext(fresh)  # first: a call may read a later one of its group
             i = first
             for call, cid in zip(calls, ids):
                 tool = call.tool
@@ -372,8 +378,6 @@ class Scheduler:
                 spec = spec_of.get(tool, spec_of)
                 specs_add(self._spec(tool) if spec is spec_of else spec)
                 wrote_add(())
-                decided_add(False)
-                ended_add(False)
                 waiting = 0
                 for d in (deps[i] if not inline or i not in inline else flow.run_deps(i)):
                     if not ended[d]:
@@ -452,7 +456,8 @@ class Scheduler:
                 self._loop.call_soon(self._pump)
             self._ready.append((j, _LATER, None))
             return False
-        verdict, payload = inputs.evaluate(j, self.calls[j])
+        call = self.calls[j]
+        verdict, payload = inputs.evaluate(j, call)
         if verdict is _WAIT:
             return False
         rec = self.records[j]
@@ -475,7 +480,10 @@ class Scheduler:
             self._ready.append((j, _LATER, None) if inputs.reads_nothing(j) else (j, args, inline))
             return False
         self._burst += 1
-        self._start(j, args, inline)
+        if call.map is None:  # (a map call starts in the map driver: _start)
+            self.start_task(j, args, inline)
+        else:
+            self._start(j, args, inline)
         return False
 
     def start_task(self, j: int, args: dict, inline: Any) -> None:
