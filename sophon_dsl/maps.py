@@ -340,6 +340,13 @@ def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., A
 
     def node(cls: type, names: tuple[str, ...], base: tuple, given: dict[str, str]) -> str:
         var = f"n{len(lines)}"
+        twin = _twin(cls, names)
+        if twin is not None:  # its slots stored as plain attributes, then it becomes a cls
+            lines.append(f"    {var} = new({const(twin)})")
+            for n, name in enumerate(names):
+                lines.append(f"    {var}.{name} = {given.get(name) or const(base[n])}")
+            lines.append(f"    {var}.__class__ = {const(cls)}")
+            return var
         lines.append(f"    {var} = new({const(cls)})")
         for n, name in enumerate(names):
             setter = f"set_{cls.__name__}_{name}"
@@ -374,6 +381,29 @@ def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., A
     lines.append(f"    return [{', '.join(made)}], [{ids}], {result}")
     exec("\n".join(lines), env)  # noqa: S102 - source built above from field names and constants' names
     return env["make"]
+
+
+_twins: dict[type, type | None] = {}
+
+
+def _twin(cls: type, names: tuple[str, ...]) -> type | None:
+    """A plain class with ``cls``'s slots (same names, same order, same layout), whose
+    instances take their fields as ordinary attribute stores and then become ``cls``
+    instances (``__class__`` assignment, which CPython allows between classes of one layout):
+    a frozen dataclass's fields are otherwise set through one descriptor call each. None
+    when ``cls`` is not a slotted class straight under ``object`` whose slots are ``names``."""
+    if cls not in _twins:
+        twin = None
+        slots = cls.__dict__.get("__slots__")
+        if cls.__bases__ == (object,) and slots is not None and tuple(slots) == names:
+            twin = type(f"_{cls.__name__}Twin", (), {"__slots__": tuple(slots)})
+            try:  # the layouts agree: one instance made and turned into cls
+                probe = object.__new__(twin)
+                probe.__class__ = cls
+            except TypeError:
+                twin = None
+        _twins[cls] = twin
+    return _twins[cls]
 
 
 def _tuple_text(names: list[str]) -> str:

@@ -235,3 +235,22 @@ def test_items_that_may_end_at_once_are_expanded_one_by_one(body, monkeypatch):
     seen, _ = _run_record("$state.out = map($input.xs, index=i, tolerate='100%') { " + body + " }",
                           monkeypatch, True)
     assert seen == [False]
+
+
+@pytest.mark.parametrize("source", [None, ("item", "input", ("xs", 4))])
+def test_the_generated_makers_nodes_are_the_model_classes(source):
+    # the maker stores a node's slots on a twin of its class, then makes it that class
+    import pickle
+
+    from sophon_dsl.model import OutputTarget, Param, Reference
+
+    spec = loads("$state.out = map($input.xs) { $local.a = f(v=$item, w=$state.s, n=2) }").calls[0].map
+    call = ItemTemplate(spec, body_ids(spec)).maker(source is not None)(item_kind("c9", 4), source)[0][0]
+    param, target = call.params[0], call.output
+    assert type(param) is Param and type(param.value) is Reference and type(target) is OutputTarget
+    assert type(target.paths[0]) is Reference and target.paths[0] == Reference("local@c9[4]", ("a",))
+    expected = Reference("input", ("xs", 4)) if source else Reference("item@c9[4]")
+    assert param.value == expected and hash(param.value) == hash(expected)
+    assert pickle.loads(pickle.dumps(call)) == call
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        param.value.kind = "x"  # type: ignore[misc]
