@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -16,8 +17,24 @@ from sophon_dsl.syntax.doc_printer import _CALLS_MARK, encode_plan, plan_to_docu
 
 from strategies import plans, plans_with_maps
 
-EXAMPLES = sorted(glob.glob("examples/**/*.plan", recursive=True) + glob.glob("examples/**/*.json", recursive=True)
-                  + glob.glob("examples/**/*.yaml", recursive=True))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _example_plans() -> list[str]:
+    """Every plan file under examples/ in any form (JSON and YAML files there are also inputs,
+    tool declarations and scripted replies: only those that load as plans are taken)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.*"), recursive=True)):
+        if path.endswith((".plan", ".json", ".yaml", ".yml")):
+            try:
+                load(path)
+            except Exception:  # noqa: BLE001 - not a plan
+                continue
+            found.append(path)
+    return found
+
+
+EXAMPLES = _example_plans()
 
 
 @given(plans() | plans_with_maps())
@@ -29,12 +46,9 @@ def test_equals_the_whole_document_encoded(plan):
     assert encode_plan(with_data, dumps) == dumps(plan_to_document(with_data))
 
 
-@pytest.mark.parametrize("path", EXAMPLES)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
 def test_examples(path):
-    try:
-        plan = load(path)
-    except Exception:  # noqa: BLE001 - not every file under examples/ is a plan
-        pytest.skip("not a plan")
+    plan = load(path)
     assert encode_plan(plan, dumps) == dumps(plan_to_document(plan))
 
 
