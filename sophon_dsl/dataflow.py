@@ -455,23 +455,36 @@ class WriterIndex:
         return every
 
 
-class _WrittenKeys(Mapping):
-    """:attr:`WriterIndex.exact`: written key -> its writers as pairs."""
+class _IndexView(Mapping):
+    """A read-only view of a :class:`WriterIndex` as ``(kind, *path) -> writers``; ``_find``
+    gives a key's writers (empty when none)."""
 
     __slots__ = ("_index",)
 
     def __init__(self, index: WriterIndex) -> None:
         self._index = index
 
-    def __getitem__(self, key: tuple) -> tuple[tuple[int, int], ...]:
-        w = self._index.at(key) if type(key) is tuple and key else _EMPTY
+    def _find(self, key: tuple) -> Any:
+        raise NotImplementedError
+
+    def __getitem__(self, key: tuple) -> Any:
+        w = self._find(key) if type(key) is tuple and key else None
         if not w:
             raise KeyError(key)
         return w
 
     def get(self, key: tuple, default: Any = None) -> Any:
-        w = self._index.at(key) if type(key) is tuple and key else _EMPTY
+        w = self._find(key) if type(key) is tuple and key else None
         return w if w else default
+
+
+class _WrittenKeys(_IndexView):
+    """:attr:`WriterIndex.exact`: written key -> its writers as pairs."""
+
+    __slots__ = ()
+
+    def _find(self, key: tuple) -> tuple[tuple[int, int], ...]:
+        return self._index.at(key)
 
     def __contains__(self, key: object) -> bool:
         return type(key) is tuple and bool(key) and bool(self._index.at(key))
@@ -491,23 +504,13 @@ class _WrittenKeys(Mapping):
         return repr(dict(self._index.items()))
 
 
-class _PrefixKeys(Mapping):
+class _PrefixKeys(_IndexView):
     """:attr:`WriterIndex.below`: proper prefix of a written key -> the writers below it."""
 
-    __slots__ = ("_index",)
+    __slots__ = ()
 
-    def __init__(self, index: WriterIndex) -> None:
-        self._index = index
-
-    def __getitem__(self, key: tuple) -> list[tuple[int, int]]:
-        w = self._index.under(key) if type(key) is tuple and key else []
-        if not w:
-            raise KeyError(key)
-        return w
-
-    def get(self, key: tuple, default: Any = None) -> Any:
-        w = self._index.under(key) if type(key) is tuple and key else []
-        return w if w else default
+    def _find(self, key: tuple) -> list[tuple[int, int]]:
+        return self._index.under(key)
 
     def __contains__(self, key: object) -> bool:
         if type(key) is not tuple or not key:
