@@ -467,6 +467,18 @@ class _IndexView(Mapping):
     def _find(self, key: tuple) -> Any:
         raise NotImplementedError
 
+    def _by_kind(self) -> dict:
+        """kind -> {path: ...}: the keys this view lists, by kind."""
+        raise NotImplementedError
+
+    def __iter__(self):
+        for kind, paths in self._by_kind().items():
+            for path in paths:
+                yield (kind, *path)
+
+    def __len__(self) -> int:
+        return sum(len(paths) for paths in self._by_kind().values())
+
     def __getitem__(self, key: tuple) -> Any:
         w = self._find(key) if type(key) is tuple and key else None
         if not w:
@@ -489,13 +501,8 @@ class _WrittenKeys(_IndexView):
     def __contains__(self, key: object) -> bool:
         return type(key) is tuple and bool(key) and bool(self._index.at(key))
 
-    def __iter__(self):
-        for kind, paths in self._index.paths.items():
-            for path in paths:
-                yield (kind, *path)
-
-    def __len__(self) -> int:
-        return sum(len(paths) for paths in self._index.paths.values())
+    def _by_kind(self) -> dict:
+        return self._index.paths
 
     def items(self):  # type: ignore[override]
         return self._index.items()
@@ -518,13 +525,8 @@ class _PrefixKeys(_IndexView):
         subs = self._index.subs.get(key[0])  # type: ignore[index]
         return bool(subs) and bool(subs.get(key[1:]))  # type: ignore[index]
 
-    def __iter__(self):
-        for kind, subs in self._index.subs.items():
-            for path in subs:
-                yield (kind, *path)
-
-    def __len__(self) -> int:
-        return sum(len(subs) for subs in self._index.subs.values())
+    def _by_kind(self) -> dict:
+        return self._index.subs
 
     def __repr__(self) -> str:
         return repr({key: self[key] for key in self})
