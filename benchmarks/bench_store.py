@@ -17,8 +17,13 @@
 
 ``--postgres URL`` adds (b)-(d) against a PostgreSQL database.  Best of ``--repeat``.
 
+``--old TREE`` measures (b) and (c) on SQLite in this tree and in a checkout of an older
+commit, in fresh processes alternated ``--rounds`` times, and prints them side by side
+(ratios new / old: the machine's other load moves both).
+
 Run: python benchmarks/bench_store.py [--calls 10000] [--chain 500] [--resume 10000] [--repeat 3]
         [--sync NORMAL|FULL] [--postgres postgresql://...]
+     python benchmarks/bench_store.py --old /tmp/old_tree [--rounds 3] [--calls 10000] [--chain 500]
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,9 +95,11 @@ def part_a(n: int, repeat: int) -> None:
     say(f"(a) no store, wide {n:,}: {wall / n * 1e6:.1f} us/call wall, {cpu / n * 1e6:.1f} us/call CPU")
 
 
-def part_b(n: int, repeat: int, open_store: Any) -> None:
+def measure_b(n: int, repeat: int, open_store: Any) -> dict[str, tuple]:
+    """{label: (added CPU us/call, added event-loop us/call, writer us/call, wall us/call, transactions)}."""
     plan = build("wide", n).plan
     base, _, _, base_loop = _best(repeat, lambda: _run(plan, [work]))
+    out = {}
     for label, tools in (("not idempotent (intent + completion)", [work]), ("idempotent (completion)", [work_idem])):
         store = open_store()
         writer = _timed_writer(store)
@@ -105,10 +114,16 @@ def part_b(n: int, repeat: int, open_store: Any) -> None:
         finally:
             store.close()
         assert result.ok
-        added = (cpu - base) / n * 1e6
+        out[label] = ((cpu - base) / n * 1e6, (loop - base_loop) / n * 1e6, in_writer / n * 1e6,
+                      wall / n * 1e6, batches)
+    return out
+
+
+def part_b(n: int, repeat: int, open_store: Any) -> None:
+    for label, (added, loop, writer, wall, batches) in measure_b(n, repeat, open_store).items():
         say(f"(b) wide {n:,}, {label}: +{added:.1f} us CPU/call (target <= 30; event loop "
-            f"+{(loop - base_loop) / n * 1e6:.1f}, writer thread {in_writer / n * 1e6:.1f}), "
-            f"{wall / n * 1e6:.1f} us/call wall, {batches:,} transactions for {repeat * n:,} calls")
+            f"+{loop:.1f}, writer thread {writer:.1f}), "
+            f"{wall:.1f} us/call wall, {batches:,} transactions for {repeat * n:,} calls")
 
 
 def _chain(m: int) -> Plan:
@@ -125,19 +140,66 @@ def _edge_gaps(result: Any) -> list[float]:
     return [recs[i + 1].started - recs[i].ended for i in range(len(recs) - 1)]
 
 
-def part_c(m: int, repeat: int, open_store: Any) -> None:
+def measure_c(m: int, repeat: int, open_store: Any) -> dict[str, tuple]:
+    """{label: (added ms per edge at the median, p90 ms)}."""
     plan = _chain(m)
     base = statistics.median(min((_edge_gaps(_run(plan, [work])[2]) for _ in range(repeat)),
                                  key=statistics.median))
+    out = {}
     for label, tools in (("not idempotent", [work]), ("idempotent", [work_idem])):
         store = open_store()
         try:
             gaps = min((_edge_gaps(_run(plan, tools, store)[2]) for _ in range(repeat)), key=statistics.median)
         finally:
             store.close()
-        added = (statistics.median(gaps) - base) * 1e3
+        out[label] = ((statistics.median(gaps) - base) * 1e3, sorted(gaps)[int(len(gaps) * 0.9)] * 1e3)
+    return out
+
+
+def part_c(m: int, repeat: int, open_store: Any) -> None:
+    for label, (added, p90) in measure_c(m, repeat, open_store).items():
         say(f"(c) chain {m:,}, {label}: +{added:.3f} ms per edge at the median (target <= 0.5); "
-            f"p90 {sorted(gaps)[int(len(gaps) * 0.9)] * 1e3:.3f} ms")
+            f"p90 {p90:.3f} ms")
+
+
+# --old: (b) and (c) on SQLite, this tree vs an older one, in alternated fresh processes
+
+
+def compare_trees(old: str, a: argparse.Namespace) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    best: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    for _ in range(a.rounds):
+        for name, tree in (("old", old), ("new", here)):
+            env = dict(os.environ, PYTHONPATH=tree)
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", "--calls", str(a.calls),
+                   "--chain", str(a.chain), "--repeat", str(a.repeat), "--sync", a.sync]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            for key, value in json.loads(proc.stdout.splitlines()[-1]).items():
+                best[name][key] = min(best[name].get(key, float("inf")), value)
+    say(f"SQLite {a.sync}, best of {a.repeat} runs x {a.rounds} alternated processes; old = {old}")
+    for key in best["new"]:
+        o, w = best["old"].get(key), best["new"][key]
+        if o is None:
+            say(f"    {key:<58} new {w:7.3f}")
+        else:
+            say(f"    {key:<58} {o:7.3f} -> {w:7.3f}  ({w / o:.2f})" if o > 0 else f"    {key:<58} {o:7.3f} -> {w:7.3f}")
+
+
+def child(a: argparse.Namespace) -> None:
+    """One process of --old: the figures as JSON on the last line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        counter = iter(range(10**6))
+
+        def opener() -> Any:
+            return _sqlite(tmp, f"b{next(counter)}.db", a.sync)
+
+        row = {}
+        for label, (added, loop, writer, _, _) in measure_b(a.calls, a.repeat, opener).items():
+            row[f"(b) {label}: +us CPU/call"] = added
+            row[f"(b) {label}: +us event loop/call"] = loop
+        for label, (added, _) in measure_c(a.chain, a.repeat, opener).items():
+            row[f"(c) {label}: +ms per edge (median)"] = added
+    print(json.dumps(row))
 
 
 def part_d(k: int, repeat: int, open_store: Any) -> None:
@@ -166,7 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sync", default="NORMAL", choices=("NORMAL", "FULL"))
     ap.add_argument("--postgres", default=None, metavar="URL")
+    ap.add_argument("--old", default=None, metavar="TREE",
+                    help="compare (b) and (c) with a checkout of an older commit (git worktree add /tmp/old REV)")
+    ap.add_argument("--rounds", type=int, default=3, help="--old: alternated processes per tree")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    if args.old:
+        compare_trees(args.old, args)
+        return 0
     say(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     part_a(args.calls, args.repeat)
     with tempfile.TemporaryDirectory() as tmp:

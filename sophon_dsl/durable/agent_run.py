@@ -108,6 +108,12 @@ class TurnRun(DurableRun):
                 return self.journal.failure_error()
         return await super().before_start(runner, i, call, args)
 
+    def wants_intent(self, i: int) -> bool:
+        # Not before the reply holding the call is committed: while a turn records its reply,
+        # each call's task waits for that in before_start, then commits its intent there
+        # (a turn's few calls need no intents gathered without tasks).
+        return self.recorder is None and super().wants_intent(i)
+
 
 class TurnRecorder:
     """Turn ``turn``'s reply, appended to the store as it streams.

@@ -13,6 +13,11 @@ completion, and the barrier the runner waits on.
   dependents" waits until that transaction is committed.
 * ``before_start``: a call that is not idempotent commits an intent record before its tool
   starts; on resume it decides what to do with a call found in doubt.
+* ``start_after_intent``: the scheduler's way to that intent without a task: the call's
+  intent joins the pass's batch and its task is made only once the batch is committed
+  (``start_committed``).  A wide plan's calls waiting for the store then hold a tuple each
+  instead of a suspended task, coroutine and future (10,000 of those brought on a full
+  collection of the cyclic GC, ~40 ms, in every such run).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ class Journal(MemoryStore):
         self._sent = 0               # log entries encoded (in a batch) so far
         self._batch: _Batch | None = None  # this pass's completions and intents, not handed yet
         self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
+        self.intended: set[int] = set()      # calls whose intent landed before their task was made
         self._loop: asyncio.AbstractEventLoop | None = None
         self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
 
@@ -155,6 +161,9 @@ class Journal(MemoryStore):
         batch.resolve(exc)
         if exc is not None:
             return
+        if batch.starts:
+            self.intended.update(i for i, _, _ in batch.starts)
+            self.sched.start_committed(batch.starts)
         waiting, settled = self._waiting, self.sched.settled
         for i in batch.ended:
             if waiting.pop(i, False) and self.failure is None:
@@ -206,6 +215,21 @@ class Journal(MemoryStore):
         batch.waiters.append(done)
         return done
 
+    def start_after_intent(self, i: int, args: dict, inline: Any) -> bool:
+        """Call ``i`` is ready: True if it waits for its intent to be committed first (queued
+        in this pass's batch; the scheduler's ``start_committed`` gets ``(i, args, inline)``
+        once it is), False if it starts now: an idempotent call or one with an inline
+        result (no intent), one in doubt on resume, one whose intent is committed, or a run
+        whose store failed (the runner reports that)."""
+        hooks = self.hooks
+        if i in self.intended or self.failure is not None or hooks is None or not hooks.wants_intent(i):
+            return False
+        cid = self.sched.records[i].id
+        batch = self._batch or self._open_batch()
+        batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", time.time()))
+        batch.starts.append((i, args, inline))
+        return True
+
     def intent_outcome(self, exc: BaseException | None) -> ErrorInfo | None:
         if exc is not None:
             self.fail(exc)
@@ -215,9 +239,10 @@ class Journal(MemoryStore):
 
 class _Batch:
     """A run's completions and intents of one pass of the event loop, encoded: the rows, the
-    indexes of the calls that ended, the futures of the calls waiting for their intents."""
+    indexes of the calls that ended, the futures of the calls waiting for their intents (a
+    runner past an approval) and the calls to start once their intents are committed."""
 
-    __slots__ = ("log", "calls", "intents", "ended", "waiters")
+    __slots__ = ("log", "calls", "intents", "ended", "waiters", "starts")
 
     def __init__(self) -> None:
         self.log: list = []
@@ -225,6 +250,7 @@ class _Batch:
         self.intents: list = []
         self.ended: list = []
         self.waiters: list = []
+        self.starts: list = []
 
     def resolve(self, exc: BaseException | None) -> None:
         for done in self.waiters:

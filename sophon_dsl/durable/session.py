@@ -214,7 +214,10 @@ class DurableRun:
 
     async def before_start(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
         """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent."""
-        sched = self.journal.sched
+        journal = self.journal
+        if i in journal.intended:  # committed before its task was made (Journal.start_after_intent)
+            return None
+        sched = journal.sched
         cid = sched.records[i].id
         spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
         if call.inline_output is not None or _idempotent(spec):
@@ -222,8 +225,18 @@ class DurableRun:
         if cid in self.doubt:
             self.doubt.discard(cid)
             return await self._in_doubt(runner, i, call, args)
-        journal = self.journal  # (commit_intent without a coroutine of its own: once per call)
+        # (commit_intent without a coroutine of its own: once per call)
         return journal.intent_outcome(await journal.intent_landing(cid))
+
+    def wants_intent(self, i: int) -> bool:
+        """Whether call ``i`` (as planned) commits an intent before its tool starts: not
+        idempotent, no inline result, and not in doubt (that one is decided first)."""
+        sched = self.journal.sched
+        call = sched.calls[i]
+        if call.inline_output is not None:
+            return False
+        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        return not _idempotent(spec) and sched.records[i].id not in self.doubt
 
     async def _in_doubt(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
         sched = self.journal.sched

@@ -105,7 +105,9 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
-            if s.journal is not None and (err := await s.journal.hooks.before_start(self, i, call, args)):
+            journal = s.journal  # (a call whose intent is committed already skips before_start)
+            if journal is not None and i not in journal.intended and (
+                    err := await journal.hooks.before_start(self, i, call, args)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 s.journal.settle_after_commit(i)
                 return
@@ -192,6 +194,11 @@ class CallRunner:
             s.settled(i)
         else:  # the barrier: dependents start once this call's completion is committed
             s.journal.settle_after_commit(i)
+
+    def gated(self, i: int) -> bool:
+        """Whether call ``i`` (as planned) asks for approval before it starts."""
+        opts = self.opts
+        return bool(opts.approve_calls) and effective_risk(self.s.calls[i], self.s.specs[i]) >= opts.approval_risk
 
     def started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""

@@ -287,3 +287,54 @@ def test_a_call_gate_waits_too(tmp_path):
     done = sophon_dsl.resume(first.run_id, store=url, tools=tools, approve="wait", approve_calls=True)
     assert done.ok and done.state["state"]["p"] == "paid 3"
     assert [e["call"] for e in plans.ledger_lines()] == ["a", "p"]  # a is not run again
+
+
+def test_a_wide_run_starts_each_call_once_its_intent_is_committed(tmp_path):
+    """More ready calls than the scheduler lets wait for their intents at once (its queue
+    parks and drains again as intents land): every tool starts only after its own intent is
+    committed, each call runs once, and the run ends as without a store."""
+    path, url = _db(tmp_path)
+    missing, ran = [], []
+
+    @tool
+    async def act(n: int) -> int:
+        cid = sophon_dsl.current_call().call_id
+        ran.append(cid)
+        if not _rows(path, "SELECT 1 FROM intents WHERE call_id = ?", cid):
+            missing.append(cid)
+        return n
+
+    n = 1_200
+    plan = "".join(f"c{i}: $state.v{i} = act(n={i})\n" for i in range(n))
+    r = sophon_dsl.run(plan, tools=[act], store=url)
+    assert r.ok and not missing
+    assert r.state["state"] == {f"v{i}": i for i in range(n)}
+    assert sorted(ran) == sorted(f"c{i}" for i in range(n))
+    assert len(_rows(path, "SELECT call_id FROM intents")) == n
+    assert len(_rows(path, "SELECT call_id FROM calls")) == n
+
+
+def test_calls_waiting_for_intents_do_not_start_after_their_map_times_out(tmp_path):
+    """A map times out while most of its items wait for their intents (or in the queue
+    behind them): the items it cancelled never run their tool, even when their intents
+    land afterwards, and every item that ran had its intent committed first."""
+    path, url = _db(tmp_path)
+    ran = []
+
+    @tool
+    async def act(n: int) -> int:
+        ran.append(sophon_dsl.current_call().call_id)
+        await asyncio.sleep(0.2)
+        return n
+
+    plan = ("@timeout(0.03) $state.out || $state.err = map(over=$input.items, as=it) {\n"
+            "    $local.a = act(n=$it)\n}\n")
+    r = sophon_dsl.run(plan, tools=[act], input={"items": list(range(3_000))}, store=url)
+    assert r.ok and r.state["state"]["err"]["error"] == "Map.Timeout"
+    cancelled = {rec.id for rec in r.calls if rec.status == "cancelled"}
+    never_started = {rec.id for rec in r.calls if rec.status == "cancelled" and rec.attempts == 0}
+    assert len(never_started) > 1_000  # most items were still waiting when the map timed out
+    assert not never_started & set(ran)
+    assert len(ran) == len(set(ran)) == sum(1 for rec in r.calls if rec.attempts > 0 and "[" in rec.id)
+    intents = {c for (c,) in _rows(path, "SELECT call_id FROM intents")}
+    assert set(ran) <= intents and cancelled
