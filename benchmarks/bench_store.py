@@ -17,7 +17,7 @@
 
 ``--postgres URL`` adds (b)-(d) against a PostgreSQL database.  Best of ``--repeat``.
 
-``--old TREE`` measures (b) and (c) on SQLite in this tree and in a checkout of an older
+``--old TREE`` measures (b) and (c) on SQLite (and PostgreSQL with ``--postgres``) in this tree and in a checkout of an older
 commit, in fresh processes alternated ``--rounds`` times, and prints them side by side
 (ratios new / old: the machine's other load moves both).
 
@@ -173,10 +173,13 @@ def compare_trees(old: str, a: argparse.Namespace) -> None:
             env = dict(os.environ, PYTHONPATH=tree)
             cmd = [sys.executable, os.path.abspath(__file__), "--child", "--calls", str(a.calls),
                    "--chain", str(a.chain), "--repeat", str(a.repeat), "--sync", a.sync]
+            if a.postgres:
+                cmd += ["--postgres", a.postgres]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             for key, value in json.loads(proc.stdout.splitlines()[-1]).items():
                 best[name][key] = min(best[name].get(key, float("inf")), value)
-    say(f"SQLite {a.sync}, best of {a.repeat} runs x {a.rounds} alternated processes; old = {old}")
+    say(f"SQLite {a.sync}{' and PostgreSQL' if a.postgres else ''}, best of {a.repeat} runs x {a.rounds} "
+        f"alternated processes; old = {old}")
     for key in best["new"]:
         o, w = best["old"].get(key), best["new"][key]
         if o is None:
@@ -194,11 +197,15 @@ def child(a: argparse.Namespace) -> None:
             return _sqlite(tmp, f"b{next(counter)}.db", a.sync)
 
         row = {}
-        for label, (added, loop, writer, _, _) in measure_b(a.calls, a.repeat, opener).items():
-            row[f"(b) {label}: +us CPU/call"] = added
-            row[f"(b) {label}: +us event loop/call"] = loop
-        for label, (added, _) in measure_c(a.chain, a.repeat, opener).items():
-            row[f"(c) {label}: +ms per edge (median)"] = added
+        targets = [("", opener)]
+        if a.postgres:
+            targets.append(("PG ", lambda: sophon_dsl.open_store(a.postgres)))
+        for name, open_store in targets:
+            for label, (added, loop, writer, _, _) in measure_b(a.calls, a.repeat, open_store).items():
+                row[f"{name}(b) {label}: +us CPU/call"] = added
+                row[f"{name}(b) {label}: +us event loop/call"] = loop
+            for label, (added, _) in measure_c(a.chain, a.repeat, open_store).items():
+                row[f"{name}(c) {label}: +ms per edge (median)"] = added
     print(json.dumps(row))
 
 

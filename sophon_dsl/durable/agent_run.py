@@ -31,6 +31,7 @@ from typing import Any
 from . import default_store_url, open_store
 from .base import dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
+from .journal import BeforeStart
 from .session import DurableRun, owner_id
 
 __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
@@ -108,11 +109,11 @@ class TurnRun(DurableRun):
                 return self.journal.failure_error()
         return await super().before_start(runner, i, call, args)
 
-    def wants_intent(self, i: int) -> bool:
+    def need_before_start(self, i: int) -> BeforeStart:
         # Not before the reply holding the call is committed: while a turn records its reply,
         # each call's task waits for that in before_start, then commits its intent there
         # (a turn's few calls need no intents gathered without tasks).
-        return self.recorder is None and super().wants_intent(i)
+        return BeforeStart.IN_TASK if self.recorder is not None else super().need_before_start(i)
 
 
 class TurnRecorder:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from enum import Enum
 from functools import partial
 from typing import Any
 
@@ -34,11 +35,19 @@ from ..runtime.state import StateLog
 from ..runtime.store import MemoryStore
 from .base import SCALARS, dumps, dumps_flat
 
-__all__ = ["CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
+__all__ = ["BeforeStart", "CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
 
 CALL_OUTCOME_UNKNOWN = "Call.OutcomeUnknown"
 STORE_FAILED = "Store.CommitFailed"
 _METHODS = {m.value: m for m in OutputMethod}
+
+
+class BeforeStart(Enum):
+    """What a ready call of a durable run needs before its tool starts."""
+
+    INTENT = "intent"    # its intent committed: gathered without a task (Journal.start_after_intent)
+    NOTHING = "nothing"  # idempotent, or an inline result: no intent
+    IN_TASK = "in task"  # decided in its task (before_start): in doubt on resume, an agent turn's reply
 
 
 def entry_json(entry: tuple) -> list:
@@ -88,7 +97,7 @@ class Journal(MemoryStore):
         self._sent = 0               # log entries encoded (in a batch) so far
         self._batch: _Batch | None = None  # this pass's completions and intents, not handed yet
         self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
-        self.intended: set[int] = set()      # calls whose intent landed before their task was made
+        self.cleared: set[int] = set()       # calls that need nothing more before their tool starts
         self._loop: asyncio.AbstractEventLoop | None = None
         self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
 
@@ -162,7 +171,7 @@ class Journal(MemoryStore):
         if exc is not None:
             return
         if batch.starts:
-            self.intended.update(i for i, _, _ in batch.starts)
+            self.cleared.update(i for i, _, _ in batch.starts)
             self.sched.start_committed(batch.starts)
         waiting, settled = self._waiting, self.sched.settled
         for i in batch.ended:
@@ -218,11 +227,17 @@ class Journal(MemoryStore):
     def start_after_intent(self, i: int, args: dict, inline: Any) -> bool:
         """Call ``i`` is ready: True if it waits for its intent to be committed first (queued
         in this pass's batch; the scheduler's ``start_committed`` gets ``(i, args, inline)``
-        once it is), False if it starts now: an idempotent call or one with an inline
-        result (no intent), one in doubt on resume, one whose intent is committed, or a run
+        once it is), False if it starts now: a call that needs no intent (idempotent, an
+        inline result) or has one committed (both ``cleared``: the runner skips
+        ``before_start``), one decided in its task (``BeforeStart.IN_TASK``), or a run
         whose store failed (the runner reports that)."""
         hooks = self.hooks
-        if i in self.intended or self.failure is not None or hooks is None or not hooks.wants_intent(i):
+        if i in self.cleared or self.failure is not None or hooks is None:
+            return False
+        need = hooks.need_before_start(i)
+        if need is not BeforeStart.INTENT:
+            if need is BeforeStart.NOTHING:
+                self.cleared.add(i)
             return False
         cid = self.sched.records[i].id
         batch = self._batch or self._open_batch()

@@ -24,7 +24,7 @@ from ..model import Call, Plan
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
-from .journal import CALL_OUTCOME_UNKNOWN, Journal, replay, restore_record
+from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
 
 __all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
 
@@ -215,7 +215,7 @@ class DurableRun:
     async def before_start(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
         """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent."""
         journal = self.journal
-        if i in journal.intended:  # committed before its task was made (Journal.start_after_intent)
+        if i in journal.cleared:  # (Journal.start_after_intent: its intent committed, or none needed)
             return None
         sched = journal.sched
         cid = sched.records[i].id
@@ -228,15 +228,17 @@ class DurableRun:
         # (commit_intent without a coroutine of its own: once per call)
         return journal.intent_outcome(await journal.intent_landing(cid))
 
-    def wants_intent(self, i: int) -> bool:
-        """Whether call ``i`` (as planned) commits an intent before its tool starts: not
-        idempotent, no inline result, and not in doubt (that one is decided first)."""
+    def need_before_start(self, i: int) -> BeforeStart:
+        """What call ``i`` (as planned) needs before its tool starts (see before_start: an
+        idempotent call or one with an inline result needs nothing, even in doubt)."""
         sched = self.journal.sched
         call = sched.calls[i]
         if call.inline_output is not None:
-            return False
+            return BeforeStart.NOTHING
         spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
-        return not _idempotent(spec) and sched.records[i].id not in self.doubt
+        if _idempotent(spec):
+            return BeforeStart.NOTHING
+        return BeforeStart.IN_TASK if sched.records[i].id in self.doubt else BeforeStart.INTENT
 
     async def _in_doubt(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
         sched = self.journal.sched

@@ -105,8 +105,8 @@ class CallRunner:
                     checked = edited is not call
                     call = edited
             s.new_pass()
-            journal = s.journal  # (a call whose intent is committed already skips before_start)
-            if journal is not None and i not in journal.intended and (
+            journal = s.journal  # (a call cleared when it was ready skips before_start)
+            if journal is not None and i not in journal.cleared and (
                     err := await journal.hooks.before_start(self, i, call, args)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 s.journal.settle_after_commit(i)
