@@ -1,0 +1,91 @@
+"""What the fourth map-cost pass (issue 12) relies on, checked on real components.
+
+* ``state.json_copies`` makes the two copies a store write keeps (the message's and the
+  view's) in one walk: both equal to the value and to what ``json_copy`` makes, neither
+  sharing a container with the value or with the other; a later write into the view
+  leaves the logged message as it was.
+* Maps of one body shape share the compiled source of their item maker, never its
+  values: two maps of the same shape over different lists, in one plan and in two runs,
+  give each item its own body's values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+
+from sophon_dsl.loader import loads
+from sophon_dsl.model import OutputMethod
+from sophon_dsl.runtime import arun
+from sophon_dsl.runtime.state import StateLog, json_copies, json_copy
+from sophon_dsl.tools import tool
+
+
+def _containers(value, out=None):
+    out = [] if out is None else out
+    if isinstance(value, (dict, list)):
+        out.append(value)
+        for v in value.values() if isinstance(value, dict) else value:
+            _containers(v, out)
+    return out
+
+
+VALUES = [
+    1, "s", None, 2.5, True,
+    [],
+    {},
+    [{"r0": 1}, {"r0": 2}],
+    {"a": [1, {"b": [2, 3]}], "c": {"d": None}},
+    [[1, [2]], {"x": [{"y": "z"}]}, "t"],
+]
+
+
+def test_json_copies_are_two_independent_deep_copies():
+    for value in VALUES:
+        a, b = json_copies(value)
+        assert a == value and b == value and a == json_copy(value)
+        mine = {id(c) for c in _containers(value)}
+        ca, cb = {id(c) for c in _containers(a)}, {id(c) for c in _containers(b)}
+        assert not (mine & ca) and not (mine & cb) and not (ca & cb), value
+
+
+def test_json_copies_of_a_shared_inner_container_copy_each_occurrence():
+    inner = {"k": [1]}
+    a, b = json_copies([inner, inner])
+    assert a == [inner, inner] and a[0] is not a[1] and b[0] is not b[1]
+
+
+def test_json_copies_of_a_non_json_value_copies_it_as_json_copy_does():
+    value = [{"d": Decimal("1.5")}, (1, 2)]
+    a, b = json_copies(value)
+    assert a == value == b and a[0] is not b[0] and a[0] is not value[0]
+
+
+def test_a_write_into_the_view_leaves_the_logged_message_unchanged():
+    log = StateLog()
+    result = [{"r0": 1}, {"r0": 2}]
+    log.write("state", ("out",), result)
+    log.write("state", ("out", 1, "r0"), 9, OutputMethod.SET)
+    assert log.get("state", ("out",)) == [{"r0": 1}, {"r0": 9}]
+    assert log.messages[0].value == [{"r0": 1}, {"r0": 2}]
+    assert result == [{"r0": 1}, {"r0": 2}]
+
+
+@tool
+async def tag(x: object = None, t: str = "") -> str:
+    return f"{t}:{x}"
+
+
+PLAN = """
+$state.a = map($input.xs) { $local.r = tag(x=$item, t="first") }
+$state.b = map($input.ys) { $local.r = tag(x=$item, t="second") }
+"""
+
+
+def test_maps_of_one_shape_keep_their_own_values():
+    plan = loads(PLAN)
+    data = {"xs": [1, 2], "ys": [3]}
+    for _ in range(2):  # the second run takes the compiled maker from the first
+        res = asyncio.run(arun(plan, tools=[tag], input=data))
+        assert res.status == "succeeded", res.error
+        assert res.state["state"] == {"a": [{"r": "first:1"}, {"r": "first:2"}], "b": [{"r": "second:3"}]}
