@@ -644,15 +644,18 @@ class StreamTurn:
 
     # -- the end of the reply ---------------------------------------------------
 
-    def _finish_json(self) -> None:
+    def _finish_json(self, cut: bool = False) -> None:
         """The end of a JSON reply: its output (and anything the scan could not place) from
-        the whole document; calls read while it streamed are not read again."""
+        the whole document; calls read while it streamed are not read again.  ``cut``: the
+        provider failed mid-reply, so a document that does not parse is only cut short."""
         from ..loader import parse
 
         if self._json is None or self._json.calls_seen == 0:
-            self._parse_json()
+            self._parse_json(cut)
             return
         res = parse(strip_fences(self.text), "json")
+        if cut and any(d.is_error for d in res.diagnostics):
+            return
         told = {_where(d) for d in self.diagnostics}
         for d in res.diagnostics:
             if _where(d) in told:
@@ -662,11 +665,13 @@ class StreamTurn:
                 self.errors.append({"call": None, "error": diagnostic_error(d)})
         self.output = res.plan.output
 
-    def _parse_json(self) -> None:
+    def _parse_json(self, cut: bool = False) -> None:
         from ..loader import parse
 
         res = parse(strip_fences(self.text), "json")
         errs = [d for d in res.diagnostics if d.is_error]
+        if errs and cut:  # no call arrived whole before the provider failed: nothing to keep
+            return
         if errs:
             self.diagnostics.extend(res.diagnostics)
             for d in errs:
@@ -690,11 +695,17 @@ class StreamTurn:
             if self.provider_error is None and not strip_fences(self.text).strip():
                 self.errors.append({"call": None, "error": {
                     "code": "Reply.Empty", "message": "the reply was empty: write calls, or return the final output"}})
+        # A reply the provider cut short ends where the connection broke, not where the model
+        # stopped: its unfinished last statement (or unclosed JSON document) is dropped, not
+        # reported as the model's syntax error; the calls that arrived whole stay (as a
+        # recorded reply cut off mid-stream resumes: durable.agent_run.complete_prefix).
+        cut = self.provider_error is not None
         if self._form == "dsl":
-            for st in self._splitter.close():
-                self._statement(st)
+            if not cut:
+                for st in self._splitter.close():
+                    self._statement(st)
         else:
-            self._finish_json()
+            self._finish_json(cut)
         plan = self._plan_now(output=self.output)
         checker = self._check()
         found = [(i, d) for i, d in checker.finish(self.output) if self._keep(d)]

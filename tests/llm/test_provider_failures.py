@@ -115,3 +115,29 @@ def test_local_server_needs_no_key():
                        tools=[], stdlib=False).run("x")
     assert result.ok and result.output == 1 and result.provider_error is None
     assert "provider_error" not in result.to_json() and "error" not in result.to_json()
+
+
+@pytest.mark.parametrize("text", [
+    '$state.a = look(q="x")\n$state.b = look(q="cut in the middle of a str',
+    '[{"_tool": "look", "q": "x", "_outputPath": "†state.a"}, {"_tool": "look", "q": "cut in the mid',
+])
+def test_a_reply_cut_by_the_provider_keeps_its_whole_calls_and_reports_no_syntax_error(text):
+    """The provider fails mid-statement: the statement it cut is not the model's syntax
+    error (no E001/E002 beside Provider.Error); the calls that arrived whole ran."""
+    from sophon_dsl import tool
+
+    @tool
+    async def look(q: str) -> str:
+        return q.upper()
+
+    chunks = 8
+    script = [sse.Reply(text, chunk_chars=chunks, fail_after=len(text) // chunks,
+                        fail_with=sse.ServerError(500, "the GPU caught fire"))]
+    with sse.ScriptedLLMServer(script) as srv:
+        provider = providers.OpenAIProvider("gpt-test", base_url=srv.openai_base_url, api_key="sk-test")
+        result = Agent(provider, tools=[look], stdlib=False).run("x")
+    turn = result.turns[0]
+    assert result.status == "failed" and result.provider_error["status"] == 500
+    assert _codes(turn) == ["Provider.Error"] and not turn.diagnostics
+    assert [c["status"] for c in turn.calls] == ["succeeded"]
+    assert turn.state_after["state"] == {"a": "X"}
