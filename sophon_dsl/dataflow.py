@@ -331,6 +331,44 @@ class WriterIndex:
         if self._shared:
             self._shared.clear()
 
+    def add_outputs(self, calls: Sequence[Call], positions: Sequence[int], readonly: list) -> None:
+        """Index the output paths of ``calls`` (a whole plan, call ``positions[k]`` is
+        ``calls[k]``) as :meth:`add` would one by one; writes to a read-only kind are listed
+        in ``readonly`` as ``(call, path index)`` instead.  The common output, one path of
+        one name that no call before wrote (``†state.n3 = ...``), is indexed inline."""
+        add = self.add
+        all_paths = self.paths
+        self._top.clear()  # (the inline writes below do not drop what resolve() cached)
+        self._shared.clear()
+        kind_at = None   # the kind of the last fast write, with its paths and the writers below (kind,)
+        kpaths: dict = {}
+        below: list = []
+        for i, call in zip(positions, calls):
+            out = call.output
+            if out is None:
+                continue
+            refs = out.paths
+            if len(refs) == 1:
+                ref = refs[0]
+                kind, path = ref.kind, ref.path
+                if kind is kind_at and len(path) == 1 and type(path[0]) is str and path not in kpaths:
+                    kpaths[path] = i
+                    below.append(i)
+                    continue
+            elif out.op == "||" and len(refs) > 1:
+                self.branching = True
+            kind_at = None
+            for p, ref in enumerate(refs):
+                kind = ref.kind
+                if kind in READ_ONLY_KINDS or "@" in kind and base_kind(kind) in READ_ONLY_KINDS:
+                    readonly.append((i, p))
+                    continue
+                add(i, p, kind, ref.path)
+                if p == 0 and len(refs) == 1:
+                    under = self.subs[kind].get(_EMPTY)
+                    if under is not None:
+                        kind_at, kpaths, below = kind, all_paths[kind], under
+
     # -- reading the index as (kind, *path) keys and (call, path index) pairs ---------
 
     def at(self, key: tuple) -> tuple[tuple[int, int], ...]:
@@ -369,6 +407,21 @@ class WriterIndex:
     def below(self) -> "Mapping[tuple, list[tuple[int, int]]]":
         """Proper prefix of a written key -> the writers below it (a read-only view)."""
         return _PrefixKeys(self)
+
+    def one_name_reads(self, calls: int) -> tuple[dict[str, tuple[Any, dict]], list]:
+        """For :meth:`DataFlow._wire_all`: (kind -> ``(paths.get, subs)`` for each kind no
+        call writes whole, the shared one-writer tuples by call position).
+
+        A read of a one-name path ``(name,)`` of such a kind, whose ``paths.get`` is an int
+        ``j`` (one writer, its first output path) and which is not in ``subs`` (nothing is
+        written below it), has the writers ``(j,)``, as :meth:`resolve` finds, unless ``j``
+        is the reader.  The list of shared ``(j,)`` tuples (None where not made yet) covers
+        the positions below ``calls``."""
+        ones = self._ones
+        if len(ones) < calls:
+            ones.extend([None] * (calls - len(ones)))
+        table = {kind: (paths.get, self.subs[kind]) for kind, paths in self.paths.items() if _EMPTY not in paths}
+        return table, ones
 
     def resolve(self, kind: str, path: tuple, reader: int | None) -> tuple[int, ...]:
         """The calls other than ``reader`` that may write ``(kind, *path)``, sorted."""
@@ -626,21 +679,26 @@ class DataFlow:
             for i, cid in zip(positions, flow.ids):
                 index.setdefault(cid, i)
             flow.index = index
-        index_writes = flow._index_writes
-        for i, call in zip(positions, calls):
-            if call.output is not None:
-                index_writes(i, call)
+        flow.writers.add_outputs(calls, positions, flow.readonly_writes)
         flow._wire_all(calls)
         return flow
 
     def _wire_all(self, calls: Sequence[Call]) -> None:
         """:meth:`_wire` for every call of a whole plan, in one loop (the checker's and so
-        every run's setup cost: locals hoisted out of the per-call path)."""
-        resolve = self.writers.resolve
+        every run's setup cost: locals hoisted out of the per-call path).
+
+        A call's references are listed first (parameters in order, as :meth:`_wire` finds
+        them), then resolved in one loop; a one-name read of a kind nobody writes whole
+        (``†state.n3``: the common read) is resolved inline from the writer index
+        (:meth:`WriterIndex.one_name_reads`), the others through :meth:`WriterIndex.resolve`."""
+        windex = self.writers
+        resolve = windex.resolve
+        quick, ones = windex.one_name_reads(len(calls))
+        quick_get = quick.get
         refs, wss = self.read_refs, self.read_writers
         ref_add, ws_add = refs.append, wss.append
         offs_add, control_add, deps_add = self.read_offs.append, self.control.append, self.deps.append
-        wire_value = self._wire_value
+        collect_value = self._collect_value
         backward = True
         positions = self._positions
         n = len(positions)
@@ -649,52 +707,64 @@ class DataFlow:
             for p in call.params:
                 v = p.value
                 tv = type(v)
+                if tv is Literal:
+                    continue
                 if tv is Reference:
                     ref_add(v)
-                    ws_add(resolve(v.kind, v.path, i))
                 elif tv is ListValue:
                     for x in v.items:
                         tx = type(x)
                         if tx is Reference:
                             ref_add(x)
-                            ws_add(resolve(x.kind, x.path, i))
                         elif tx is not Literal:
-                            wire_value(i, x)
+                            collect_value(i, x)
                 elif tv is ObjectValue:  # (as a list: its entries in order)
                     for _, x in v.entries:
                         tx = type(x)
                         if tx is Reference:
                             ref_add(x)
-                            ws_add(resolve(x.kind, x.path, i))
                         elif tx is not Literal:
-                            wire_value(i, x)
-                elif tv is not Literal:
-                    wire_value(i, v)
+                            collect_value(i, x)
+                else:
+                    collect_value(i, v)
             if call.map is not None:  # a map also reads what its body reads outside the item
                 self.has_maps = True
-                for r in outer_reads(call.map):
-                    ref_add(r)
-                    ws_add(resolve(r.kind, r.path, i))
+                refs.extend(outer_reads(call.map))
             end = len(refs)
+            d = _EMPTY
+            acc = None
+            for k in range(start, end):
+                x = refs[k]
+                path = x.path
+                q = quick_get(x.kind)
+                w = None
+                if q is not None and len(path) == 1:
+                    j = q[0](path)
+                    if type(j) is int and j != i and path not in q[1]:
+                        w = ones[j]
+                        if w is None:
+                            w = ones[j] = (j,)
+                if w is None:
+                    w = resolve(x.kind, path, i)
+                ws_add(w)
+                if not w or w is d:
+                    continue
+                if d is _EMPTY:
+                    d = w
+                elif acc is None:
+                    acc = {*d, *w}
+                else:
+                    acc.update(w)
             offs_add(positions[end] if end < n else end)
             if call.after:
                 ctl = self._after(i, call)
                 control_add(ctl)
-                acc = set(ctl)
-                for k in range(start, end):
-                    acc.update(wss[k])
-                d = tuple(sorted(acc))
+                if ctl:
+                    acc = {*d, *ctl} if acc is None else acc | ctl
             else:
                 control_add(_NO_CALLS)
-                if end - start == 1:
-                    d = wss[start]
-                elif end > start:
-                    acc = set()
-                    for k in range(start, end):
-                        acc.update(wss[k])
-                    d = tuple(sorted(acc))
-                else:
-                    d = _EMPTY
+            if acc is not None:
+                d = tuple(sorted(acc))
             if d and d[-1] >= i:  # (only @after can name the call itself)
                 backward = False
             deps_add(d)
@@ -702,6 +772,30 @@ class DataFlow:
                 self._wire_inline(i, call)
         if not backward:
             self.backward = False
+
+    def _collect_value(self, i: int, value: Value) -> None:
+        """List the references of a value that is not a plain reference, in the order
+        :meth:`_wire_value` reads them (and note whether it has a `||`); their writers are
+        resolved by the caller (:meth:`_wire_all`)."""
+        refs = self.read_refs
+        stack: list[Any] = [value]
+        while stack:
+            v = stack.pop()
+            tv = type(v)
+            if tv is Reference:
+                refs.append(v)
+            elif tv is ListValue:
+                stack.extend(reversed(v.items))
+            elif tv is ObjectValue:
+                stack.extend([x for _, x in reversed(v.entries)])
+            elif tv is Expression:
+                if v.op == "||":
+                    self.fallbacks.add(i)
+                refs.extend(v.operands)
+            elif tv is Template:
+                for part in v.parts:
+                    if type(part) is Reference:
+                        refs.append(part)
 
     def _index_writes(self, i: int, call: Call) -> None:
         out = call.output
