@@ -44,7 +44,8 @@ class _MapRun:
 
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
-                 "timer", "stopped", "source", "join", "make", "reads_index", "local_result", "batch")
+                 "timer", "stopped", "source", "join", "make", "reads_index", "local_result", "batch", "item_of",
+                 "size")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -61,7 +62,7 @@ class _MapRun:
         self.inflight = 0
         self.done = 0
         self.failed = 0
-        self.left: dict[int, int] = {}            # item -> its calls not ended yet
+        self.left: dict[int, int] = {}            # item -> its calls not ended (bodies of 2+ calls)
         self.errors: dict[int, ErrorInfo] = {}    # item -> its first uncaught failure
         self.result_values: dict[int, Any] = {}   # item -> its result value (rewritten), or its local kind
         self.results: list[Any] = [None] * n
@@ -76,6 +77,8 @@ class _MapRun:
         self.reads_index = self.template.reads_index
         self.local_result = spec.result is None  # an item's result is its local data
         self.batch = False  # items may be expanded several at once (MapDriver._batchable)
+        self.item_of: dict[int, int] = {}  # its instance calls not ended -> their item
+        self.size = len(spec.body)
 
 
 class MapDriver:
@@ -85,7 +88,9 @@ class MapDriver:
 
     def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
         self.s = sched
-        self.owner: dict[int, tuple[_MapRun, int]] = {}  # instance call -> (its map, item)
+        # instance call not ended -> its map (and its item: the map's item_of), kept apart
+        # so that joining an item allocates no tuple that lives as long as its calls
+        self.owner: dict[int, _MapRun] = {}
         self.hidden: set[str] = set()                     # item kinds (not in the run's state)
         self.runs: dict[int, _MapRun] = {}                # map call -> its run, while it runs
         self.stopped = False                              # some map was stopped by its @timeout
@@ -127,20 +132,24 @@ class MapDriver:
         self._fill(run)
 
     def finish(self, i: int, status: str) -> None:
-        own = self.owner.pop(i, None)
-        if own is not None and status == "cancelled" and own[0].stopped is not None:
+        run = self.owner.pop(i, None)
+        if run is None:
+            self.s.finish_call(i, status)
+            return
+        k = run.item_of.pop(i)
+        if status == "succeeded":  # (count_off's common case, inline)
+            self.s.finish_call(i, status)
+            if run.size != 1:  # (an item of one call ends with it: no count kept)
+                left = run.left[k] = run.left[k] - 1
+                if left:
+                    return
+            self._item_done(run, k)
+            return
+        if status == "cancelled" and run.stopped is not None:
             rec = self.s.records[i]  # cancelled by its map's @timeout, not by the run
-            rec.error = own[0].stopped
+            rec.error = run.stopped
             rec.reason = "cancelled: " + rec.error.cause
         self.s.finish_call(i, status)
-        if own is None:
-            return
-        run, k = own
-        if status == "succeeded":  # (count_off's common case, inline)
-            left = run.left[k] = run.left[k] - 1
-            if left == 0:
-                self._item_done(run, k)
-            return
         self.count_off(i, status, run, k)
 
     def count_off(self, i: int, status: str, run: _MapRun, k: int) -> None:
@@ -156,9 +165,11 @@ class MapDriver:
                     rec.caught = True
                     rec.reason = f"item {k} of map {run.cid} failed: " + (rec.reason or rec.error.cause
                                                                           if rec.error else "")
-        left = run.left[k] = run.left[k] - 1
-        if left == 0:
-            self._item_done(run, k)
+        if run.size != 1:  # (an item of one call ends with it: no count kept)
+            left = run.left[k] = run.left[k] - 1
+            if left:
+                return
+        self._item_done(run, k)
 
     def hide_restored(self, kinds: Iterable[str]) -> None:
         """Kinds an earlier process wrote (a resumed durable run): those of map items are kept
@@ -261,30 +272,27 @@ class MapDriver:
         make = run.make
         if make is None:
             make = run.make = run.template.maker(True)
-        result_values, left, local_result = run.result_values, run.left, run.local_result
-        size = len(run.spec.body)
+        result_values, local_result = run.result_values, run.local_result
+        size = run.size
+        items = range(k0, k0 + m)
         calls: list = []
         ids: list = []
-        for k in range(k0, k0 + m):
+        for k in items:
             kind = f"{cid}[{k}]"
             local = f"{LOCAL}@{kind}"
             hidden_add(local)
             made, made_ids, result = make(kind, (item, src_kind, (*src_path, k)))
             result_values[k] = local if local_result else result
-            left[k] = size
             calls += made
             ids += made_ids
+        if size != 1:
+            run.left.update(dict.fromkeys(items, size))
         join = run.join
         if join is None:
             join = run.join = s.item_joiner(run.known)
         added = join(calls, ids, m)
-        owner = self.owner
-        i = added.start
-        for k in range(k0, k0 + m):
-            own = (run, k)
-            for _ in range(size):
-                owner[i] = own
-                i += 1
+        self.owner.update(dict.fromkeys(added, run))
+        run.item_of.update(zip(added, items if size == 1 else [k for k in items for _ in range(size)]))
         s.start_ready(added)
 
     def _expand(self, run: _MapRun, k: int) -> None:
@@ -314,18 +322,21 @@ class MapDriver:
         if not calls:
             self._item_done(run, k)
             return
-        run.left[k] = len(calls)
+        if run.size != 1:  # (one call per body call)
+            run.left[k] = len(calls)
         # every call first: a body call may read a later one
         join = run.join
         if join is None:
             join = run.join = s.item_joiner(run.known) if run.known is not None else s.add_calls
         added = join(calls, ids)
-        owner = self.owner
+        owner, item_of = self.owner, run.item_of
         for i in added:
-            owner[i] = (run, k)
+            owner[i] = run
+            item_of[i] = k
         if s.journal is not None:  # a resumed durable run: what an earlier process committed stays
             for i in s.journal.restore_joined(added):
-                self.count_off(i, s.records[i].status, *owner.pop(i))
+                owner.pop(i)
+                self.count_off(i, s.records[i].status, run, item_of.pop(i))
         s.start_ready(added)
 
     def _item_done(self, run: _MapRun, k: int) -> None:
@@ -406,7 +417,7 @@ class MapDriver:
         s = self.s
         records = s.records
         now = []  # ended here: every call of the run not ended, but those a running task ends
-        for i, (owner, _) in list(self.owner.items()):
+        for i, owner in list(self.owner.items()):
             if owner is not run:
                 continue
             inner = self.runs.pop(i, None)

@@ -75,9 +75,13 @@ def json_copy(value: Any) -> Any:
     t = type(value)
     if t in _ATOMIC:
         return value
-    if t is dict:
+    if t is dict:  # copied at once, then only the containers in it walked (no comprehension frame)
         atomic = _ATOMIC
-        return {k: (v if type(v) in atomic else json_copy(v)) for k, v in value.items()}
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) not in atomic:
+                out[k] = json_copy(v)
+        return out
     if t is list:
         atomic = _ATOMIC
         return [v if type(v) in atomic else json_copy(v) for v in value]
