@@ -200,7 +200,10 @@ class CheckContext:
             if tab.schema is None:
                 sigs.append(tab.bare)
             else:
-                names = tuple([p.name for p in call.params])
+                ps = call.params
+                n = len(ps)  # (a tuple of up to two names built directly: most calls have one or two)
+                names = (ps[0].name, ps[1].name) if n == 2 else (ps[0].name,) if n == 1 else \
+                    tuple([p.name for p in ps])
                 sig = tab.sigs.get(names)
                 sigs.append(sig if sig is not None else tab.signature(names))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..model import Call, ListValue, Literal, ObjectValue, Template
+from ..model import Call, ListValue, Literal, ObjectValue, Reference, Template
 from .rule import Rule
 
 __all__ = ["ReferenceLikeText"]
@@ -50,9 +50,29 @@ class ReferenceLikeText(Rule):
             self.value(p.value, i)
 
     def check_calls(self) -> None:
+        # value() inlined one level: a parameter that is a reference, or a list or object
+        # of references (most parameters that are not literals), costs no call
+        value = self.value
         for i, call in enumerate(self.ctx.calls):
             for p in call.params:
-                self.value(p.value, i)
+                v = p.value
+                tv = type(v)
+                if tv is Reference:
+                    continue
+                if tv is Literal:
+                    s = v.value
+                    if type(s) is str and ("$" in s or "{" in s):
+                        self.text(s, v, i)
+                elif tv is ListValue:
+                    for x in v.items:
+                        if type(x) is not Reference:
+                            value(x, i)
+                elif tv is ObjectValue:
+                    for _, x in v.entries:
+                        if type(x) is not Reference:
+                            value(x, i)
+                else:
+                    value(v, i)
 
     def check_output(self, value: Any) -> None:
         if value is not None:

@@ -118,6 +118,11 @@ class ParamTypes(Rule):
                     continue
                 self.check_literal(i, call, p, entry, tab.schema)
             elif tv is ListValue or tv is ObjectValue:
+                # (a container whose first item reads something reads: no _reads() walk)
+                first = (v.items[0] if v.items else None) if tv is ListValue else \
+                    (v.entries[0][1] if v.entries else None)  # type: ignore[union-attr]
+                if type(first) in _READERS:
+                    continue
                 if not _reads(v) and not self.literal_ok(entry, v):
                     self.check_literal(i, call, p, entry, tab.schema)
             elif tab.typed:  # whole-value references, expressions and templates are typed
