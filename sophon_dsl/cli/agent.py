@@ -141,6 +141,8 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
     _listen_to_failover(provider, on_event)
     store, run_id = _store(args)
+    if args.approve == "wait" and store is None:
+        raise UsageError("--approve wait leaves the run waiting in its store: drop --no-store")
     if run_id is not None:
         on_event = _announcing(run_id, on_event)
     agent = Agent(provider, tools=registry, mode=args.mode, max_turns=args.max_turns,
@@ -190,6 +192,9 @@ def _report(args: argparse.Namespace, result: Any) -> int:
     else:
         print(f"agent {result.status} after {len(result.turns)} turn(s)"
               + (f": {result.error}" if result.error and result.status != "succeeded" else ""), file=sys.stderr)
+        if result.status == "waiting" and result.waiting:
+            calls = ", ".join(f"{c.get('id')} ({c.get('tool')})" for c in result.waiting.get("calls") or [])
+            print(f"  waiting for approval of {calls or result.waiting['decision']}", file=sys.stderr)
         shown = dict(result.state)
         if result.output is not None:
             shown["output"] = result.output
@@ -222,15 +227,10 @@ def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, 
                  force: bool = False) -> int:
     """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
     given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
-    from ..durable.agent_run import WAIT_UNSUPPORTED
     from ..durable.clistore import tool_args
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 
-    if approve == "wait":  # (docs/runtime.md, "Durable agent runs": its gates ask as the loop goes)
-        raise UsageError(f"{WAIT_UNSUPPORTED}: --approve wait is for plan runs; an agent run is not left "
-                         f"waiting for a person: resume {args.run_id} with --approve yes|no|ask (the decisions "
-                         "it stored are reused)")
     meta = row["spec"].get("meta") or {}
     provider_spec = getattr(args, "provider", None) or meta.get("provider")
     if not provider_spec:

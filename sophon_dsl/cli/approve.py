@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAIL
         decision = {"action": "reject" if args.reject else "approve",
                     "reason": args.reason or ("rejected" if args.reject else "approved") + " with sophon-dsl approve"}
-        store.put_decision(args.run_id, waiting["decision"], decision).result()
+        # (an agent run's decision belongs to the turn that asked: its own run id, t{n})
+        store.put_decision(waiting.get("decision_run") or args.run_id, waiting["decision"], decision).result()
         if waiting.get("kind") == "goal":     # a goal waiting for a person (docs/goals.md)
             from .goal import continue_goal
 

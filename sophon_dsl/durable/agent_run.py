@@ -39,8 +39,8 @@ __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord",
 
 AGENT_KIND = "agent"
 REPLY_INTERRUPTED = "Reply.Interrupted"
-# ``sophon-dsl resume AGENT_RUN --approve wait``: an agent run's gates are asked as the loop goes
-# (a lazy turn's plan, a risky call while the reply streams); none of them leaves the run waiting
+# Kept for programs that imported it: agent runs support approve="wait" since 2026-11-27
+# (a turn's gate leaves the run waiting), so nothing reports this code any more.
 WAIT_UNSUPPORTED = "Agent.WaitUnsupported"
 
 

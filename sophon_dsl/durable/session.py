@@ -26,15 +26,15 @@ from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
 
-__all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
+__all__ = ["WAIT", "DurableRun", "RunWaiting", "begin", "new_run_id", "owner_id", "plan_hash"]
 
 WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
 
 
-class _RunWaiting(BaseException):
+class RunWaiting(BaseException):
     """Raised through the plan-level approval gate when the run is left waiting, and caught
-    by :meth:`DurableRun.guard` (never seen outside; a BaseException: ``decide`` must not
-    turn it into a rejection)."""
+    by :meth:`DurableRun.guard` (a plan run) or the agent loop (a lazy turn's plan); a
+    BaseException: ``decide`` must not turn it into a rejection."""
 
 
 def new_run_id() -> str:
@@ -144,10 +144,11 @@ class DurableRun:
         return approve
 
     async def _wait(self, name: str, request: ApprovalRequest) -> ApprovalDecision:
+        # decision_run: the run id the decision is stored under (an agent turn's own, t{n})
         self.waiting = {"decision": name, "kind": request.kind, "call_id": request.call_id,
-                        "calls": list(request.calls)}
+                        "calls": list(request.calls), "decision_run": self.run_id}
         if request.kind == "plan":
-            raise _RunWaiting(name)
+            raise RunWaiting(name)
         sched = self.journal.sched
         sched.cancel()  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
@@ -271,7 +272,7 @@ class DurableRun:
         try:
             try:
                 result = await coro
-            except _RunWaiting:
+            except RunWaiting:
                 result = None
             await self.journal.flush()
             if self.waiting is not None:

@@ -90,6 +90,7 @@ class TurnRecord:
     messages: list[Message] = field(default_factory=list, repr=False)
     state_after: dict | None = field(default=None, repr=False)   # every kind after the turn (None: nothing ran)
     provider_error: dict | None = None   # ProviderError.to_json() when the provider failed this turn
+    waiting: dict | None = field(default=None, repr=False)  # what the turn left the run waiting for
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"calls": self.calls, "errors": self.errors}
@@ -100,7 +101,8 @@ class TurnRecord:
 
 @dataclass
 class AgentResult:
-    """``status``: succeeded, failed, rejected or cancelled; ``state`` maps each kind to its data."""
+    """``status``: succeeded, failed, rejected, cancelled or waiting (a durable run with
+    ``approve="wait"``); ``state`` maps each kind to its data."""
 
     status: str
     output: Any
@@ -111,6 +113,8 @@ class AgentResult:
     planning: dict | None = None   # PlanningDecision.to_json() when planning was asked for
     usage: dict | None = None      # tokens and cost of the model calls, when a budget is set
     run_id: str | None = None      # the run's id in its store (durable runs)
+    # status "waiting" (approve="wait"): what it waits for: {decision, kind, call_id, calls, decision_run}
+    waiting: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,6 +133,8 @@ class AgentResult:
             out["usage"] = self.usage
         if self.run_id is not None:
             out["run_id"] = self.run_id
+        if self.waiting is not None:
+            out["waiting"] = self.waiting
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
@@ -204,7 +210,17 @@ class Agent:
         # None: no planning asked for, ``mode`` runs every request; else a mode name or a
         # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
         self.planning = planning
-        self._approver = normalize_approver(self.approve)
+        # approve="wait" (durable runs): a decision nobody gave yet leaves the run waiting for
+        # `sophon-dsl approve RUN_ID` (each turn's recorded run asks its stored decisions first)
+        self.waits = isinstance(self.approve, str) and self.approve.lower() == "wait"
+        if self.waits and store is None:
+            raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
+        if self.waits:
+            from ..durable.session import WAIT
+
+            self._approver: Any = WAIT
+        else:
+            self._approver = normalize_approver(self.approve)
         # durable runs: the run store (a URL or an open store; None: not recorded), the id of the
         # next recorded run (minted when None), and what the CLI keeps with it (tool flags, provider)
         self.store = store
@@ -353,6 +369,7 @@ class Agent:
         prev_errors: list[dict] = []
         status, output, error = "failed", None, None
         provider_error: dict | None = None
+        waiting: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
         guard = self.guards.start(self.provider)
         run_id = record.run_id if record is not None else None
@@ -379,6 +396,7 @@ class Agent:
                     status, error = stop
                     output = rec.output
                     provider_error = rec.provider_error
+                    waiting = rec.waiting
                     break
                 if rec.output is not None and not rec.errors:
                     status, output = "succeeded", rec.output
@@ -407,7 +425,8 @@ class Agent:
             if record is not None:  # not an end: the run stays resumable
                 await asyncio.shield(record.finish(None))
             raise
-        result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage(), run_id)
+        result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage(), run_id,
+                             waiting)
         if record is not None:
             await record.finish(_summary(result))
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
@@ -471,9 +490,16 @@ class Agent:
                 outcome = await turn.finish()          # nothing was dispatched: status "invalid"
             else:
                 approver = durable.wrapped_approver if durable is not None else self._approver
-                outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds, approver)
+                try:
+                    outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds, approver)
+                except _run_waiting() if durable is not None else ():
+                    outcome = await turn.finish()  # (nothing ran: the plan waits for a person)
         if durable is not None:  # every completion of the turn is committed before the next turn
             await durable.journal.flush()
+            if durable.waiting is not None:  # approve="wait": a gate nobody answered yet
+                outcome.status = "waiting"
+                stop = ("waiting", f"turn {n} waits for approval ({durable.waiting['decision']}): "
+                                   f"sophon-dsl approve {record.run_id} [--reject]")
             failed = durable.journal.failure_error()
             if failed is not None and stop is None:
                 stop = ("failed", f"{failed.error}: {failed.cause}")
@@ -492,7 +518,8 @@ class Agent:
                 errors.append({"call": "return", "error": {"code": "Output.Invalid", "message": msg}})
         rec = TurnRecord(n, outcome.reply, outcome.form, outcome.plan, outcome.calls, errors, outcome.status,
                          out, diagnostics, outcome.dispatch_latency, dry, msgs,
-                         outcome.state if outcome.result is not None else None, turn.provider_error)
+                         outcome.state if outcome.result is not None else None, turn.provider_error,
+                         durable.waiting if durable is not None else None)
         return rec, stop
 
     async def _plan_mode(self, request: str, planning: Any) -> tuple[Mode, dict | None]:
@@ -549,6 +576,14 @@ class Agent:
         return outcome, dry, None
 
 
+def _run_waiting() -> type[BaseException]:
+    """What the plan gate of a recorded turn raises when it leaves the run waiting (imported
+    only by recorded runs: the durable package is not loaded otherwise)."""
+    from ..durable.session import RunWaiting
+
+    return RunWaiting
+
+
 def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:
     fresh = StreamTurn(turn.registry, mode=turn.mode, input=turn.input, initial=turn.initial,
                        state_schema=turn.header.state_schema, max_calls=turn.max_calls, options=turn.options,
@@ -588,7 +623,8 @@ def _summary(result: AgentResult) -> dict:
         dumps(agent)
     except (TypeError, ValueError):  # not JSON: kept as text
         agent = json.loads(json.dumps(agent, default=str))
-    return {"status": result.status, "output": agent.get("output"), "error": result.error, "agent": agent}
+    return {"status": result.status, "output": agent.get("output"), "error": result.error, "agent": agent,
+            "waiting": result.waiting}
 
 
 def _invalid(turn: StreamTurn) -> TurnOutcome:

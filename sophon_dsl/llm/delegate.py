@@ -209,7 +209,9 @@ class DelegateExecutor:
         sub = type(self.parent)(self.parent.provider, tools=registry,
                     mode=config.get("mode", self.parent.mode.value),
                     max_turns=int(config.get("max_turns", min(self.parent.max_turns, 4))),
-                    approve=self.parent.approve, max_calls=self.parent.max_calls,
+                    # (a delegate is not recorded: it cannot wait for a person, its risky plans are refused)
+                    approve="no" if self.parent.approve == "wait" else self.parent.approve,
+                    max_calls=self.parent.max_calls,
                     model=config.get("model", self.parent.model), output_schema=out_schema,
                     state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
                     delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,

@@ -275,28 +275,82 @@ def test_a_lazy_plan_is_approved_once(url):
     assert again.output == 10 and asked == ["plan"] and len(ledger) == 1  # the stored decision is reused
 
 
-def test_resume_of_an_agent_run_refuses_approve_wait_with_what_to_use(tmp_path, capsys):
-    """An agent run's gates are asked as the loop goes: ``--approve wait`` (plan runs only) is a
-    usage error with a stable code that names the flags to use instead; nothing is asked or run."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.py"
-    tools.write_text("from sophon_dsl.tools import tool\n\n@tool(name='act', risk='low')\n"
-                     "def act(n: int) -> int:\n    return n * 10\n", encoding="utf-8")
-    script = tmp_path / "r.json"
-    script.write_text(json.dumps({"turns": ["$state.a = act(n=1)\n"]}), encoding="utf-8")
-    argv = ["--tools", str(tools), "--no-stdlib", "--store", url, "--provider", f"scripted:{script}"]
-    assert main(["agent", "go", *argv, "--max-turns", "1", "--json"]) == 1  # no return: failed, resumable
-    rid = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("run id: ")).removeprefix("run id: ")
-    assert main(["resume", rid, "--store", url, "--approve", "wait"]) == 2
-    err = capsys.readouterr().err
-    assert "Agent.WaitUnsupported" in err and "--approve yes|no|ask" in err and rid in err
-    assert "Traceback" not in err
+def test_a_lazy_agent_run_waits_for_a_person_and_continues(url):
+    """approve="wait": a lazy turn's risky plan leaves the run waiting (nothing runs, the lease
+    is released); once the decision is stored under the turn's run id, a resume runs the
+    plan without asking the provider again."""
+    ledger: list = []
+    reply = "@risk(high)\n$state.a = act(n=1)\nreturn $state.a\n"
+    first = _agent(CountingProvider([reply]), ledger, url, run_id="w1", mode="lazy", approve="wait").run("go")
+    assert first.status == "waiting" and ledger == [] and first.turns[0].status == "waiting"
+    assert first.waiting["decision"] == "plan" and first.waiting["decision_run"] == "w1/t1"
+    assert first.to_json()["waiting"] == first.waiting and "sophon-dsl approve w1" in first.error
     with open_store(url) as s:
-        assert s.get_run(rid)["status"] == "failed" and s.get_run(rid)["lease_owner"] is None
-    with pytest.raises(SystemExit) as e:  # not a choice of `agent` at all (argparse)
-        main(["agent", "go", *argv, "--approve", "wait"])
-    assert e.value.code == 2
-    assert "invalid choice: 'wait'" in capsys.readouterr().err
+        row = s.get_run("w1")
+        assert row["status"] == "waiting" and row["lease_owner"] is None
+        assert row["summary"]["waiting"]["decision"] == "plan"
+        s.put_decision("w1/t1", "plan", {"action": "approve", "reason": "looked fine"}).result()
+    provider = CountingProvider([])
+    again = _agent(provider, ledger, url, approve="wait").resume("w1")
+    assert again.status == "succeeded" and again.output == 10
+    assert provider.requests == 0 and len(ledger) == 1
+
+
+def test_an_eager_agent_runs_risky_call_waits_for_a_person(url):
+    """approve="wait" in eager mode: the risky call's gate leaves the run waiting (its tool did
+    not run); approved, the resumed turn runs it once, from the recorded reply."""
+    ledger: list = []
+    reply = "@risk(high)\n$state.a = act(n=2)\nreturn $state.a\n"
+    first = _agent(CountingProvider([reply]), ledger, url, run_id="w2", approve="wait").run("go")
+    assert first.status == "waiting" and ledger == []
+    assert first.waiting["kind"] == "call" and first.waiting["decision_run"] == "w2/t1"
+    with open_store(url) as s:
+        s.put_decision("w2/t1", first.waiting["decision"], {"action": "approve", "reason": "ok"}).result()
+    provider = CountingProvider([])
+    again = _agent(provider, ledger, url, approve="wait").resume("w2")
+    assert again.status == "succeeded" and again.output == 20
+    assert provider.requests == 0 and [n for _, n in ledger] == [2]
+
+
+def test_approve_wait_needs_a_store():
+    with pytest.raises(ValueError, match="needs a store"):
+        Agent(CountingProvider([]), tools=[], stdlib=False, approve="wait")
+
+
+@pytest.mark.parametrize("reject", [False, True])
+def test_an_agent_run_left_waiting_is_continued_by_sophon_dsl_approve(tmp_path, capsys, reject):
+    """Through the CLI: `agent --mode lazy --approve wait` ends waiting (exit 1, what it waits
+    for on stderr, `runs show` says so); `approve RUN_ID` runs the plan, `--reject` ends the
+    run rejected; the provider is not asked again."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ledger = tmp_path / "ledger"
+    tools = tmp_path / "tools.py"
+    tools.write_text("from sophon_dsl.tools import tool\n\n@tool(name='act', risk='high')\n"
+                     "def act(n: int) -> int:\n"
+                     f"    open({str(ledger)!r}, 'a').write(str(n) + '\\n')\n"
+                     "    return n * 10\n", encoding="utf-8")
+    script = tmp_path / "r.json"
+    script.write_text(json.dumps({"turns": ["$state.a = act(n=1)\nreturn $state.a\n"]}), encoding="utf-8")
+    argv = ["--tools", str(tools), "--no-stdlib", "--store", url, "--provider", f"scripted:{script}"]
+    assert main(["agent", "go", *argv, "--mode", "lazy", "--approve", "wait"]) == 1
+    err = capsys.readouterr().err
+    rid = next(x for x in err.splitlines() if x.startswith("run id: ")).removeprefix("run id: ")
+    assert "agent waiting after 1 turn(s)" in err and f"sophon-dsl approve {rid}" in err
+    assert "waiting for approval of c1 (act)" in err and not ledger.exists()
+    assert main(["runs", "show", rid, "--store", url]) == 0
+    assert "waiting" in capsys.readouterr().out
+    code = main(["approve", rid, "--store", url, *(["--reject"] if reject else []), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    if reject:
+        assert code == 1 and out["status"] == "rejected" and not ledger.exists()
+    else:
+        assert code == 0 and out["status"] == "succeeded" and out["output"] == 10
+        assert ledger.read_text() == "1\n"
+    with open_store(url) as s:
+        assert s.get_run(rid)["status"] == out["status"]
+    assert main(["agent", "go", *argv[:-4], "--no-store", "--provider", f"scripted:{script}",
+                 "--approve", "wait"]) == 2
+    assert "--approve wait" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("malformed", [False, True])
