@@ -101,6 +101,9 @@ def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
             extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
             err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
             print(f"    {c['id']}: {c['status']}{extra}{err}")
+    if data["waiting"]:
+        print(f"  waiting for approval ({data['waiting']['decision']}, {data['waiting'].get('decision_run')}): "
+              f"sophon-dsl approve {data['run_id']} [--reject]")
     if data["state"] is not None:
         print(json.dumps({**data["state"], **({"output": data["output"]} if data["output"] is not None else {})},
                          ensure_ascii=False, indent=2, default=str))

@@ -308,4 +308,4 @@ def stored_agent(store: Any, row: dict) -> dict:
     agent = summary.get("agent") or {}
     return {"run_id": run_id, "kind": AGENT_KIND, "status": row["status"], "request": spec.get("request"),
             "output": summary.get("output"), "error": summary.get("error"), "state": agent.get("state"),
-            "recorded_turns": turns}
+            "waiting": summary.get("waiting") if row["status"] == "waiting" else None, "recorded_turns": turns}

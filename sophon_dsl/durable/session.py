@@ -150,7 +150,7 @@ class DurableRun:
         if request.kind == "plan":
             raise RunWaiting(name)
         sched = self.journal.sched
-        sched.cancel()  # the call stays uncommitted: it asks again when the run continues
+        sched.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

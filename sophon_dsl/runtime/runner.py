@@ -60,6 +60,13 @@ def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
 
 
+def stop_cause(why: str | None) -> str:
+    """What a call's record says when the run stopped before it ended (not a time limit)."""
+    if why == "waiting":
+        return "the run was left waiting for approval: this call runs when it continues"
+    return "the run was cancelled"
+
+
 def _cancelled_by_the_run() -> bool:
     """Whether a CancelledError reaching a call is the run's (its time limit, a cancel):
     then this task is being cancelled.  A tool that raises CancelledError itself (or
@@ -180,7 +187,7 @@ class CallRunner:
             if rec.status not in _TERMINAL:
                 why = PLAN_TIMEOUT if s.stopping == "timeout" else PLAN_CANCELLED
                 rec.error = ErrorInfo(why, "the plan hit its time limit" if why == PLAN_TIMEOUT
-                                      else "the run was cancelled")
+                                      else stop_cause(s.stopping))
                 rec.reason = rec.error.cause
                 s.finish(i, "cancelled")
             return

@@ -38,7 +38,7 @@ from .invoker import Invoker, LocalInvoker
 from .maps import MapDriver
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
-from .runner import CallRunner
+from .runner import CallRunner, stop_cause
 from .state import to_json_value
 from .store import MemoryStore, StateStore
 from .validation import schema_validator
@@ -179,7 +179,7 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._create_task: Callable[[Any], asyncio.Task] | None = None  # set by run()
         self._done = asyncio.Event()
-        self._stopping: str | None = None        # None | "cancelled" | "timeout"
+        self._stopping: str | None = None        # None | "cancelled" | "timeout" | "waiting"
         self._running = False
         self._ready: deque = deque()
         self._burst = 0
@@ -568,9 +568,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ run
 
-    def cancel(self) -> None:
+    def cancel(self, why: str = "cancelled") -> None:
+        """Stop the run: running calls are cancelled, pending ones never start.  ``why`` is
+        "cancelled", or "waiting" (a durable run left waiting for a person: its calls'
+        records say so; the run still ends cancelled here, its store records it waiting)."""
         if self._stopping is None:
-            self._stopping = "cancelled"
+            self._stopping = why
             self._done.set()
 
     @property
@@ -630,7 +633,7 @@ class Scheduler:
         if self._tasks:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit") if why == "timeout" else \
-            ErrorInfo(PLAN_CANCELLED, "the run was cancelled")
+            ErrorInfo(PLAN_CANCELLED, stop_cause(why))
         self.plan_error = err
         for i, rec in enumerate(self.records):
             if rec.status not in TERMINAL:
@@ -639,7 +642,7 @@ class Scheduler:
                 self.finish(i, "cancelled")
 
     def status(self) -> str:
-        if self._stopping == "cancelled":
+        if self._stopping in ("cancelled", "waiting"):
             return "cancelled"
         if self._stopping == "timeout":
             return "failed"

@@ -303,6 +303,8 @@ def test_an_eager_agent_runs_risky_call_waits_for_a_person(url):
     reply = "@risk(high)\n$state.a = act(n=2)\nreturn $state.a\n"
     first = _agent(CountingProvider([reply]), ledger, url, run_id="w2", approve="wait").run("go")
     assert first.status == "waiting" and ledger == []
+    gated = first.turns[0].calls[0]  # its record says why it did not run
+    assert gated["status"] == "cancelled" and "left waiting for approval" in gated["error"]["cause"]
     assert first.waiting["kind"] == "call" and first.waiting["decision_run"] == "w2/t1"
     with open_store(url) as s:
         s.put_decision("w2/t1", first.waiting["decision"], {"action": "approve", "reason": "ok"}).result()
@@ -338,7 +340,10 @@ def test_an_agent_run_left_waiting_is_continued_by_sophon_dsl_approve(tmp_path, 
     assert "agent waiting after 1 turn(s)" in err and f"sophon-dsl approve {rid}" in err
     assert "waiting for approval of c1 (act)" in err and not ledger.exists()
     assert main(["runs", "show", rid, "--store", url]) == 0
-    assert "waiting" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert f"waiting for approval (plan, {rid}/t1): sophon-dsl approve {rid}" in shown
+    assert main(["runs", "show", rid, "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["waiting"]["decision_run"] == f"{rid}/t1"
     code = main(["approve", rid, "--store", url, *(["--reject"] if reject else []), "--json"])
     out = json.loads(capsys.readouterr().out)
     if reject:
