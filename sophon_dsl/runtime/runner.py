@@ -32,7 +32,9 @@ from .risk import effective_risk
 from .state import json_copy, to_json_value
 from .validation import RESULT_TOO_LARGE, json_size, schema_validator, static_verdict, statically_valid
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# accept_json's sizer: its values are trees (no cycle), so the C encoder's id() bookkeeping
+# per container is skipped; a cycle would still end in RecursionError, which it catches
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
 __all__ = ["CallRunner"]
 
