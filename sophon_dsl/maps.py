@@ -205,13 +205,22 @@ def _equals(node: Call, other: object) -> Any:
     return all(getattr(node, n) == getattr(other, n) for n in _COMPARED)
 
 
+def _as_plain_call(cls: type, *args: Any, **kwargs: Any) -> Call:
+    """An item call class called as a class (``dataclasses.replace`` of an item call): the
+    plain :class:`Call` of those fields.  Its own instances are made by ``object.__new__``
+    (:func:`_new_item_call`, the generated makers); without a ``__dict__`` (``__slots__ =
+    ()``, as Call) its class attributes could not be set by an ``__init__``."""
+    return Call(*args, **kwargs)
+
+
 def _item_call_class(call: Call) -> type:
     """The class of the item calls made from body call ``call``: a subclass of :class:`Call`
     whose fields but ``params`` and ``output`` are class attributes holding ``call``'s values,
     so an item's call is two slot writes (:func:`_new_item_call`).  Call is frozen: its
     ``__init__`` sets each of its 22 fields through ``object.__setattr__``, which was the
     largest part of an item's cost.  Such a call is a Call (``isinstance``, ``fields``,
-    ``replace``, equal to another of its class with equal values; pickled as a plain Call).
+    ``replace``, which gives the plain Call, equal to another of its class with equal values; pickled
+    as a plain Call; no ``__dict__``).
     One class per distinct body call (kept for the process; a nested map's items share it)."""
     fixed = tuple(getattr(call, n) for n in _FIXED)
     try:
@@ -222,7 +231,8 @@ def _item_call_class(call: Call) -> type:
     if cls is None:
         cls = type("ItemCall", (Call,), {**dict(zip(_FIXED, fixed or [getattr(call, n) for n in _FIXED])),
                                          "__reduce__": _as_call, "__eq__": _equals,
-                                         "__hash__": Call.__hash__, "__module__": __name__})
+                                         "__hash__": Call.__hash__, "__module__": __name__,
+                                         "__new__": _as_plain_call, "__slots__": ()})
         if fixed is not None and len(_item_classes) < 4096:
             _item_classes[fixed] = cls
     return cls

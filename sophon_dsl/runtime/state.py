@@ -307,8 +307,8 @@ class StateLog:
     def get(self, kind: str, path: tuple = ()) -> Any:
         """The resolved value at ``kind.path`` (shared; copy before handing out), or MISSING."""
         root = self._views.get(kind, MISSING)
-        if root is MISSING:
-            return MISSING
+        if root is MISSING or not path:  # (the whole kind: a map item's local data)
+            return root
         if len(path) == 1 and type(root) is dict and type(path[0]) is str:
             return root.get(path[0], MISSING)  # the common case: †kind.name
         return get_path(root, path)

@@ -89,3 +89,26 @@ def test_maps_of_one_shape_keep_their_own_values():
         res = asyncio.run(arun(plan, tools=[tag], input=data))
         assert res.status == "succeeded", res.error
         assert res.state["state"] == {"a": [{"r": "first:1"}, {"r": "first:2"}], "b": [{"r": "second:3"}]}
+
+
+def test_an_item_call_has_no_dict_and_replace_gives_a_plain_call():
+    import dataclasses
+
+    from sophon_dsl.maps import ItemTemplate, body_ids
+    from sophon_dsl.model import Call
+
+    spec = loads("$state.out = map($input.xs) { $local.a = tag(x=$item) }").calls[0].map
+    made = ItemTemplate(spec, body_ids(spec)).make("c1[0]")[0][0]
+    assert type(made) is not Call and not hasattr(made, "__dict__")
+    edited = dataclasses.replace(made, tool="other")
+    assert type(edited) is Call and edited.tool == "other" and edited.params == made.params
+    assert made.tool == "tag"
+
+
+def test_the_whole_of_a_kind_is_read_shared_and_a_missing_kind_is_missing():
+    from sophon_dsl.runtime.state import MISSING
+
+    log = StateLog()
+    log.write("local@c1[0]", ("r0",), 1)
+    assert log.get("local@c1[0]") == {"r0": 1} and log.get("local@c1[0]") is log.get("local@c1[0]", ())
+    assert log.get("local@c1[1]") is MISSING and log.get("local@c1[1]", ("r0",)) is MISSING
