@@ -321,6 +321,13 @@ class RunStore:
         op = _RowsOp(self._statements(), (), (), [(run_id, call_id, key, time.time())])
         return self.submit(op) if notify is None else self.submit_rows(op, notify)
 
+    def drop_intents(self, run_id: str, call_ids: list[str]) -> Future:
+        """Forget the intents of calls whose tool never started (the run stopped first): a
+        resume then runs them instead of finding them in doubt."""
+        stmt = self.sql("DELETE FROM intents WHERE run_id = ? AND call_id = ?")
+        rows = [(run_id, cid) for cid in call_ids]
+        return self.submit(lambda cur: cur.executemany(stmt, rows) and None)
+
     def commit_rows(self, log: list, calls: list, intents: list, last: tuple, notify: tuple) -> "Landing":
         """What one run gathered in one pass of its event loop, already encoded: log rows
         ``(run_id, seq, text)`` in order, call records ``(run_id, call_id, text)``, intents

@@ -107,6 +107,7 @@ class DurableRun:
         self.owns_backend = False  # opened from a URL for this run: closed when it ends
         self.lease_s = 60.0
         self.doubt = {cid for cid in self.intents if cid not in self.committed}
+        self.doubted = frozenset(self.doubt)  # (doubt shrinks as its calls are decided)
         self.replayed_kinds = {e["kind"] for e in log} if log else set()
         # what maps expanding their items wrote (each item under its own kind): a map not
         # committed expands again on resume and would write them a second time (a committed
@@ -279,6 +280,8 @@ class DurableRun:
                 result = self._waiting_result(result)
             if self.resumed and result is not None:
                 self.join_unexpanded_items(result)
+            if result is not None:
+                await self.forget_unstarted(result.calls)
             if self.journal.failure is None:
                 summary = {"status": result.status, "output": result.output,
                            "error": result.error.to_json() if result.error else None, "waiting": self.waiting}
@@ -298,6 +301,20 @@ class DurableRun:
             if self.owns_backend:
                 self.backend.close()
         return result
+
+    async def forget_unstarted(self, calls: Any) -> None:
+        """The run stopped (cancelled, left waiting) before these calls' tools started: the
+        intents some of them committed are dropped, so that a resume runs them rather than
+        asking what became of a call that never ran.  (Calls found in doubt when this run
+        began keep theirs: their tool may have started in the earlier process.)"""
+        unstarted = [rec.id for rec in calls if rec.status == "cancelled" and rec.attempts == 0
+                     and rec.id not in self.doubted]
+        if not unstarted or self.journal.failure is not None:
+            return
+        try:
+            await asyncio.wrap_future(self.backend.drop_intents(self.run_id, unstarted))
+        except Exception as exc:  # noqa: BLE001 - they stay in doubt: the resume asks about them
+            self.journal.fail(exc)
 
     def join_unexpanded_items(self, result: RunResult) -> None:
         """Item calls an earlier process committed, of maps this run did not expand again (the

@@ -496,6 +496,8 @@ class Agent:
                     outcome = await turn.finish()  # (nothing ran: the plan waits for a person)
         if durable is not None:  # every completion of the turn is committed before the next turn
             await durable.journal.flush()
+            if outcome.result is not None:  # calls stopped before their tool started: no doubt left
+                await durable.forget_unstarted(outcome.result.calls)
             if durable.waiting is not None:  # approve="wait": a gate nobody answered yet
                 outcome.status = "waiting"
                 stop = ("waiting", f"turn {n} waits for approval ({durable.waiting['decision']}): "

@@ -338,3 +338,39 @@ def test_calls_waiting_for_intents_do_not_start_after_their_map_times_out(tmp_pa
     assert len(ran) == len(set(ran)) == sum(1 for rec in r.calls if rec.attempts > 0 and "[" in rec.id)
     intents = {c for (c,) in _rows(path, "SELECT call_id FROM intents")}
     assert set(ran) <= intents and cancelled
+
+
+def test_calls_a_cancelled_run_never_started_are_not_in_doubt_on_resume(tmp_path):
+    """Cancelled while most calls wait for their intents or in the start queue: the intents of
+    calls whose tool never started are dropped when the run ends, so a resume (unknown="fail")
+    runs them; only the calls whose tool did start are in doubt (Call.OutcomeUnknown)."""
+    path, url = _db(tmp_path)
+    ran: list[str] = []
+    delay = [30.0]  # the first run's tools hang until cancelled; the resumed run's do not
+
+    @tool
+    async def act(n: int) -> int:
+        ran.append(sophon_dsl.current_call().call_id)
+        await asyncio.sleep(delay[0])
+        return n
+
+    plan = "".join(f"c{i}: $state.v{i} = act(n={i})\n" for i in range(2_000))
+
+    async def cancelled_once_a_tool_runs():
+        handle = sophon_dsl.start(plan, [act], store=url, run_id="c")
+        while not ran:
+            await asyncio.sleep(0.001)
+        handle.cancel()
+        return await handle.result()
+
+    first = asyncio.run(cancelled_once_a_tool_runs())
+    started = set(ran)
+    assert first.status == "cancelled" and 0 < len(started) < 2_000
+    assert {c for (c,) in _rows(path, "SELECT call_id FROM intents")} == started
+    ran.clear()
+    delay[0] = 0.0
+    again = sophon_dsl.resume("c", store=url, tools=[act], unknown="fail")
+    unknown = {rec.id for rec in again.calls if rec.error is not None and rec.error.error == "Call.OutcomeUnknown"}
+    assert unknown == started
+    assert set(ran) == {f"c{i}" for i in range(2_000)} - started
+    assert all(rec.status == "succeeded" for rec in again.calls if rec.id not in started)

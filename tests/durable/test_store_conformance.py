@@ -72,6 +72,9 @@ def test_intents_and_decisions(store):
     store.put_intent("r1", "c2", "r1:c2").result()
     store.put_intent("r1", "c2", "r1:c2").result()  # twice: kept once
     assert store.load_intents("r1") == {"c2": "r1:c2"}
+    store.put_intent("r1", "c3", "r1:c3").result()
+    store.drop_intents("r1", ["c3", "c9"]).result()  # (c9 has none: nothing to drop)
+    assert store.load_intents("r1") == {"c2": "r1:c2"}
     store.put_decision("r1", "plan", {"action": "approve"}).result()
     store.put_decision("r1", "plan", {"action": "reject", "reason": "no"}).result()
     assert store.load_decisions("r1") == {"plan": {"action": "reject", "reason": "no"}}
