@@ -261,6 +261,7 @@ class InputResolver:
         k, end = flow.read_offs[i], flow.read_offs[i + 1]
         refs, wss = flow.read_refs, flow.read_writers
         value_among = self._value_among
+        ended, wrote, get = self.ended, self.wrote, self.get
         args = {}
         for p in params:
             v = p.value
@@ -270,8 +271,13 @@ class InputResolver:
             elif tv is Reference:
                 if k == end or refs[k] is not v:
                     return self._simple_args_looked_up(i, params)
-                val = value_among(v, wss[k])
+                ws = wss[k]
                 k += 1
+                if len(ws) == 1 and ended[ws[0]] and v.query is None and len(done := wrote[ws[0]]) == 1 \
+                        and done[0].path == v.path and done[0].kind == v.kind:
+                    val = get(v.kind, v.path)  # (the common read: _value_among's first case)
+                else:
+                    val = value_among(v, ws)
                 if val is MISSING:
                     return None
                 args[p.name] = val if type(val) in _ATOMIC else json_copy(val)
@@ -284,8 +290,13 @@ class InputResolver:
                     elif tx is Reference:
                         if k == end or refs[k] is not x:
                             return self._simple_args_looked_up(i, params)
-                        val = value_among(x, wss[k])
+                        ws = wss[k]
                         k += 1
+                        if len(ws) == 1 and ended[ws[0]] and x.query is None and len(done := wrote[ws[0]]) == 1 \
+                                and done[0].path == x.path and done[0].kind == x.kind:
+                            val = get(x.kind, x.path)  # (the common read: _value_among's first case)
+                        else:
+                            val = value_among(x, ws)
                         if val is MISSING:
                             return None
                         items.append(val if type(val) in _ATOMIC else json_copy(val))
@@ -301,8 +312,13 @@ class InputResolver:
                     elif tx is Reference:
                         if k == end or refs[k] is not x:
                             return self._simple_args_looked_up(i, params)
-                        val = value_among(x, wss[k])
+                        ws = wss[k]
                         k += 1
+                        if len(ws) == 1 and ended[ws[0]] and x.query is None and len(done := wrote[ws[0]]) == 1 \
+                                and done[0].path == x.path and done[0].kind == x.kind:
+                            val = get(x.kind, x.path)  # (the common read: _value_among's first case)
+                        else:
+                            val = value_among(x, ws)
                         if val is MISSING:
                             return None
                         obj[key] = val if type(val) in _ATOMIC else json_copy(val)
