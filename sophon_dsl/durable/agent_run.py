@@ -35,7 +35,7 @@ from .journal import BeforeStart
 from .session import DurableRun, owner_id
 
 __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
-           "cut_noise", "stored_agent", "turn_run_id"]
+           "stored_agent", "turn_run_id"]
 
 AGENT_KIND = "agent"
 REPLY_INTERRUPTED = "Reply.Interrupted"
@@ -82,17 +82,6 @@ def complete_prefix(text: str) -> str:
         if splitter.feed(ch):
             end = i + 1
     return text[:end]
-
-
-def cut_noise(error: dict) -> bool:
-    """Whether a turn's error (``{code, message}``) is only what cutting its reply made: the
-    kept part is empty (``Reply.Empty``), or a JSON reply's document ends before it closes
-    (``E002`` "unexpected end of input").  The turn's ``Reply.Interrupted`` says all of it
-    (a model told its JSON was malformed would look for a mistake it did not make); a
-    syntax error inside the kept part stays."""
-    code = error.get("code")
-    return code == "Reply.Empty" or (code == "E002" and str(error.get("message", "")).startswith(
-        "unexpected end of input"))
 
 
 class TurnRun(DurableRun):

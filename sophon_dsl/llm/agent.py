@@ -508,11 +508,6 @@ class Agent:
             if durable.resumed and outcome.result is not None:  # a committed map's items, not expanded again
                 durable.join_unexpanded_items(outcome.result)
         errors, diagnostics = list(outcome.errors), outcome.diagnostics
-        if recorded is not None and not recorded[1]:  # a cut reply: what the cut made is no model error
-            from ..durable.agent_run import cut_noise
-
-            errors = [e for e in errors if not cut_noise(e.get("error") or {})]
-            diagnostics = [d for d in diagnostics if not cut_noise({"code": d.code, "message": d.message})]
         out = outcome.output
         if out is not None and self.output_schema is not None and not errors:
             msg = _validate(self.output_schema, out)
@@ -604,6 +599,7 @@ def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:
     from ..durable.agent_run import REPLY_INTERRUPTED, complete_prefix
 
     kept = text if complete else complete_prefix(text)
+    turn.cut = not complete  # (its end is dropped: Reply.Interrupted below says why)
     turn.feed(kept)
     if turn.scheduler is not None:   # eager: the calls arrived; lazy: restored when the plan runs
         durable.attach(turn.scheduler.scheduler)

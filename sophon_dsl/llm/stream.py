@@ -415,6 +415,9 @@ class StreamTurn:
         self.output: Value | None = None
         self.errors: list[dict] = []
         self.provider_error: dict | None = None
+        # the reply was cut off mid-stream (a provider failure, or a recorded reply cut by a
+        # crash): its unfinished end is dropped at close_stream, not reported as an error
+        self.cut = False
         self.diagnostics: list[Diagnostic] = []
         self.refused: dict[int, ErrorInfo] = {}
         self._text: list[str] = []
@@ -690,16 +693,15 @@ class StreamTurn:
             # the cause, not its symptom: a reply the provider cut short (or never sent) is not
             # the model's fault, so it is reported instead of Reply.Empty
             self.errors.append({"call": None, "error": {"code": "Provider.Error", **self.provider_error}})
+        cut = self.cut or self.provider_error is not None
         if self._form is None:
             self._form = _detect_form(self.text) or "dsl"
-            if self.provider_error is None and not strip_fences(self.text).strip():
+            if not cut and not strip_fences(self.text).strip():
                 self.errors.append({"call": None, "error": {
                     "code": "Reply.Empty", "message": "the reply was empty: write calls, or return the final output"}})
-        # A reply the provider cut short ends where the connection broke, not where the model
-        # stopped: its unfinished last statement (or unclosed JSON document) is dropped, not
-        # reported as the model's syntax error; the calls that arrived whole stay (as a
-        # recorded reply cut off mid-stream resumes: durable.agent_run.complete_prefix).
-        cut = self.provider_error is not None
+        # A cut reply ends where the connection broke (or the process died), not where the
+        # model stopped: its unfinished last statement (or unclosed JSON document) is
+        # dropped, not reported as the model's syntax error; the calls that arrived whole stay.
         if self._form == "dsl":
             if not cut:
                 for st in self._splitter.close():
