@@ -260,7 +260,7 @@ class ItemTemplate:
         self.plain = all(p is not None for p in self.plans)  # no call needs the full rewrite
         # whether the item's index needs storing (most bodies never read it)
         self.reads_index = any(r.kind == spec.index for v in outer_values_all(spec) for r in references(v))
-        self.made: dict[bool, Callable[..., Any]] = {}  # the items' maker, with and without a source
+        self.made: dict[Any, Callable[..., Any]] = {}  # makers: with a source (False), without (True), "batch"
 
     @staticmethod
     def _plan(call: Call, names: dict[str, str]) -> Any:
@@ -294,6 +294,15 @@ class ItemTemplate:
         maker = self.made.get(not with_source)
         if maker is None:
             maker = self.made[not with_source] = _compile_maker(self, with_source)
+        return maker
+
+    def batch_maker(self) -> Callable[..., tuple[list[Call], list[str]]]:
+        """The items' maker for many items read where they are stored, made in one call
+        (``_compile_maker``'s ``batch``); for plain templates only."""
+        assert self.plain
+        maker = self.made.get("batch")
+        if maker is None:
+            maker = self.made["batch"] = _compile_maker(self, True, batch=True)
         return maker
 
     def make(self, kind: str, source: Source = None) -> tuple[list[Call], list[str], Value | None]:
@@ -333,15 +342,30 @@ _PARAM_FIELDS = tuple(f.name for f in fields(Param))
 _TARGET_FIELDS = tuple(f.name for f in fields(OutputTarget))
 
 
-def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., Any]:
+def _compile_maker(template: ItemTemplate, with_source: bool, batch: bool = False) -> Callable[..., Any]:
     """``make(kind, source)`` for a template whose calls all have a plan (``template.plain``):
     what :meth:`ItemTemplate.make` does, unrolled into one generated function per map (as
     :func:`_builder`, every node set slot by slot, the body's values as constants), so an
-    item pays no loop, test or helper call per node, only the nodes it builds."""
+    item pays no loop, test or helper call per node, only the nodes it builds.
+
+    ``batch`` (items read where they are stored, ``with_source``): ``make_items(map_id, ks,
+    src_kind, item_name, list_path, hidden_add, results) -> (calls, ids)``, the items ``ks``
+    made in one loop inside the generated function (no call, argument tuple or result
+    lists per item): their calls and ids one item after the other, as :meth:`make` for each
+    with ``kind = f"{map_id}[{k}]"`` and ``source = (item_name, src_kind, (*list_path, k))``
+    makes them, each item's local kind (``local@<kind>``) given to ``hidden_add`` and its
+    result value (its local kind, else its ``return`` value) stored as ``results[k]``."""
     env: dict[str, Any] = {"new": object.__new__, "set_params": _set_params, "set_output": _set_output}
-    lines = ["def make(kind, source):", "    at = '@' + kind"]
-    if with_source:
-        lines.append("    src_kind, src_path = source[1], source[2]")
+    ind = "        " if batch else "    "
+    if batch:
+        lines = ["def make_items(map_id, ks, src_kind, item_name, list_path, hidden_add, results):",
+                 "    calls = []", "    ids = []", "    add_call = calls.append", "    add_id = ids.append",
+                 "    for k in ks:", f"{ind}kind = f'{{map_id}}[{{k}}]'", f"{ind}at = '@' + kind",
+                 f"{ind}src_path = (*list_path, k)"]
+    else:
+        lines = ["def make(kind, source):", "    at = '@' + kind"]
+        if with_source:
+            lines.append("    src_kind, src_path = source[1], source[2]")
 
     def const(value: Any) -> str:
         name = f"k{len(env)}"
@@ -352,16 +376,16 @@ def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., A
         var = f"n{len(lines)}"
         twin = _twin(cls, names)
         if twin is not None:  # its slots stored as plain attributes, then it becomes a cls
-            lines.append(f"    {var} = new({const(twin)})")
+            lines.append(f"{ind}{var} = new({const(twin)})")
             for n, name in enumerate(names):
-                lines.append(f"    {var}.{name} = {given.get(name) or const(base[n])}")
-            lines.append(f"    {var}.__class__ = {const(cls)}")
+                lines.append(f"{ind}{var}.{name} = {given.get(name) or const(base[n])}")
+            lines.append(f"{ind}{var}.__class__ = {const(cls)}")
             return var
-        lines.append(f"    {var} = new({const(cls)})")
+        lines.append(f"{ind}{var} = new({const(cls)})")
         for n, name in enumerate(names):
             setter = f"set_{cls.__name__}_{name}"
             env.setdefault(setter, cls.__dict__[name].__set__)  # the slot (or the span property)
-            lines.append(f"    {setter}({var}, {given.get(name) or const(base[n])})")
+            lines.append(f"{ind}{setter}({var}, {given.get(name) or const(base[n])})")
         return var
 
     def ref(fields_: tuple) -> str:
@@ -380,15 +404,23 @@ def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., A
             paths = [const(r) if type(r) is Reference else ref(r) for r in target[1]]
             out = node(OutputTarget, _TARGET_FIELDS, target[0], {"paths": _tuple_text(paths)})
         var = f"c{len(made)}"
-        lines += [f"    {var} = new({const(cls)})", f"    set_params({var}, {_tuple_text(ps)})",
-                  f"    set_output({var}, {out})"]
+        lines += [f"{ind}{var} = new({const(cls)})", f"{ind}set_params({var}, {_tuple_text(ps)})",
+                  f"{ind}set_output({var}, {out})"]
         made.append(var)
-    ids = ", ".join(f"kind + {const(t)}" for t in template.tails)
+    ids = [f"kind + {const(t)}" for t in template.tails]
     result = "None"
     if template.spec.result is not None:
         env.update(value=_value, subst=_subst, names=template.names)
-        result = f"value({const(template.spec.result)}, subst(names, kind, source))"
-    lines.append(f"    return [{', '.join(made)}], [{ids}], {result}")
+        where = "(item_name, src_kind, src_path)" if batch else "source"
+        result = f"value({const(template.spec.result)}, subst(names, kind, {where}))"
+    if batch:
+        lines += [f"{ind}add_call({var})" for var in made]
+        lines += [f"{ind}add_id({i})" for i in ids]
+        lines += [f"{ind}local = {const(LOCAL)} + at", f"{ind}hidden_add(local)",
+                  f"{ind}results[k] = {'local' if template.spec.result is None else result}",
+                  "    return calls, ids"]
+    else:
+        lines.append(f"    return [{', '.join(made)}], [{', '.join(ids)}], {result}")
     source = "\n".join(lines)
     code = _maker_code.get(source)
     if code is None:  # compiling is most of a maker's cost (~0.15 ms): once per shape of body
@@ -396,7 +428,7 @@ def _compile_maker(template: ItemTemplate, with_source: bool) -> Callable[..., A
         if len(_maker_code) < 256:
             _maker_code[source] = code
     exec(code, env)  # noqa: S102 - source built above from field names and constants' names
-    return env["make"]
+    return env["make_items" if batch else "make"]
 
 
 #: A maker's compiled source by its text: the text names the body's values (the

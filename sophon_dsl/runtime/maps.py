@@ -45,7 +45,7 @@ class _MapRun:
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
                  "timer", "stopped", "source", "join", "make", "reads_index", "local_result", "batch", "item_of",
-                 "size")
+                 "size", "make_items")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -64,7 +64,7 @@ class _MapRun:
         self.failed = 0
         self.left: dict[int, int] = {}            # item -> its calls not ended (bodies of 2+ calls)
         self.errors: dict[int, ErrorInfo] = {}    # item -> its first uncaught failure
-        self.result_values: dict[int, Any] = {}   # item -> its result value (rewritten), or its local kind
+        self.result_values: list[Any] = [None] * n  # item -> its result value (rewritten), or its local kind
         self.results: list[Any] = [None] * n
         self.ended = False
         self.filling = False
@@ -74,6 +74,7 @@ class _MapRun:
         self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
         self.join: Any = None  # the scheduler's item_joiner for this map's items (else add_calls)
         self.make: Any = None  # the template's maker (with or without the item's source)
+        self.make_items: Any = None  # its maker of many items at once (_expand_batch)
         self.reads_index = self.template.reads_index
         self.local_result = spec.result is None  # an item's result is its local data
         self.batch = False  # items may be expanded several at once (MapDriver._batchable)
@@ -266,25 +267,15 @@ class MapDriver:
         k0 = run.next
         run.next += m
         run.inflight += m
-        cid, item = run.cid, run.spec.item
         src_kind, src_path = run.source  # type: ignore[misc]
-        hidden_add = self.hidden.add
-        make = run.make
-        if make is None:
-            make = run.make = run.template.maker(True)
-        result_values, local_result = run.result_values, run.local_result
+        make_items = run.make_items
+        if make_items is None:
+            make_items = run.make_items = run.template.batch_maker()
         size = run.size
         items = range(k0, k0 + m)
-        calls: list = []
-        ids: list = []
-        for k in items:
-            kind = f"{cid}[{k}]"
-            local = f"{LOCAL}@{kind}"
-            hidden_add(local)
-            made, made_ids, result = make(kind, (item, src_kind, (*src_path, k)))
-            result_values[k] = local if local_result else result
-            calls += made
-            ids += made_ids
+        # item k: its calls, ids, local kind (hidden) and result value, as _expand makes them
+        calls, ids = make_items(run.cid, items, src_kind, run.spec.item, src_path, self.hidden.add,
+                                run.result_values)
         if size != 1:
             run.left.update(dict.fromkeys(items, size))
         join = run.join
@@ -347,7 +338,9 @@ class MapDriver:
             return  # the map already failed: a late item changes nothing
         err = run.errors.get(k) if run.errors else None
         if err is None:
-            value = run.result_values.pop(k, None)
+            values = run.result_values
+            value = values[k]
+            values[k] = None
             if type(value) is str:  # (_result's common case, inline: the item's local data)
                 value = s.store.get(value, ())
                 if value is MISSING:

@@ -112,3 +112,34 @@ def test_the_whole_of_a_kind_is_read_shared_and_a_missing_kind_is_missing():
     log.write("local@c1[0]", ("r0",), 1)
     assert log.get("local@c1[0]") == {"r0": 1} and log.get("local@c1[0]") is log.get("local@c1[0]", ())
     assert log.get("local@c1[1]") is MISSING and log.get("local@c1[1]", ("r0",)) is MISSING
+
+
+BATCH_BODIES = [
+    "$state.out = map($input.xs) { $local.a = tag(x=$item) }",
+    "$state.out = map($input.xs, as=x) { $local.a = tag(x=$x.n, t=\"k\"); $local.b = tag(x=$local.a) }",
+    "$state.out = map($input.xs, as=x) { $local.a = tag(x=$x); return {\"v\": $local.a, \"x\": $x.n} }",
+    "$state.out = map($input.xs) { first: $local.a || $local.e = tag(x=$item); tag(x=$state.s) }",
+]
+
+
+def test_many_items_made_at_once_equal_the_items_made_one_by_one():
+    from sophon_dsl.maps import ItemTemplate, body_ids
+
+    for text in BATCH_BODIES:
+        spec = loads(text).calls[0].map
+        template = ItemTemplate(spec, body_ids(spec))
+        if not template.plain:
+            continue
+        hidden: set = set()
+        results: list = [None] * 6
+        calls, ids = template.batch_maker()("c7", range(2, 5), "input", spec.item, ("xs",), hidden.add, results)
+        one = template.maker(True)
+        want_calls, want_ids, want_results = [], [], [None] * 6
+        for k in range(2, 5):
+            made, made_ids, result = one(f"c7[{k}]", (spec.item, "input", ("xs", k)))
+            want_calls += made
+            want_ids += made_ids
+            want_results[k] = f"local@c7[{k}]" if spec.result is None else result
+        assert calls == want_calls and [type(c) for c in calls] == [type(c) for c in want_calls], text
+        assert ids == want_ids and results == want_results, text
+        assert hidden == {f"local@c7[{k}]" for k in range(2, 5)}
