@@ -26,15 +26,16 @@ from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
 
-__all__ = ["WAIT", "DurableRun", "RunWaiting", "begin", "new_run_id", "owner_id", "plan_hash"]
+__all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
 
 WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
 
 
-class RunWaiting(BaseException):
+class _RunWaiting(BaseException):
     """Raised through the plan-level approval gate when the run is left waiting, and caught
-    by :meth:`DurableRun.guard` (a plan run) or the agent loop (a lazy turn's plan); a
-    BaseException: ``decide`` must not turn it into a rejection."""
+    by :meth:`DurableRun.guard` (a plan run) or the agent loop (a lazy turn's plan, through
+    ``DurableRun.waiting_signal``); a signal, not an error: a BaseException, so that
+    ``decide`` does not turn it into a rejection."""
 
 
 def new_run_id() -> str:
@@ -86,6 +87,10 @@ def _idempotent(spec: Any) -> bool:
 class DurableRun:
     """See the module docstring.  ``committed`` (resume) maps call ids to their committed
     records, ``intents`` call ids to idempotency keys, ``decisions`` names to decisions."""
+
+    # what the plan gate raises when it leaves the run waiting (a caller that runs the gate
+    # itself, as the agent loop does for a lazy turn, catches it)
+    waiting_signal: type[BaseException] = _RunWaiting
 
     def __init__(self, backend: Any, run_id: str, *, unknown: str = "fail", base_approver: Any = None,
                  committed: dict | None = None, log: list | None = None, intents: dict | None = None,
@@ -149,7 +154,7 @@ class DurableRun:
         self.waiting = {"decision": name, "kind": request.kind, "call_id": request.call_id,
                         "calls": list(request.calls), "decision_run": self.run_id}
         if request.kind == "plan":
-            raise RunWaiting(name)
+            raise _RunWaiting(name)
         sched = self.journal.sched
         sched.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
@@ -273,7 +278,7 @@ class DurableRun:
         try:
             try:
                 result = await coro
-            except RunWaiting:
+            except _RunWaiting:
                 result = None
             await self.journal.flush()
             if self.waiting is not None:

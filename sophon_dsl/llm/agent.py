@@ -492,7 +492,7 @@ class Agent:
                 approver = durable.wrapped_approver if durable is not None else self._approver
                 try:
                     outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds, approver)
-                except _run_waiting() if durable is not None else ():
+                except durable.waiting_signal if durable is not None else ():
                     outcome = await turn.finish()  # (nothing ran: the plan waits for a person)
         if durable is not None:  # every completion of the turn is committed before the next turn
             await durable.journal.flush()
@@ -571,14 +571,6 @@ class Agent:
         turn.options.approve_calls = False
         outcome = await turn.execute()
         return outcome, dry, None
-
-
-def _run_waiting() -> type[BaseException]:
-    """What the plan gate of a recorded turn raises when it leaves the run waiting (imported
-    only by recorded runs: the durable package is not loaded otherwise)."""
-    from ..durable.session import RunWaiting
-
-    return RunWaiting
 
 
 def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:
