@@ -32,6 +32,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
+from operator import attrgetter, itemgetter
 from typing import Any, Iterable
 
 from .model import Call, Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
@@ -66,6 +67,10 @@ def base_kind(kind: str) -> str:
 
 def _key(kind: str, path: tuple) -> tuple:
     return (kind, path[0]) if len(path) == 1 else (kind, *path)
+
+
+_second = itemgetter(1)  # an object entry's value
+_call_id = attrgetter("id")
 
 
 def _has_fallback(value: Value) -> bool:
@@ -186,7 +191,11 @@ class IdIndex(Mapping):
         self._named: dict[str, int] = {}   # id -> first position, for ids not c<own position>
         self._taken: set[int] = set()      # k: some named id is c<k + 1>
         self._count = 0                    # distinct ids
-        for i, call in enumerate(ids._calls[:len(ids)]):
+        calls = ids._calls[:len(ids)]
+        if not ids._given and list(map(_call_id, calls)).count(None) == len(calls):
+            self._count = len(calls)  # no labels: every id is c<own position>, all distinct
+            calls = []
+        for i, call in enumerate(calls):
             if call.id is not None or ids._given:
                 self._note(i, ids[i])
             elif i not in self._taken:
@@ -704,57 +713,70 @@ class DataFlow:
         n = len(positions)
         for i, call in enumerate(calls):
             start = len(refs)
+            d = _EMPTY
+            acc = None
             for p in call.params:
                 v = p.value
                 tv = type(v)
                 if tv is Literal:
                     continue
                 if tv is Reference:
-                    ref_add(v)
+                    items: Any = (v,)
                 elif tv is ListValue:
-                    for x in v.items:
-                        tx = type(x)
-                        if tx is Reference:
-                            ref_add(x)
-                        elif tx is not Literal:
-                            collect_value(i, x)
+                    items = v.items
                 elif tv is ObjectValue:  # (as a list: its entries in order)
-                    for _, x in v.entries:
-                        tx = type(x)
-                        if tx is Reference:
-                            ref_add(x)
-                        elif tx is not Literal:
-                            collect_value(i, x)
+                    items = map(_second, v.entries)
                 else:
-                    collect_value(i, v)
-            if call.map is not None:  # a map also reads what its body reads outside the item
-                self.has_maps = True
-                refs.extend(outer_reads(call.map))
-            end = len(refs)
-            d = _EMPTY
-            acc = None
-            for k in range(start, end):
-                x = refs[k]
-                path = x.path
-                q = quick_get(x.kind)
-                w = None
-                if q is not None and len(path) == 1:
-                    j = q[0](path)
-                    if type(j) is int and j != i and path not in q[1]:
+                    items = (v,)
+                for x in items:
+                    if type(x) is not Reference:
+                        if type(x) is not Literal:  # references inside: listed, then resolved below
+                            at = len(refs)
+                            collect_value(i, x)
+                            for r in refs[at:]:
+                                w = resolve(r.kind, r.path, i)
+                                ws_add(w)
+                                if w and w is not d:
+                                    if d is _EMPTY:
+                                        d = w
+                                    elif acc is None:
+                                        acc = {*d, *w}
+                                    else:
+                                        acc.update(w)
+                        continue
+                    ref_add(x)
+                    path = x.path
+                    q = quick_get(x.kind)
+                    if q is not None and len(path) == 1 and type(j := q[0](path)) is int and j != i \
+                            and path not in q[1]:
                         w = ones[j]
                         if w is None:
                             w = ones[j] = (j,)
-                if w is None:
-                    w = resolve(x.kind, path, i)
-                ws_add(w)
-                if not w or w is d:
-                    continue
-                if d is _EMPTY:
-                    d = w
-                elif acc is None:
-                    acc = {*d, *w}
-                else:
-                    acc.update(w)
+                    else:
+                        w = resolve(x.kind, path, i)
+                    ws_add(w)
+                    if not w or w is d:
+                        continue
+                    if d is _EMPTY:
+                        d = w
+                    elif acc is None:
+                        acc = {*d, *w}
+                    else:
+                        acc.update(w)
+            if call.map is not None:  # a map also reads what its body reads outside the item
+                self.has_maps = True
+                for r in outer_reads(call.map):
+                    ref_add(r)
+                    w = resolve(r.kind, r.path, i)
+                    ws_add(w)
+                    if w and w is not d:
+                        if d is _EMPTY:
+                            d = w
+                        elif acc is None:
+                            acc = {*d, *w}
+                        else:
+                            acc.update(w)
+            end = len(refs)
             offs_add(positions[end] if end < n else end)
             if call.after:
                 ctl = self._after(i, call)
