@@ -139,12 +139,32 @@ class MapDriver:
             return
         k = run.item_of.pop(i)
         if status == "succeeded":  # (count_off's common case, inline)
-            self.s.finish_call(i, status)
+            s = self.s
+            s.finish_call(i, status)
             if run.size != 1:  # (an item of one call ends with it: no count kept)
                 left = run.left[k] = run.left[k] - 1
                 if left:
                     return
-            self._item_done(run, k)
+            if run.errors or run.ended or not run.local_result:
+                self._item_done(run, k)
+                return
+            # _item_done's common case, inline: no item failed, the item's result is its local data
+            run.inflight -= 1
+            run.done += 1
+            values = run.result_values
+            value = s.store.get(values[k], ())
+            values[k] = None
+            run.results[k] = {} if value is MISSING else value
+            j = run.j  # (s.emit's tuple, built inline)
+            rec = s.records[j]
+            s.bus.emit_raw(("map_item_complete", s.plan_id, s.goal, j, s.n, "succeeded", rec.id, rec.tool, None,
+                            None, None, None, _now(), {"item": k}))
+            if run.done == run.n:
+                run.ended = True
+                s.call_soon(self._end, j, None, run.results)
+            elif not run.filling and run.next < run.n:  # (as _item_done: successors next pass)
+                run.filling = True
+                s.call_soon(self._refill, run)
             return
         if status == "cancelled" and run.stopped is not None:
             rec = self.s.records[i]  # cancelled by its map's @timeout, not by the run

@@ -110,7 +110,18 @@ def json_copies(value: Any) -> tuple[Any, Any]:
         a = value.copy()
         b = value.copy()
         for n, v in enumerate(a):
-            if type(v) not in atomic:
+            tv = type(v)
+            if tv in atomic:
+                continue
+            if tv is dict:  # (the dict branch above, inline: a list of objects, as a map's result)
+                c = v.copy()
+                d = v.copy()
+                for k, x in c.items():
+                    if type(x) not in atomic:
+                        c[k], d[k] = json_copies(x)
+                a[n] = c
+                b[n] = d
+            else:
                 a[n], b[n] = json_copies(v)
         return a, b
     if t in atomic:
