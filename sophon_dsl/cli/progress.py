@@ -113,7 +113,16 @@ class ProgressView:
     # -- output ------------------------------------------------------------------------------
 
     def _line(self, event: Any) -> None:
-        if event.type.startswith("plan_step_") and event.step_index is not None:
+        if event.type == "plan_resumed":  # (sophon-dsl resume: restored calls send no events)
+            d = event.data or {}
+            print(f"resuming run {d.get('run_id')}: {d.get('restored', 0)} call(s) restored from the store, "
+                  f"{d.get('in_doubt', 0)} in doubt", file=self.stream)
+        elif event.type == "plan_step_unknown" and event.step_index is not None:
+            i = event.step_index
+            if 0 <= i < len(self.status):
+                print(f"[{self.ids[i]}] {self.tools[i]}: in doubt ({event.reason}): {event.status}",
+                      file=self.stream)
+        elif event.type.startswith("plan_step_") and event.step_index is not None:
             i = event.step_index
             if not 0 <= i < len(self.status):
                 return

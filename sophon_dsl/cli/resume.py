@@ -45,10 +45,13 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
     meta = row["spec"].get("meta") or {}
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
+    view = None if args.json else _view(row, registry)
+    if view is not None:  # the calls that run now, live, as `run` shows them
+        options["on_event"] = view
     if meta.get("provider"):
         from .run import latent_executor
 
-        options["executor"] = latent_executor(meta["provider"], meta.get("model"))
+        options["executor"] = latent_executor(meta["provider"], meta.get("model"), view)
     try:
         outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
     except StoreRunError as exc:
@@ -58,6 +61,9 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: the recorded plan cannot run with these tools: "
               + "; ".join(d.message for d in exc.diagnostics), file=sys.stderr)
         return EXIT_FAIL
+    finally:
+        if view is not None:
+            view.close()
     if args.json:
         print(outcome.dumps())
     else:
@@ -65,6 +71,20 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
 
         summarise(outcome)
     return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+
+
+def _view(row: dict, registry: Any) -> Any:
+    """The live progress view of a resumed plan run (None when its stored plan does not
+    compile with these tools: the resume itself reports that)."""
+    from ..compiler import compile_plan
+    from ..durable.planload import load_stored_plan
+    from .progress import ProgressView
+
+    try:
+        plan = load_stored_plan(row["spec"]["plan"])
+        return ProgressView(plan, list(compile_plan(plan, registry).ids))
+    except Exception:  # noqa: BLE001 - no view; aresume says what is wrong with the plan
+        return None
 
 
 async def _resume(run_id: str, store: Any, registry: Any, approve: str, unknown: str, force: bool,

@@ -105,3 +105,24 @@ def test_unknown_run_ids_exit_2(tmp_path, capsys):
 def test_bad_store_url_is_a_usage_error(tmp_path, capsys):
     assert main(["run", _plan(tmp_path), "--tools", TOOLS, "--store", "mysql://x"]) == 2
     assert "--store" in capsys.readouterr().err
+
+
+def test_resume_shows_its_calls_live_and_why_one_failed(tmp_path, capsys):
+    """Without --json, resume shows what `run` shows (a line per call as it changes) plus what
+    was restored and each in-doubt decision: a failed call's cause is on the terminal."""
+    path = str(tmp_path / "r.db")
+    store = FaultyStore(path, 4)  # as above: b's intent is the last commit
+    try:
+        import sophon_dsl
+
+        sophon_dsl.run(PLAN, tools=plans.TOOLS, store=store, approve=True, run_id="r1")
+    finally:
+        store.close()
+    forget_lease(path, "r1")
+    capsys.readouterr()
+    assert main(["resume", "r1", "--store", f"sqlite:///{path}", "--tools", TOOLS, "--unknown", "fail"]) == 0
+    err = capsys.readouterr().err
+    assert "resuming run r1: 1 call(s) restored from the store, 1 in doubt" in err
+    assert "[b] act: in doubt (started before the crash; its outcome is unknown): fail" in err
+    assert "[b] act: failed" in err and "Call.OutcomeUnknown" in err
+    assert "plan succeeded: 1 failed (caught), 1 succeeded" in err
