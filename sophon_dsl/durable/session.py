@@ -219,8 +219,10 @@ class DurableRun:
 
     # -- per call ---------------------------------------------------------------------
 
-    async def before_start(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
-        """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent."""
+    async def before_start(self, runner: Any, i: int, call: Any, args: dict, *,
+                           intent: bool = True) -> ErrorInfo | None:
+        """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent
+        (``intent=False``: the runner commits it later, with :meth:`intent_now`)."""
         journal = self.journal
         if i in journal.cleared:  # (Journal.start_after_intent: its intent committed, or none needed)
             return None
@@ -232,8 +234,24 @@ class DurableRun:
         if cid in self.doubt:
             self.doubt.discard(cid)
             return await self._in_doubt(runner, i, call, args)
+        if not intent:
+            return None
         # (commit_intent without a coroutine of its own: once per call)
         return journal.intent_outcome(await journal.intent_landing(cid))
+
+    async def intent_now(self, i: int, call: Any) -> ErrorInfo | None:
+        """Call ``i`` got its slot under ``max_concurrency`` and its tool starts next: its
+        intent is committed now, not while it waited for the slot (a crash then leaves in
+        doubt only the calls that held a slot).  Nothing for a call that needs no intent;
+        a call in doubt that is run again keeps its first intent (the insert is a no-op)."""
+        journal = self.journal
+        if i in journal.cleared:
+            return None
+        sched = journal.sched
+        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        if call.inline_output is not None or _idempotent(spec):
+            return None
+        return journal.intent_outcome(await journal.intent_landing(sched.records[i].id))
 
     def need_before_start(self, i: int) -> BeforeStart:
         """What call ``i`` (as planned) needs before its tool starts (see before_start: an

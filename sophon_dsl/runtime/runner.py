@@ -85,6 +85,9 @@ class CallRunner:
         self.s = sched
         self.opts = opts = sched.opts
         self._sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
+        # a durable run's intents: committed when a call gets its slot under max_concurrency
+        # (in _attempt), not when it starts waiting for one
+        self.intent_in_slot = self._sem is not None
         self._validators: dict[str, Any] = {}
         self._in_validators: dict[str, Any] = {}
         self._plain: bool | None = None  # no concurrency limit and no default timeout
@@ -116,7 +119,7 @@ class CallRunner:
             s.new_pass()
             journal = s.journal  # (a call cleared when it was ready skips before_start)
             if journal is not None and i not in journal.cleared and (
-                    err := await journal.hooks.before_start(self, i, call, args)):
+                    err := await journal.hooks.before_start(self, i, call, args, intent=not self.intent_in_slot)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 s.journal.settle_after_commit(i)
                 return
@@ -367,7 +370,9 @@ class CallRunner:
         try:
             if self._sem is not None:
                 async with self._sem:
-                    if s.records[i].started is None:
+                    if s.records[i].started is None:  # (its first attempt)
+                        if s.journal is not None and (err := await s.journal.hooks.intent_now(i, call)):
+                            return err
                         self.started(i)
                     result = await self._timed(s.invoker.invoke(inv), timeout)
             else:

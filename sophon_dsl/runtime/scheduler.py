@@ -497,8 +497,8 @@ class Scheduler:
     def start_task(self, j: int, args: dict, inline: Any) -> None:
         """Start call ``j``'s task with its arguments (``inline``: its inline result)."""
         journal = self.journal
-        if journal is not None and not (self.opts.approve_calls and self.runner.gated(j)) and \
-                journal.start_after_intent(j, args, inline):
+        if journal is not None and not self.runner.intent_in_slot and \
+                not (self.opts.approve_calls and self.runner.gated(j)) and journal.start_after_intent(j, args, inline):
             self._held += 1  # its intent goes to the store first; start_committed makes the task
             return
         self._tasks[j] = self._create_task(self.runner.run_call(j, args, inline))

@@ -374,3 +374,42 @@ def test_calls_a_cancelled_run_never_started_are_not_in_doubt_on_resume(tmp_path
     assert unknown == started
     assert set(ran) == {f"c{i}" for i in range(2_000)} - started
     assert all(rec.status == "succeeded" for rec in again.calls if rec.id not in started)
+
+
+def test_under_max_concurrency_a_call_commits_its_intent_when_it_gets_its_slot(tmp_path):
+    """With max_concurrency, a call's intent is committed when it gets a slot, right before
+    its tool starts (each tool finds its own intent), not while it waits for one: a store
+    that stops committing leaves in doubt at most as many calls as there are slots, and a
+    resume ends as an uninterrupted run."""
+    missing: list[str] = []
+    seen_path: list[str] = []
+
+    @tool
+    async def act(n: int) -> int:
+        cid = sophon_dsl.current_call().call_id
+        if seen_path and not _rows(seen_path[0], "SELECT 1 FROM intents WHERE call_id = ?", cid):
+            missing.append(cid)
+        await asyncio.sleep(0.002)
+        return n
+
+    plan = "".join(f"c{i}: $state.v{i} = act(n={i})\n" for i in range(120))
+    path, url = _db(tmp_path)
+    seen_path.append(path)
+    whole = sophon_dsl.run(plan, tools=[act], store=url, max_concurrency=2)
+    assert whole.ok and not missing
+    seen_path.clear()
+
+    faulty_path = str(tmp_path / "faulty.db")
+    store = FaultyStore(faulty_path, 12)
+    try:
+        first = sophon_dsl.run(plan, tools=[act], store=store, run_id="r", max_concurrency=2)
+    finally:
+        store.close()
+    assert first.error is not None and first.error.error == "Store.CommitFailed"
+    intents = {c for (c,) in _rows(faulty_path, "SELECT call_id FROM intents")}
+    committed = {c for (c,) in _rows(faulty_path, "SELECT call_id FROM calls")}
+    assert 0 < len(intents - committed) <= 2
+    forget_lease(faulty_path, "r")
+    again = sophon_dsl.resume("r", store=f"sqlite:///{faulty_path}", tools=[act], unknown="rerun",
+                              max_concurrency=2)
+    assert again.ok and again.state == whole.state
