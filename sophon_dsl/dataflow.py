@@ -712,7 +712,6 @@ class DataFlow:
         positions = self._positions
         n = len(positions)
         for i, call in enumerate(calls):
-            start = len(refs)
             d = _EMPTY
             acc = None
             for p in call.params:

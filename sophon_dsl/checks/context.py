@@ -44,16 +44,18 @@ UNKNOWN_PARAM: Any = object()  # a parameter name the closed input schema does n
 
 
 class ParamEntry:
-    """A declared parameter: its schema, the fast literal check and the JSON types it
-    accepts (both computed on first use; False until then)."""
+    """A declared parameter: its schema, the fast literal check, the JSON types it
+    accepts and the Python types of the scalar literals it accepts whatever their value
+    (``schema.literal_types``; each computed on first use, False until then)."""
 
-    __slots__ = ("name", "pschema", "fast", "types")
+    __slots__ = ("name", "pschema", "fast", "types", "literal_types")
 
     def __init__(self, name: str, pschema: Any) -> None:
         self.name = name
         self.pschema = pschema
         self.fast: Any = False
         self.types: Any = False
+        self.literal_types: Any = False
 
 
 class ToolTable:

@@ -19,6 +19,7 @@ __all__ = [
     "fmt_types",
     "is_closed",
     "json_type",
+    "literal_types",
     "offline_registry",
     "offline_validator",
     "pattern_allows",
@@ -49,6 +50,36 @@ _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
 
 def always_valid(_v: Any) -> bool:
     return True
+
+
+_SCALAR_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,), "number": (int, float), "string": (str,), "boolean": (bool,), "null": (type(None),),
+    "array": (), "object": (),
+}
+
+
+def literal_types(schema: Any) -> frozenset[type] | None:
+    """The Python types of scalar literals (str, int, float, bool, None) that ``schema``
+    accepts whatever their value, when it says no more than ``type`` (and annotations):
+    ``{"type": "integer"}`` -> ``{int}``; ``True`` or ``{}`` -> every scalar type; None when
+    the schema says more (the value matters).  What :func:`fast_schema_check`'s predicate
+    returns True for, decided by one set lookup."""
+    if schema is True:
+        return frozenset({str, int, float, bool, type(None)})
+    if not isinstance(schema, dict):
+        return None
+    names = None
+    for key, val in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key != "type":
+            return None
+        names = [val] if isinstance(val, str) else val
+        if not isinstance(names, list) or not names or any(n not in _SCALAR_TYPES for n in names):
+            return None
+    if names is None:
+        return frozenset({str, int, float, bool, type(None)})
+    return frozenset(t for n in names for t in _SCALAR_TYPES[n])
 
 
 def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | None:

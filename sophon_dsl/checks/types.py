@@ -8,8 +8,8 @@ from ..model import Call, Expression, ListValue, Literal, ObjectValue, OutputMet
 from ..values import has_references, literal_json
 from .context import ParamEntry, Signature
 from .rule import Rule
-from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, offline_registry, resolve,
-                     schema_types, short, sub_value, types_compatible)
+from .schema import (always_valid, descend, fast_schema_check, fmt_types, json_type, literal_types, offline_registry,
+                     resolve, schema_types, short, sub_value, types_compatible)
 
 __all__ = ["ParamTypes"]
 
@@ -111,6 +111,11 @@ class ParamTypes(Rule):
             v = p.value
             tv = type(v)
             if tv is Literal:
+                ok = entry.literal_types  # (False until computed, None when the value matters)
+                if ok is False:
+                    ok = entry.literal_types = literal_types(entry.pschema)
+                if ok is not None and type(v.value) in ok:
+                    continue
                 fast = entry.fast  # False until computed, None when jsonschema decides
                 if fast is False:
                     fast = entry.fast = fast_schema_check(entry.pschema)
