@@ -226,11 +226,9 @@ class DurableRun:
         journal = self.journal
         if i in journal.cleared:  # (Journal.start_after_intent: its intent committed, or none needed)
             return None
-        sched = journal.sched
-        cid = sched.records[i].id
-        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
-        if call.inline_output is not None or _idempotent(spec):
+        if self._intent_free(i, call):
             return None
+        cid = journal.sched.records[i].id
         if cid in self.doubt:
             self.doubt.discard(cid)
             return await self._in_doubt(runner, i, call, args)
@@ -245,23 +243,21 @@ class DurableRun:
         doubt only the calls that held a slot).  Nothing for a call that needs no intent;
         a call in doubt that is run again keeps its first intent (the insert is a no-op)."""
         journal = self.journal
-        if i in journal.cleared:
+        if i in journal.cleared or self._intent_free(i, call):
             return None
-        sched = journal.sched
+        return journal.intent_outcome(await journal.intent_landing(journal.sched.records[i].id))
+
+    def _intent_free(self, i: int, call: Any) -> bool:
+        """Call ``i`` commits no intent: it has an inline result, or its tool is idempotent."""
+        sched = self.journal.sched
         spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
-        if call.inline_output is not None or _idempotent(spec):
-            return None
-        return journal.intent_outcome(await journal.intent_landing(sched.records[i].id))
+        return call.inline_output is not None or _idempotent(spec)
 
     def need_before_start(self, i: int) -> BeforeStart:
         """What call ``i`` (as planned) needs before its tool starts (see before_start: an
         idempotent call or one with an inline result needs nothing, even in doubt)."""
         sched = self.journal.sched
-        call = sched.calls[i]
-        if call.inline_output is not None:
-            return BeforeStart.NOTHING
-        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
-        if _idempotent(spec):
+        if self._intent_free(i, sched.calls[i]):
             return BeforeStart.NOTHING
         return BeforeStart.IN_TASK if sched.records[i].id in self.doubt else BeforeStart.INTENT
 
