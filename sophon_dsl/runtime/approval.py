@@ -215,6 +215,9 @@ def describe_request(request: ApprovalRequest) -> list[str]:
     if request.kind == "plan":
         name = f"Plan {request.plan_id}" if request.plan_id else "The plan"
         lines = [f"{name} needs approval (max risk {request.max_risk.label}):"]
+    elif request.kind == "unknown":  # a durable run's call in doubt on resume
+        lines = [f"Call {request.call_id} started before the run was interrupted; its outcome is unknown.",
+                 "  Approve: run it again (same idempotency key). Reject: it fails with Call.OutcomeUnknown."]
     else:
         lines = [f"Call {request.call_id} needs approval (risk {request.max_risk.label}):"]
     if goal:
@@ -237,7 +240,7 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
     the plan's own (references as written) for the plan gate."""
     import json
 
-    if request.kind == "call" and request.args is not None:
+    if request.kind in ("call", "unknown") and request.args is not None:
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in request.args.items())
         return _bounded(text)
     index = entry.get("index")

@@ -413,3 +413,23 @@ def test_under_max_concurrency_a_call_commits_its_intent_when_it_gets_its_slot(t
     again = sophon_dsl.resume("r", store=f"sqlite:///{faulty_path}", tools=[act], unknown="rerun",
                               max_concurrency=2)
     assert again.ok and again.state == whole.state
+
+
+def test_the_prompt_for_a_call_in_doubt_says_what_approving_does(tmp_path):
+    """unknown="ask" through the terminal approver: the prompt names the call, says its outcome
+    is unknown and what approve and reject do, and shows the arguments it ran with."""
+    from sophon_dsl.runtime.approval import PromptApprover
+
+    path = str(tmp_path / "r.db")
+    store = FaultyStore(path, 2)
+    try:
+        sophon_dsl.run("a: $state.a = act(n=1)\n", tools=plans.TOOLS, store=store, run_id="r")
+    finally:
+        store.close()
+    shown: list[str] = []
+    prompt = PromptApprover(input_func=lambda _p: "y", print_func=shown.append)
+    r = _resume(path, "r", unknown="ask", approve=prompt.ask)
+    assert r.call("a").status == "succeeded"
+    assert shown[0] == "Call a started before the run was interrupted; its outcome is unknown."
+    assert "Reject: it fails with Call.OutcomeUnknown" in shown[1]
+    assert any(line.strip() == "n=1" for line in shown)
