@@ -10,7 +10,8 @@ with: it too starts from a plan) and precompiled (a ``CompiledPlan``: the loop a
 the cost of expanding items at run time is seen next to the same calls known in advance.
 ``--concurrency`` limits the map's items in flight (0: unlimited).  ``--objects`` makes the
 items small objects (``{"id", "text", "tags"}``) instead of integers: what copying an item
-costs shows there.
+costs shows there; ``--field`` (with object items) makes the first body call read the item's
+``text`` (``†item.text``, flat: ``†input.items[k].text``) instead of the whole item.
 
 ``--old PATH`` compares two trees: each round runs the measurement once in a fresh
 process for this tree and once for the tree at PATH (a ``git worktree`` of an older
@@ -18,7 +19,7 @@ commit), alternating, and the table shows the best of all rounds for each and th
 new / old.  The machine is shared, so compare within one run.
 
 Run: python benchmarks/bench_map.py [--items 1000] [--body 1,2,3] [--concurrency 0,8]
-        [--objects] [--repeat 5] [--rounds 3] [--old /tmp/old_tree]
+        [--objects] [--field] [--repeat 5] [--rounds 3] [--old /tmp/old_tree]
 """
 
 from __future__ import annotations
@@ -43,20 +44,21 @@ async def noop(x: object = None) -> int:
     return 1
 
 
-def map_plan(body_len: int, concurrency: int | None) -> Plan:
+def map_plan(body_len: int, concurrency: int | None, field: bool = False) -> Plan:
     body = []
     for b in range(body_len):
-        src = Reference("item") if b == 0 else Reference("local", (f"r{b - 1}",))
+        src = Reference("item", ("text",) if field else ()) if b == 0 else Reference("local", (f"r{b - 1}",))
         body.append(Call("noop", (Param("x", src),), OutputTarget((Reference("local", (f"r{b}",)),))))
     spec = MapSpec(Reference("input", ("items",)), tuple(body), concurrency=concurrency)
     return Plan((make_map_call(spec, output=OutputTarget((Reference("state", ("out",)),))),))
 
 
-def flat_plan(items: int, body_len: int) -> Plan:
+def flat_plan(items: int, body_len: int, field: bool = False) -> Plan:
     calls = []
     for k in range(items):
         for b in range(body_len):
-            src = Reference("input", ("items", k)) if b == 0 else Reference("state", (f"i{k}", f"r{b - 1}"))
+            src = (Reference("input", ("items", k, *(("text",) if field else ()))) if b == 0
+                   else Reference("state", (f"i{k}", f"r{b - 1}")))
             calls.append(Call("noop", (Param("x", src),), OutputTarget((Reference("state", (f"i{k}", f"r{b}")),))))
     return Plan(tuple(calls))
 
@@ -81,7 +83,8 @@ def cpu_per_call(plan: object, items: int, calls: int, repeat: int, objects: boo
     return best / calls * 1e6
 
 
-def measure(items: int, bodies: list[int], limits: list[int], repeat: int, objects: bool) -> dict[str, float]:
+def measure(items: int, bodies: list[int], limits: list[int], repeat: int, objects: bool,
+            field: bool = False) -> dict[str, float]:
     """Every row of the table in this process: ``{row name: us per call}``."""
     from sophon_dsl.compiler import compile_plan
 
@@ -89,9 +92,9 @@ def measure(items: int, bodies: list[int], limits: list[int], repeat: int, objec
     for b in bodies:
         calls = items * b
         for c in limits:
-            out[f"map body={b} concurrency={c or 'all'}"] = cpu_per_call(map_plan(b, c or None), items, calls,
-                                                                          repeat, objects)
-        flat = flat_plan(items, b)
+            out[f"map body={b} concurrency={c or 'all'}"] = cpu_per_call(map_plan(b, c or None, field), items,
+                                                                          calls, repeat, objects)
+        flat = flat_plan(items, b, field)
         out[f"flat body={b} checked"] = cpu_per_call(flat, items, calls, repeat, objects)
         out[f"flat body={b} precompiled"] = cpu_per_call(compile_plan(flat, tools=[noop]), items, calls, repeat,
                                                          objects)
@@ -117,21 +120,24 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="with --old: alternated rounds")
     ap.add_argument("--old", help="a checkout of an older commit to compare with")
     ap.add_argument("--objects", action="store_true", help="items are small objects, not integers")
+    ap.add_argument("--field", action="store_true", help="the body reads the item's text field (implies --objects)")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
+    args.objects = args.objects or args.field
     bodies = [int(x) for x in args.body.split(",")]
     limits = [int(x) for x in args.concurrency.split(",")]
     if args.json:
-        print(json.dumps(measure(args.items, bodies, limits, args.repeat, args.objects)))
+        print(json.dumps(measure(args.items, bodies, limits, args.repeat, args.objects, args.field)))
         return
-    print(f"{args.items} {'object' if args.objects else 'integer'} items; CPU us per call, best of {args.repeat}; "
-          "target <= 20 us")
+    print(f"{args.items} {'object' if args.objects else 'integer'} items{' (a field read)' if args.field else ''}; "
+          f"CPU us per call, best of {args.repeat}; target <= 20 us")
     if not args.old:
-        for name, us in measure(args.items, bodies, limits, args.repeat, args.objects).items():
+        for name, us in measure(args.items, bodies, limits, args.repeat, args.objects, args.field).items():
             print(f"{name:38} {us:7.1f}")
         return
     argv = ["--items", str(args.items), "--body", args.body, "--concurrency", args.concurrency,
-            "--repeat", str(args.repeat), *(["--objects"] if args.objects else [])]
+            "--repeat", str(args.repeat), *(["--objects"] if args.objects else []),
+            *(["--field"] if args.field else [])]
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     new: dict[str, float] = {}
     old: dict[str, float] = {}

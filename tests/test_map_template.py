@@ -227,7 +227,7 @@ def test_items_expanded_together_make_the_run_one_by_one_makes(text, monkeypatch
 
 
 @pytest.mark.parametrize("body", [
-    "$local.a = f(v=$item.x)",          # a field an item may lack
+    # (a field an item may lack: batched per item that has it, tests/runtime/test_map_cost.py)
     "$local.a = f(v=$input.missing)",   # an outer read without a value
     "$local.a = f(v=$i)",               # the index, stored per item
 ])

@@ -28,7 +28,7 @@ from ..model import MapSpec, OutputMethod, Reference
 from .contracts import final_output
 from .errors import REF_UNRESOLVED, ErrorInfo
 from .inputs import RefState
-from .state import MISSING
+from .state import MISSING, get_path
 
 __all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MAP_TIMEOUT", "MapDriver"]
 
@@ -45,7 +45,7 @@ class _MapRun:
     __slots__ = ("j", "cid", "spec", "items", "template", "known", "n", "limit", "next", "inflight", "done",
                  "failed", "left", "errors", "result_values", "results", "ended", "filling", "first_error",
                  "timer", "stopped", "source", "join", "make", "reads_index", "local_result", "batch", "item_of",
-                 "size", "make_items")
+                 "size", "make_items", "item_paths")
 
     def __init__(self, j: int, cid: str, spec: MapSpec, items: list) -> None:
         self.j = j
@@ -78,6 +78,7 @@ class _MapRun:
         self.reads_index = self.template.reads_index
         self.local_result = spec.result is None  # an item's result is its local data
         self.batch = False  # items may be expanded several at once (MapDriver._batchable)
+        self.item_paths: tuple[tuple, ...] = ()  # the fields of the item the body reads (when batchable)
         self.item_of: dict[int, int] = {}  # its instance calls not ended -> their item
         self.size = len(spec.body)
 
@@ -229,6 +230,8 @@ class MapDriver:
             while not run.ended and not s.stopping and run.next < run.n and run.inflight < run.limit:
                 if run.batch:
                     room = min(run.limit - run.inflight, run.n - run.next)
+                    if room > 1 and run.item_paths:
+                        room = self._with_fields(run, room)
                     if room > 1:
                         self._expand_batch(run, room)
                         continue
@@ -243,6 +246,19 @@ class MapDriver:
         run.filling = False
         self._fill(run)
 
+    @staticmethod
+    def _with_fields(run: _MapRun, room: int) -> int:
+        """How many of the next ``room`` items have every field of the item the body reads
+        (``run.item_paths``): those may be expanded together; an item lacking one is
+        expanded alone (a call reading it fails at its first examination)."""
+        items, paths, k0 = run.items, run.item_paths, run.next
+        for m in range(room):
+            item = items[k0 + m]
+            for path in paths:
+                if get_path(item, path) is MISSING:
+                    return m
+        return room
+
     def _batchable(self, run: _MapRun) -> bool:
         """Whether ``run``'s items may be expanded several at once (:meth:`_expand_batch`):
         when no call of an item can end at its first examination, so no item ends (and the
@@ -252,7 +268,10 @@ class MapDriver:
         that read the whole item (where it is stored), local data another body call writes
         (it waits) or outer paths that have a value now (they were settled before the map
         started, the same for every item); no index stored per item, no durable journal
-        (it restores items' calls as they join), no stream open, nobody told of dispatches."""
+        (it restores items' calls as they join), no stream open, nobody told of dispatches.
+        Calls reading a field of the item (``†item.text``) are batched for the items that
+        have every such field (:meth:`_with_fields`, ``run.item_paths``): their reads have
+        a value, as reads of the whole item do."""
         s = self.s
         spec = run.spec
         known = run.known
@@ -263,6 +282,7 @@ class MapDriver:
         scope = scope_names(spec)
         ref_state = s.inputs.ref_state
         reads = iter(known.known)
+        paths: dict[tuple, None] = {}
         for call in spec.body:
             for p in call.params:
                 ref = p.value
@@ -273,10 +293,11 @@ class MapDriver:
                     if ref_state(run.j, ref)[0] is not RefState.HAS:
                         return False
                 elif ref.kind == spec.item:
-                    if ref.path:  # a field an item may lack: its call would fail at once
-                        return False
+                    if ref.path:  # a field an item may lack: checked per item (_with_fields)
+                        paths[ref.path] = None
                 elif ref.kind != LOCAL or not writers:  # (local data no body call writes: missing)
                     return False
+        run.item_paths = tuple(paths)
         return True
 
     def _expand_batch(self, run: _MapRun, m: int) -> None:

@@ -143,3 +143,42 @@ def test_many_items_made_at_once_equal_the_items_made_one_by_one():
         assert calls == want_calls and [type(c) for c in calls] == [type(c) for c in want_calls], text
         assert ids == want_ids and results == want_results, text
         assert hidden == {f"local@c7[{k}]" for k in range(2, 5)}
+
+
+FIELD_PLANS = [
+    # every item has the field: all batched
+    "$state.out = map($input.rows, as=row) { $local.a = tag(x=$row.text); $local.b = tag(x=$local.a, t=\"b\") }",
+    # items 3 and 4 lack it: they are expanded alone (and fail), the others batched around them
+    "$state.out = map($input.rows, as=row, tolerate='100%') { $local.a = tag(x=$row.text) }",
+    # two fields, one nested, a return value, a concurrency limit
+    "$state.out = map($input.rows, as=row, concurrency=3, tolerate=2) "
+    "{ $local.a = tag(x=$row.meta.n, t=$row.text); return {\"r\": $local.a} }",
+]
+
+
+def _field_run(text, monkeypatch, batched):
+    from sophon_dsl.runtime.maps import MapDriver
+
+    batches = []
+    if batched:
+        real = MapDriver._expand_batch
+        monkeypatch.setattr(MapDriver, "_expand_batch", lambda self, run, m: batches.append(m) or real(self, run, m))
+    else:
+        monkeypatch.setattr(MapDriver, "_batchable", lambda self, run: False)
+    rows = [{"text": f"t{k}", "meta": {"n": k}} for k in range(9)]
+    rows[3] = {"meta": {"n": 3}}
+    rows[4] = {"text": "t4"}
+    res = asyncio.run(arun(loads(text), tools=[tag], input={"rows": rows if "tolerate" in text else
+                                                            [r for r in rows if "text" in r and "meta" in r]}))
+    events = [(e.type, e.step_index, e.total_steps, e.status, e.call_id, e.data) for e in res.events]
+    return batches, (res.status, res.output, res.state, [(r.id, r.status, r.output, r.error and r.error.error)
+                                                         for r in res.calls], events)
+
+
+def test_items_reading_a_field_are_batched_when_they_have_it_and_run_as_one_by_one(monkeypatch):
+    for text in FIELD_PLANS:
+        batches, together = _field_run(text, monkeypatch, True)
+        assert batches, text  # some items were made together
+        monkeypatch.undo()
+        assert _field_run(text, monkeypatch, False)[1] == together, text
+        monkeypatch.undo()
