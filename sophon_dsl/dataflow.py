@@ -636,6 +636,17 @@ class GroupWiring:
         return iter(self.known)
 
 
+def _merge_writers(d: tuple, acc: set | None, w: tuple) -> tuple[tuple, set | None]:
+    """A call's dependencies so far (``d``: the first writers tuple met, shared; ``acc``: a
+    set once a second one differs) with writers ``w`` added (not empty, not ``d``)."""
+    if d is _EMPTY:
+        return w, acc
+    if acc is None:
+        return d, {*d, *w}
+    acc.update(w)
+    return d, acc
+
+
 class DataFlow:
     """The data-flow graph of a plan's calls (see the module docstring).
 
@@ -736,12 +747,7 @@ class DataFlow:
                                 w = resolve(r.kind, r.path, i)
                                 ws_add(w)
                                 if w and w is not d:
-                                    if d is _EMPTY:
-                                        d = w
-                                    elif acc is None:
-                                        acc = {*d, *w}
-                                    else:
-                                        acc.update(w)
+                                    d, acc = _merge_writers(d, acc, w)
                         continue
                     ref_add(x)
                     path = x.path
@@ -756,6 +762,7 @@ class DataFlow:
                     ws_add(w)
                     if not w or w is d:
                         continue
+                    # (_merge_writers inline: the common read, once per reference of the plan)
                     if d is _EMPTY:
                         d = w
                     elif acc is None:
@@ -769,12 +776,7 @@ class DataFlow:
                     w = resolve(r.kind, r.path, i)
                     ws_add(w)
                     if w and w is not d:
-                        if d is _EMPTY:
-                            d = w
-                        elif acc is None:
-                            acc = {*d, *w}
-                        else:
-                            acc.update(w)
+                        d, acc = _merge_writers(d, acc, w)
             end = len(refs)
             offs_add(positions[end] if end < n else end)
             if call.after:
