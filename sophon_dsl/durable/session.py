@@ -223,9 +223,7 @@ class DurableRun:
                            intent: bool = True) -> ErrorInfo | None:
         """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent
         (``intent=False``: the runner commits it later, with :meth:`intent_now`)."""
-        journal = self.journal
-        if i in journal.cleared:  # (Journal.start_after_intent: its intent committed, or none needed)
-            return None
+        journal = self.journal  # (the runner skips this for calls Journal.start_after_intent cleared)
         if self._intent_free(i, call):
             return None
         cid = journal.sched.records[i].id
@@ -242,9 +240,9 @@ class DurableRun:
         intent is committed now, not while it waited for the slot (a crash then leaves in
         doubt only the calls that held a slot).  Nothing for a call that needs no intent;
         a call in doubt that is run again keeps its first intent (the insert is a no-op)."""
-        journal = self.journal
-        if i in journal.cleared or self._intent_free(i, call):
+        if self._intent_free(i, call):  # (no call is cleared ahead in runs with slots)
             return None
+        journal = self.journal
         return journal.intent_outcome(await journal.intent_landing(journal.sched.records[i].id))
 
     def _intent_free(self, i: int, call: Any) -> bool:

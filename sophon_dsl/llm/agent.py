@@ -212,10 +212,9 @@ class Agent:
         self.planning = planning
         # approve="wait" (durable runs): a decision nobody gave yet leaves the run waiting for
         # `sophon-dsl approve RUN_ID` (each turn's recorded run asks its stored decisions first)
-        self.waits = isinstance(self.approve, str) and self.approve.lower() == "wait"
-        if self.waits and store is None:
-            raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
-        if self.waits:
+        if isinstance(self.approve, str) and self.approve.lower() == "wait":
+            if store is None:
+                raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
             from ..durable.session import WAIT
 
             self._approver: Any = WAIT
