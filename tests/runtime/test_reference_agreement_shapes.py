@@ -337,20 +337,23 @@ def _commutes(si: dict, sj: dict, a: tuple, b: tuple, templates: set) -> bool:
 
 
 def _order_conflicts(g: _Gen, specs: list) -> None:
-    """Add @after edges so that every pair of non-commuting writers is ordered by the graph."""
+    """Add @after edges so that every pair of non-commuting writers is ordered by the graph.
+
+    Only a call's *direct* waits order it (its @after calls and the writers of what it
+    reads): a call that writes ran after each of them ended.  Waits do not order
+    transitively: a call skipped because one of its inputs broke ends at once, before
+    its other dependencies (spec, Skipping: "one of its inputs can never be written"), so
+    a reader of it may run before those (found by hypothesis: s6 read a path of s4, which
+    waited for s3, but s4 was skipped when s2 failed and s6 wrote before s3's catch)."""
     n = len(specs)
     writers_of = lambda k, t: [j for j in range(t) if any(_related(k, o) for o in g.out_keys[j])]  # noqa: E731
-    before: list[set] = []
     for t in range(n):
         s = specs[t]
-        direct: set = set(s["after"])
+        b: set = set(s["after"])
         vals = [p.value for p in s["params"]] + ([s["inline"]] if s["inline"] is not None else [])
         for v in vals:
             for r in _ordering_refs(v):
-                direct.update(writers_of(r.key, t))
-        b: set = set()
-        for j in direct:
-            b |= {j} | before[j]
+                b.update(writers_of(r.key, t))
         for j in range(t):
             if j in b:
                 continue
@@ -366,8 +369,7 @@ def _order_conflicts(g: _Gen, specs: list) -> None:
                         clash = True
             if clash:
                 s["after"].append(j)
-                b |= {j} | before[j]
-        before.append(b)
+                b.add(j)
 
 
 def _ordering_refs(v: Any):
