@@ -891,31 +891,14 @@ class DataFlow:
                 self.fallbacks.add(i)
 
     def _wire_value(self, i: int, value: Value, resolve: Any = None) -> None:
-        """The reads of a value that is not a plain reference (and whether it has a `||`)."""
+        """The reads of a value that is not a plain reference (and whether it has a `||`):
+        :meth:`_collect_value`'s references, each with its writers."""
         resolve = resolve or self.writers.resolve
         refs, wss = self.read_refs, self.read_writers
-        stack: list[Any] = [value]
-        while stack:
-            v = stack.pop()
-            tv = type(v)
-            if tv is Reference:
-                refs.append(v)
-                wss.append(resolve(v.kind, v.path, i))
-            elif tv is ListValue:
-                stack.extend(reversed(v.items))
-            elif tv is ObjectValue:
-                stack.extend([x for _, x in reversed(v.entries)])
-            elif tv is Expression:
-                if v.op == "||":
-                    self.fallbacks.add(i)
-                for r in v.operands:
-                    refs.append(r)
-                    wss.append(resolve(r.kind, r.path, i))
-            elif tv is Template:
-                for part in v.parts:
-                    if type(part) is Reference:
-                        refs.append(part)
-                        wss.append(resolve(part.kind, part.path, i))
+        at = len(refs)
+        self._collect_value(i, value)
+        for r in refs[at:]:
+            wss.append(resolve(r.kind, r.path, i))
 
     def _after(self, i: int, call: Call) -> frozenset[int]:
         found = set()
