@@ -60,13 +60,15 @@ def pair_edges(compiled: CompiledPlan) -> list[dict[str, Any]]:
 
 def risks(compiled: CompiledPlan) -> list[Risk]:
     """Each call's effective risk: its own ``@risk`` or its tool's, whichever is higher."""
-    out = []
-    for call in compiled.plan.calls:
-        spec = compiled.tools.get(call.tool) if compiled.tools is not None else None
-        r = call.risk if call.risk is not None else Risk.NONE
-        tool_risk = getattr(spec, "risk", None)
-        out.append(tool_risk if tool_risk is not None and tool_risk > r else r)
-    return out
+    return [call_risk(compiled.tools, call) for call in compiled.plan.calls]
+
+
+def call_risk(tools: Any, call: Any) -> Risk:
+    """One call's effective risk (a map body's calls too)."""
+    spec = tools.get(call.tool) if tools is not None else None
+    r = call.risk if call.risk is not None else Risk.NONE
+    tool_risk = getattr(spec, "risk", None)
+    return tool_risk if tool_risk is not None and tool_risk > r else r
 
 
 def _edge_label(pair: dict[str, Any]) -> str:
@@ -107,23 +109,39 @@ def to_data(compiled: CompiledPlan) -> dict[str, Any]:
             "reads": [ref.text() for ref, _ in compiled.data_deps[i]],
         })
         if call.map is not None:
-            nodes[-1]["map"] = _map_data(call, ids[i])
+            nodes[-1]["map"] = _map_data(call, ids[i], compiled.tools)
     es = [{"from": ids[e["from"]], "to": ids[e["to"]], "kind": e["kind"], "path": e["path"]}
           for e in edges(compiled)]
     risky = [{"id": ids[i], "risk": r.label} for i, r in enumerate(risks(compiled)) if r >= RISKY]
+    for node in nodes:  # map bodies' calls: one approval covers every item (runtime/gate.py)
+        if "map" in node:
+            risky.extend(_body_risky(node["map"], node["id"]))
     return {"nodes": nodes, "edges": es, "order": [ids[i] for i in compiled.order], "ok": compiled.ok,
             "risky": risky}
 
 
-def _map_data(call, name: str) -> dict[str, Any]:
+def _body_risky(data: dict, map_id: str) -> list[dict]:
+    out = []
+    for c in data["calls"]:
+        if "risk" in c:
+            out.append({"id": c["id"], "risk": c["risk"], "map": map_id})
+        if "map" in c:
+            out.extend(_body_risky(c["map"], c["id"]))
+    return out
+
+
+def _map_data(call, name: str, tools: Any = None) -> dict[str, Any]:
     """A map node's body for the JSON graph: its calls (ids ``<map>[*].<body id>``) and edges."""
     spec = call.map
     nodes, edges = _body(call, name)
     body = []
     for (label, c), b in zip(nodes, body_ids(spec)):
         entry: dict[str, Any] = {"id": f"{name}[*].{b}", "tool": c.tool, "outputs": _outputs(c)}
+        r = call_risk(tools, c)
+        if r >= RISKY:  # approval: the plan's, covering every item
+            entry["risk"] = r.label
         if c.map is not None:
-            entry["map"] = _map_data(c, f"{name}[*].{b}")
+            entry["map"] = _map_data(c, f"{name}[*].{b}", tools)
         body.append(entry)
     return {"item": spec.item, "index": spec.index, "concurrency": spec.concurrency,
             "calls": body, "edges": [{"from": body[a]["id"], "to": body[b]["id"], "label": label}
@@ -159,16 +177,21 @@ def _node_label(compiled: CompiledPlan, i: int, sep: str, risk: Risk = Risk.NONE
 # -- map bodies (drawn once, as a subgraph: what every item runs) -------------------------
 
 
-def _body(call, name: str) -> tuple[list[tuple[str, Any]], list[tuple[int, int, str]]]:
+def _body(call, name: str, tools: Any = None) -> tuple[list[tuple[str, Any]], list[tuple[int, int, str]]]:
     """A map call's body: ``[(label, body call)]`` (ids ``<map>[*].<body id>``) and the edges
-    among them ``(from, to, label)``: the ``†local`` paths they pass on, or ``after``."""
+    among them ``(from, to, label)``: the ``†local`` paths they pass on, or ``after``.  With
+    ``tools``, a risky call's label says its risk and that it needs approval for each item."""
     spec = call.map
     ids = body_ids(spec)
     flow = DataFlow.build(spec.body, ids)
     nodes = []
     for b, c in zip(ids, spec.body):
         out = _output_text(c)
-        nodes.append((f"{name}[*].{b}: {c.tool}" + (f" → {out}" if out else ""), c))
+        label = f"{name}[*].{b}: {c.tool}" + (f" → {out}" if out else "")
+        r = call_risk(tools, c) if tools is not None else Risk.NONE
+        if r >= RISKY:
+            label += f" ⚠ risk {r.label}, approval for each item"
+        nodes.append((label, c))
     edges: dict[tuple[int, int], list[str]] = {}
     for j in range(len(spec.body)):
         for ref, writers in flow.reads(j):
@@ -187,13 +210,14 @@ def _each(call) -> str:
     return f"each item of {over} (†{spec.item}, †{spec.index})"
 
 
-def _mermaid_body(lines: list[str], call, node: str, name: str, pad: str) -> None:
-    nodes, edges = _body(call, name)
+def _mermaid_body(lines: list[str], call, node: str, name: str, pad: str, tools: Any = None) -> None:
+    nodes, edges = _body(call, name, tools)
     lines.append(f'{pad}subgraph {node}_body["{_mermaid_text(name + ": " + _each(call))}"]')
     for k, (label, c) in enumerate(nodes):
-        lines.append(f'{pad}    {node}_{k}["{_mermaid_text(label)}"]')
+        style = ":::risky" if "⚠ risk" in label else ""
+        lines.append(f'{pad}    {node}_{k}["{_mermaid_text(label)}"]{style}')
         if c.map is not None:
-            _mermaid_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ")
+            _mermaid_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ", tools)
     for a, b, label in edges:
         arrow = f'-->|"{_mermaid_text(label)}"|' if label != "after" else '-.->|"after"|'
         lines.append(f"{pad}    {node}_{a} {arrow} {node}_{b}")
@@ -201,14 +225,15 @@ def _mermaid_body(lines: list[str], call, node: str, name: str, pad: str) -> Non
     lines.append(f'{pad}{node} -.->|"each item"| {node}_body')
 
 
-def _dot_body(lines: list[str], call, node: str, name: str, pad: str) -> None:
-    nodes, edges = _body(call, name)
+def _dot_body(lines: list[str], call, node: str, name: str, pad: str, tools: Any = None) -> None:
+    nodes, edges = _body(call, name, tools)
     lines.append(f"{pad}subgraph cluster_{node} {{")
     lines.append(f"{pad}    label={_dot_string(name + ': ' + _each(call))}; style=dashed;")
     for k, (label, c) in enumerate(nodes):
-        lines.append(f"{pad}    {node}_{k} [label={_dot_string(label)}];")
+        style = ", color=red, penwidth=2" if "⚠ risk" in label else ""
+        lines.append(f"{pad}    {node}_{k} [label={_dot_string(label)}{style}];")
         if c.map is not None:
-            _dot_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ")
+            _dot_body(lines, c, f"{node}_{k}", label.split(":")[0], pad + "    ", tools)
     for a, b, label in edges:
         style = "style=dashed, " if label == "after" else ""
         lines.append(f"{pad}    {node}_{a} -> {node}_{b} [{style}label={_dot_string(label)}];")
@@ -228,13 +253,13 @@ def to_mermaid(compiled: CompiledPlan, direction: str = "TD") -> str:
         style = ":::risky" if risk >= RISKY else ""
         lines.append(f'    n{i}["{_mermaid_text(_node_label(compiled, i, " → ", risk))}"]{style}')
         if compiled.plan.calls[i].map is not None:
-            _mermaid_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ")
+            _mermaid_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ", compiled.tools)
     for e in pair_edges(compiled):
         if e["paths"]:
             lines.append(f'    n{e["from"]} -->|"{_mermaid_text(_edge_label(e))}"| n{e["to"]}')
         else:
             lines.append(f'    n{e["from"]} -.->|"after"| n{e["to"]}')
-    if any(r >= RISKY for r in levels):
+    if any(r >= RISKY for r in levels) or any(":::risky" in line for line in lines):
         lines.append("    classDef risky stroke:#d00,stroke-width:3px")
     return "\n".join(lines) + "\n"
 
@@ -256,7 +281,7 @@ def to_dot(compiled: CompiledPlan, name: str = "plan") -> str:
         style = ", color=red, penwidth=2" if risk >= RISKY else ""
         lines.append(f"    n{i} [label={_dot_string(_node_label(compiled, i, chr(10), risk, chr(10)))}{style}];")
         if compiled.plan.calls[i].map is not None:
-            _dot_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ")
+            _dot_body(lines, compiled.plan.calls[i], f"n{i}", compiled.ids[i], "    ", compiled.tools)
     for e in pair_edges(compiled):
         if e["paths"]:
             lines.append(f'    n{e["from"]} -> n{e["to"]} [label={_dot_string(_edge_label(e))}];')

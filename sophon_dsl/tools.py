@@ -153,6 +153,10 @@ class ToolSpec:
     # "local" for a tool that must run in the coordinating process (never sent to a cluster).
     resources: Mapping[str, float] | None = field(default=None, compare=False)
     placement: str = field(default="any", compare=False)
+    # What the tool does with data (runtime/risk.py, runtime/gate.py): "local-source" (its
+    # result is data read from this machine), "network-sink" (it sends its arguments off
+    # the machine) or None; the standard tools are known by name
+    data_flow: str | None = field(default=None, compare=False)
 
     @classmethod
     def deferred(cls, name: str, schemas: Callable[[], tuple[dict | None, dict | None]], **fields: Any) -> "ToolSpec":
@@ -358,7 +362,8 @@ class _ArgumentConverter:
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
          risk: str | Risk = Risk.NONE, description: str | None = None, idempotent: bool = False,
          input_schema: dict | None = None, output_schema: dict | None = None,
-         resources: Mapping[str, float] | None = None, placement: str = "any") -> Any:
+         resources: Mapping[str, float] | None = None, placement: str = "any",
+         data_flow: str | None = None) -> Any:
     """Declare a Python function as a tool; usable bare (``@tool``) or with keywords.
 
     ``risk`` is a :class:`~sophon_dsl.model.Risk` or its name, case-insensitive.
@@ -374,10 +379,16 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
 
     ``resources`` (``{"GPU": 1}``) and ``placement`` (``"any"``, or ``"local"``: never on a
     cluster) matter only with a tool executor (docs/scale-out.md).
+
+    ``data_flow``: ``"local-source"`` when the result is data read from this machine (a
+    file, a secret store), ``"network-sink"`` when the tool sends its arguments off the
+    machine; the call gate asks before local data reaches a network sink (docs/security.md).
     """
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
     if placement not in ("any", "local"):
         raise ValueError(f"placement must be 'any' or 'local', not {placement!r}")
+    if data_flow not in (None, "local-source", "network-sink"):
+        raise ValueError(f"data_flow must be 'local-source', 'network-sink' or None, not {data_flow!r}")
 
     def wrap(fn: Callable[..., Any]) -> ToolSpec:
         tool_name = name or fn.__name__
@@ -404,6 +415,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             idempotent=idempotent,
             resources=dict(resources) if resources else None,
             placement=placement,
+            data_flow=data_flow,
         )
 
     if func is not None:

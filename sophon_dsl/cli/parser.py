@@ -143,6 +143,10 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")
     p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
                    help="wall-clock limit for the whole plan")
+    p.add_argument("--max-calls", type=positive_int, default=None, metavar="N",
+                   help="calls the run may make, map items included (default: no limit)")
+    p.add_argument("--max-expanded-calls", type=positive_int, default=None, metavar="N",
+                   help="calls maps may create (default 100000): Plan.TooManyCalls names the map past it")
     p.add_argument("--provider", default=None, metavar="SPEC",
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
                         "scripted:FILE, or several comma-separated for failover)")

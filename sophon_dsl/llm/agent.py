@@ -40,9 +40,9 @@ from typing import Any
 from ..checks.schema import offline_validator
 from ..diagnostics import Diagnostic
 from ..model import Call, Mode, Plan, Risk
-from ..runtime.risk import effective_risk
 from ..runtime.approval import ApprovalRequest, decide, normalize_approver
 from ..runtime.events import Event, EventBus
+from ..runtime.gate import ApprovalScope, TaintSet, plan_risky
 from ..runtime.scheduler import RunOptions
 from ..tools import ToolRegistry, ToolSpec, as_registry
 from .delegate import DelegateExecutor
@@ -170,7 +170,7 @@ class Agent:
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
                  run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
-                 _depth: int = 0):
+                 taint: TaintSet | None = None, _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -207,6 +207,7 @@ class Agent:
             raise ValueError(f"reply_form must be 'dsl' or 'json', not {reply_form!r}")
         self.reply_form = reply_form  # the form the system prompt teaches; replies in either form are read
         self._depth = _depth
+        self.taint = taint if taint is not None else TaintSet()  # shared with sub-agents (goal steps, delegates)
         # None: no planning asked for, ``mode`` runs every request; else a mode name or a
         # sophon_dsl.planning.PlanningPolicy that picks lazy (plan) or eager per request
         self.planning = planning
@@ -251,15 +252,16 @@ class Agent:
         opts.approver = self._approver
         opts.approval_risk = self.approval_risk
         opts.approve_calls = eager
+        # one taint set for the session: data a turn read stays local data in the next turns
+        opts.taint = self.taint
+        if opts.max_calls is None:  # the calls that run, map items included, not only those written
+            opts.max_calls = self.max_calls
         return opts
 
-    def _risky(self, plan: Plan, ids: list[str]) -> list[dict]:
-        out = []
-        for i, call in enumerate(plan.calls):
-            r = effective_risk(call, self.registry.get(call.tool))
-            if r >= self.approval_risk:
-                out.append({"id": ids[i], "tool": call.tool, "risk": r.label, "index": i})
-        return out
+    def _risky(self, plan: Plan, ids: list[str], registry: Any = None, input: Any = None) -> list[dict]:
+        """The calls the plan gate shows, map bodies included (runtime/gate.py)."""
+        get = (registry or self.registry).get
+        return plan_risky(plan, ids, None, get, self.approval_risk, input)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -547,7 +549,7 @@ class Agent:
         except Exception as exc:  # noqa: BLE001 - a failed simulation is information, not a stop
             dry = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         self._emit(_agent_event("agent_dry_run", n, str(dry.get("status")), data=dry))
-        risky = self._risky(plan, turn.ids)
+        risky = self._risky(plan, turn.ids, turn.registry, input)
         interactive = callable(self.approve) or (isinstance(self.approve, str) and self.approve.lower() == "ask")
         if risky or interactive:
             max_risk = max((Risk.parse(c["risk"]) for c in risky), default=Risk.NONE)
@@ -567,6 +569,10 @@ class Agent:
                     outcome.status = "rejected"
                     return outcome, dry, ("rejected", "the edited plan has errors")
             self._emit(_agent_event("approval_granted", n, "approved", reason=decision.reason))
+            if decision.action == "edit" and decision.plan is not None:
+                risky = plan_risky(decision.plan, decision.plan.call_ids(), None, turn.registry.get, Risk.NONE, input)
+        # the turn's calls run under what was approved; anything else asks (runtime/gate.py)
+        turn.options.approved = ApprovalScope.of(risky)
         turn.options.approve_calls = False
         outcome = await turn.execute()
         return outcome, dry, None

@@ -216,6 +216,7 @@ class DelegateExecutor:
                     state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
                     delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,
                     max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1,
+                    taint=self.parent.taint,  # one session: what the parent read is local data here too
                     # a saved request's own mode wins; else it plans as the parent does (depth-limited)
                     planning=None if "mode" in config else getattr(self.parent, "planning", None))
         run = DelegateRun(request.call_id, name, request_text, sub_input, scoped,

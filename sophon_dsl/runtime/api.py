@@ -27,7 +27,7 @@ from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
-from .risk import RAISED_TO, effective_risk, flow_risks
+from .gate import ApprovalScope, plan_risky
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 
@@ -203,38 +203,6 @@ def _split_options(options: dict) -> tuple[RunOptions, dict]:
     return opts, rest
 
 
-def _risky_calls(prep: Prepared, threshold: Risk) -> list[dict]:
-    out = []
-    specs: dict[str, Any] = {}
-    tool_risky: dict[str, bool] = {}
-    get = prep.registry.get
-    # a call is risky when its own @risk or its tool's risk reaches the threshold, or when
-    # it sends data read from this machine to the network (risk.flow_risks)
-    exact = threshold <= Risk.NONE
-    raised = flow_risks(prep.flow, prep.plan.calls, prep.ids, get)
-    for i, call in enumerate(prep.plan.calls):
-        if not exact and call.risk is None and i not in raised:
-            risky = tool_risky.get(call.tool)
-            if risky is None:
-                spec = specs.get(call.tool, specs)
-                if spec is specs:
-                    spec = specs[call.tool] = get(call.tool)
-                risky = tool_risky[call.tool] = effective_risk(call, spec) >= threshold
-            if not risky:
-                continue
-        spec = specs.get(call.tool, specs)
-        if spec is specs:
-            spec = specs[call.tool] = get(call.tool)
-        r = effective_risk(call, spec)
-        why = raised.get(i)
-        if why is not None and r < RAISED_TO:
-            r = RAISED_TO
-        if r >= threshold:
-            out.append({"id": prep.ids[i], "tool": call.tool, "risk": r.label, "index": i,
-                        **({"why": why} if why is not None else {})})
-    return out
-
-
 def _validate_input(plan: Plan, input: Any) -> None:
     if plan.input_schema is None or not isinstance(plan.input_schema, dict):
         return
@@ -264,7 +232,7 @@ def _check_json(what: str, value: Any) -> None:
             from None
 
 
-_POSITIVE_INT = ("max_concurrency", "max_workers")
+_POSITIVE_INT = ("max_concurrency", "max_workers", "max_calls", "max_expanded_calls")
 _POSITIVE_NUMBER = ("timeout", "max_time")
 
 
@@ -336,7 +304,9 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
                        reason=reason))
         return RunResult("rejected", {}, None, recs, [], plan_id, plan_obj.goal, err, list(bus.history))
 
-    risky = _risky_calls(prep, opts.approval_risk)
+    risky = plan_risky(prep.plan, prep.ids, prep.flow, prep.registry.get, opts.approval_risk, input)
+    # what the approval covers: each call shown, up to the risk shown (runtime/gate.py)
+    opts.approved = ApprovalScope.of(risky)
     if risky:
         max_risk = max(Risk.parse(c["risk"]) for c in risky)
         req = ApprovalRequest("plan", plan_obj, tuple(risky), plan_id=plan_id, max_risk=max_risk)
@@ -358,6 +328,8 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
                                reason="the edited plan has errors"))
                 return rejected("the edited plan has errors: " + "; ".join(d.message for d in exc.diagnostics))
             plan_obj = prep.plan
+            opts.approved = ApprovalScope.of(plan_risky(prep.plan, prep.ids, prep.flow, prep.registry.get,
+                                                        Risk.NONE, input))
             bus.emit(Event("approval_edited", plan_id, plan_obj.goal, None, len(plan_obj.calls), "approved",
                            reason=decision.reason))
         else:
@@ -426,6 +398,10 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     input, state = seeded(_load(plan), input, state)
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
     prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context, initial_state=state)
+    if opts.max_calls is not None and len(prep.plan.calls) > opts.max_calls:  # the budget, before anything runs
+        raise PlanInvalid([Diagnostic("E305", f"the plan has {len(prep.plan.calls):,} calls, over the run's budget "
+                                      f"of {opts.max_calls:,} (max_calls)", file=prep.plan.file,
+                                      severity=Severity.ERROR)], prep.plan.source)
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)

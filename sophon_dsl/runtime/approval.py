@@ -225,6 +225,11 @@ def describe_request(request: ApprovalRequest) -> list[str]:
     calls = request.calls
     for c in calls[:MAX_SHOWN_CALLS]:
         lines.append(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
+        if c.get("map"):  # a map body's call: it runs once per item
+            n = c.get("items")
+            count = "an item count known only when the map starts: it asks again then" if n is None \
+                else f"{n:,} item(s)"
+            lines.append(f"      for each item of map {c['map']} ({count})")
         if c.get("why"):  # a risk the data flow raised (runtime.risk.flow_risks)
             lines.append(f"      why: {c['why']}")
         args = _arguments(request, c)
@@ -249,8 +254,13 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
         return ""
     from ..syntax.dsl_printer import format_value
 
+    call = calls[index]
+    for k in entry.get("body") or ():  # a call inside a map body (nested maps: one index per level)
+        if call.map is None or not 0 <= k < len(call.map.body):
+            return ""
+        call = call.map.body[k]
     parts = []
-    for param in calls[index].params:
+    for param in call.params:
         parts.append(f"{param.name}={format_value(param.value, '†')}")
         if sum(map(len, parts)) > MAX_ARGS_CHARS:
             break
@@ -262,8 +272,13 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
 _HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+def escape_hidden(text: str) -> str:
+    """``text`` with control and bidirectional characters shown as ``\\uXXXX``, never interpreted."""
+    return _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _bounded(text: str, limit: int = MAX_ARGS_CHARS) -> str:
-    text = _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # shown, never interpreted
+    text = escape_hidden(text)
     text = " ".join(text.split())  # one line: a newline in a value must not break the prompt
     if len(text) <= limit:
         return text

@@ -42,7 +42,9 @@ from typing import Any
 from ..maps import called_tools, expansion
 from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
-from .api import _load, _risky_calls, _validate_input, prepare, seeded
+from .api import _load, _validate_input, prepare, seeded
+from .approval import auto_approver
+from .gate import plan_risky
 from .errors import RunError
 from .events import EventBus
 from .protocols import Branch, LatentRequest
@@ -200,8 +202,7 @@ class DryRunReport:
         lines = [f"dry-run: {self.status}; predicted makespan {self.makespan:.3f} s "
                  f"(sequential {self.sequential_time:.3f} s)"]
         if self.approvals:
-            lines.append("approval needed for: " + ", ".join(f"{a['id']} ({a['tool']}, {a['risk']})"
-                                                              for a in self.approvals))
+            lines.append("approval needed for: " + ", ".join(_approval_text(a) for a in self.approvals))
         for k, group in enumerate(self.parallel_groups, 1):
             lines.append(f"  step {k}: " + ", ".join(group))
         for b in self.branches:
@@ -358,12 +359,16 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
     async def no_sleep(_d: float) -> None:
         return None
 
+    given_input = input  # (a sampled input says nothing about a map's real item count)
     if input is None and prep.plan.input_schema is not None:
         # Nothing real runs, so an input the caller did not give is sampled from its schema.
         input = sample_from_schema(prep.plan.input_schema)
     else:
         _validate_input(prep.plan, input)  # an input the caller gave is checked, as a run would
-    opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False)
+    # nothing real runs: every call is let through the gate; the approvals a real run would
+    # ask for are reported (``approvals``), map bodies included
+    opts = RunOptions(executor=ex, retry=retry, sleep=no_sleep, validate_input=False,
+                      approver=auto_approver(True), max_expanded_calls=None)
     sched = Scheduler(prep.plan, mock_reg, ids=prep.ids, input=input, state=state, options=opts,
                       bus=EventBus(), flow=prep.flow, store=store)
     result = await sched.run()
@@ -413,7 +418,7 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
                    "status": result.calls[i].status} for i in order],
         branches=branches,
         skipped=[{"id": r.id, "reason": r.reason} for r in result.calls if r.status == "skipped"],
-        approvals=_risky_calls(prep, approval_risk),
+        approvals=plan_risky(prep.plan, prep.ids, prep.flow, prep.registry.get, approval_risk, given_input),
         makespan=max(end, default=0.0),
         sequential_time=sequential,
         result=result,
@@ -432,3 +437,13 @@ def _called(plan: Plan) -> dict[str, None]:
 def dry_run(plan: Any, tools: Any = None, **kw: Any) -> DryRunReport:
     """Synchronous :func:`adry_run`: ``dry_run(plan, tools=None, mocks=None, input=None, state=None)``."""
     return asyncio.run(adry_run(plan, tools, **kw))
+
+
+def _approval_text(entry: dict) -> str:
+    """``c5 (gmail.send, medium)``; a map body's call says it runs per item."""
+    text = f"{entry['id']} ({entry['tool']}, {entry['risk']}"
+    if entry.get("map"):
+        n = entry.get("items")
+        text += f", each item of map {entry['map']}" + (f": {n:,} item(s)" if n is not None else
+                                                         ": asked again when the map starts")
+    return text + ")"

@@ -120,6 +120,12 @@ class MapDriver:
             err = ErrorInfo(MAP_NOT_A_LIST, f"map {cid} goes over {_describe(over)}, not a list")
             s.call_soon(self._end, j, err, None)
             return
+        # the items' calls are charged against the run's budgets before any is created
+        err = s.gate.expand(cid, len(over), len(call.map.body))
+        if err is not None:  # a budget of the whole run: it stops, whatever would catch the map
+            s.call_soon(self._end, j, err, None)
+            s.stop(err)
+            return
         run = _MapRun(j, cid, call.map, over)
         run.source = _item_source(call.map.over, s.inputs.stream_open)
         s.emit("map_start", "running", j, data={"items": run.n})

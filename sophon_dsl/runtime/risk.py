@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from ..model import Call, Risk
 
-__all__ = ["LOCAL_DATA_TOOLS", "NETWORK_TOOLS", "RAISED_TO", "effective_risk", "flow_risks"]
+__all__ = ["LOCAL_DATA_TOOLS", "NETWORK_TOOLS", "RAISED_TO", "effective_risk", "flow_risks", "role_of"]
 
 # Tools whose result is local data (files, the shell, memories) and tools that send what
 # they are given off the machine.  A tool declares its own role with a ``data_flow``
@@ -30,9 +30,10 @@ def effective_risk(call: Call, spec: Any) -> Risk:
     return r
 
 
-def _role(tool: str, spec: Any) -> str | None:
-    declared = getattr(spec, "data_flow", None) if spec is not None else None
-    if isinstance(declared, str):
+def role_of(tool: str, spec: Any) -> str | None:
+    """``"local-source"``, ``"network-sink"`` or None: what a tool does with data."""
+    declared = spec.data_flow if spec is not None else None
+    if declared is not None:
         return declared
     if tool in LOCAL_DATA_TOOLS:
         return "local-source"
@@ -48,7 +49,7 @@ def flow_risks(flow: Any, calls: Sequence[Call], ids: Sequence[str],
     ``@after`` orders calls without passing data)."""
     roles: dict[str, str | None] = {}
     for tool in {c.tool for c in calls}:
-        roles[tool] = _role(tool, get(tool))
+        roles[tool] = role_of(tool, get(tool))
     present = set(roles.values())
     if "local-source" not in present or "network-sink" not in present:
         return {}

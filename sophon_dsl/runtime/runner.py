@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..model import Call, Literal, OutputMethod
 from ..outputpath import parameter_schema
-from .approval import ApprovalRequest, decide
+from .approval import ApprovalDecision, ApprovalRequest, decide
 from .errors import (
     APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
@@ -28,7 +28,7 @@ from .contracts import state_writes
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import alternative_for, retry_delay
-from .risk import effective_risk
+from .gate import Admission
 from .state import json_copy, to_json_value
 from .validation import RESULT_TOO_LARGE, json_size, schema_validator, static_verdict, statically_valid
 
@@ -108,14 +108,14 @@ class CallRunner:
         opts = self.opts
         checked = False  # an approval edit brings arguments the checker never saw
         try:
-            if opts.approve_calls:
-                risk = effective_risk(call, s.specs[i])
-                if risk >= opts.approval_risk:
-                    ok, edited, args, inline = await self._call_gate(i, call, args, inline, risk)
-                    if not ok:
-                        return
-                    checked = edited is not call
-                    call = edited
+            # the one gate every call passes, whatever made it (runtime/gate.py)
+            verdict = s.gate.check(i, call, args)
+            if verdict.ask:
+                ok, edited, args, inline = await self._call_gate(i, call, args, inline, verdict)
+                if not ok:
+                    return
+                checked = edited is not call
+                call = edited
             s.new_pass()
             journal = s.journal  # (a call cleared when it was ready skips before_start)
             if journal is not None and i not in journal.cleared and (
@@ -207,11 +207,6 @@ class CallRunner:
         else:  # the barrier: dependents start once this call's completion is committed
             s.journal.settle_after_commit(i)
 
-    def gated(self, i: int) -> bool:
-        """Whether call ``i`` (as planned) asks for approval before it starts."""
-        opts = self.opts
-        return bool(opts.approve_calls) and effective_risk(self.s.calls[i], self.s.specs[i]) >= opts.approval_risk
-
     def started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""
         s = self.s
@@ -232,13 +227,38 @@ class CallRunner:
             return None
         return self.s.invoker.direct(call, self.s.specs[i])
 
-    async def _call_gate(self, i: int, call: Call, args: dict, inline: Any, risk: Any):
+    async def _call_gate(self, i: int, call: Call, args: dict, inline: Any, verdict: Admission):
         s = self.s
         rec = s.records[i]
-        req = ApprovalRequest("call", s.plan, ({"id": rec.id, "tool": call.tool, "risk": risk.label,
-                                                "index": i},), call, rec.id, args, s.plan_id, risk)
-        s.emit("approval_requested", "pending", i, data=req)
-        decision = await decide(self.opts.approver, req, self.opts.approval_timeout)
+        risk = verdict.risk
+        entry = {"id": rec.id, "tool": call.tool, "risk": risk.label, "index": i}
+        if verdict.why is not None:
+            entry["why"] = verdict.why
+        if verdict.group is not None:  # the first risky item of a map whose count was unknown
+            n = s.gate.map_counts.get(verdict.group)
+            entry["why"] = (f"map {verdict.group} runs {call.tool} on each of its "
+                            f"{'?' if n is None else format(n, ',')} item(s): one answer for them all")
+        req = ApprovalRequest("call", s.plan, (entry,), call, rec.id, args, s.plan_id, risk)
+
+        async def ask() -> ApprovalDecision:
+            s.emit("approval_requested", "pending", i, data=req)
+            return await decide(self.opts.approver, req, self.opts.approval_timeout)
+
+        if verdict.group is not None:
+            answers: list[ApprovalDecision] = []
+
+            async def ask_once() -> bool:
+                answers.append(await ask())
+                return answers[0].action != "reject"
+
+            if await s.gate.decide_group(verdict.group, ask_once):
+                # (an edit applies to the item that asked; the others run as planned)
+                decision = answers[0] if answers else ApprovalDecision.approve(f"approved with map {verdict.group}")
+            else:
+                decision = answers[0] if answers else ApprovalDecision.reject(
+                    f"rejected with the other items of map {verdict.group}")
+        else:
+            decision = await ask()
         if decision.action == "reject":
             s.emit("approval_rejected", "rejected", i, reason=decision.reason)
             self._refuse(i, ErrorInfo(APPROVAL_REJECTED, decision.reason), decision.reason)
@@ -498,6 +518,7 @@ class CallRunner:
                 if err is not None:
                     return err
         rec.output = value
+        s.gate.observe(call.tool, s.specs[i], value)  # local data joins the session's taint set
         if out is not None:
             if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()

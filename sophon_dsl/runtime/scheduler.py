@@ -33,6 +33,7 @@ from .contracts import final_output
 from .errors import PLAN_CANCELLED, PLAN_TIMEOUT, ErrorInfo
 from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
+from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
 from .invoker import Invoker, LocalInvoker
 from .maps import MapDriver
@@ -100,6 +101,10 @@ class RunOptions:
     approval_timeout: float | None = 600.0
     approve_calls: bool = False               # per-call gate before each risky ready call
     approval_risk: Risk = Risk.MEDIUM         # threshold for both gates
+    approved: Any = None                      # gate.ApprovalScope: what the plan-level approval covers
+    taint: Any = None                         # gate.TaintSet shared by a session's runs (None: the run's own)
+    max_calls: int | None = None              # calls the run may have, map items included
+    max_expanded_calls: int | None = DEFAULT_MAX_EXPANDED_CALLS  # calls maps may create
     executor: Any = None                      # LatentExecutor for latent calls without _output
     advisor: Any = None                       # retry.Advisor: one alternative call after the retry policy
     tool_executor: Any = None                 # where tool calls run: None = here; a DaskExecutor (scaleout)
@@ -179,7 +184,8 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._create_task: Callable[[Any], asyncio.Task] | None = None  # set by run()
         self._done = asyncio.Event()
-        self._stopping: str | None = None        # None | "cancelled" | "timeout" | "waiting"
+        self._stopping: str | None = None        # None | "cancelled" | "timeout" | "waiting" | "limit"
+        self._stop_error: ErrorInfo | None = None  # why a "limit" stop failed the run
         self._running = False
         self._ready: deque = deque()
         self._burst = 0
@@ -187,6 +193,9 @@ class Scheduler:
         self._parked = False  # the queue stopped draining until intents land (_INTENT_WINDOW)
         self.plan_error: ErrorInfo | None = None
         self.on_dispatch: Callable[[int], Any] | None = None  # told when a call's task is created
+        # every call passes the gate before it starts (approval, taint, budget: runtime/gate.py)
+        self.gate = CallGate(opts, lambda i: self.specs[i], lambda i: self.flow.ids[i])
+        self.gate.count_written(n)
         self.runner = CallRunner(self)
         if self.feed.is_open:
             self.inputs.stream_open = True
@@ -251,6 +260,9 @@ class Scheduler:
         self.wrote[i] = wrote
         self._decided[i] = self._ended[i] = True
         self._remaining -= 1
+        rec = self.records[i]
+        if rec.status == "succeeded":  # local data read before the crash is still local data
+            self.gate.observe(rec.tool, self.specs[i], rec.output)
         for j in self.flow.dependents()[i]:
             self._waiting[j] -= 1
 
@@ -264,6 +276,7 @@ class Scheduler:
     def call_arrived(self, i: int, new_edges: Sequence[tuple[int, int]], refused: ErrorInfo | None = None) -> None:
         """A streamed call arrived (:class:`~.feed.FeedListener`)."""
         self._grow()
+        self.gate.count_written(1)
         if self.maps is None and self.calls[i].map is not None:
             self._use_maps()
         for reader, writer in new_edges:  # an earlier reader gained a writer
@@ -498,7 +511,7 @@ class Scheduler:
         """Start call ``j``'s task with its arguments (``inline``: its inline result)."""
         journal = self.journal
         if journal is not None and not self.runner.intent_in_slot and \
-                not (self.opts.approve_calls and self.runner.gated(j)) and journal.start_after_intent(j, args, inline):
+                not self.gate.may_ask(j, self.calls[j]) and journal.start_after_intent(j, args, inline):
             self._held += 1  # its intent goes to the store first; start_committed makes the task
             return
         self._tasks[j] = self._create_task(self.runner.run_call(j, args, inline))
@@ -576,6 +589,14 @@ class Scheduler:
             self._stopping = why
             self._done.set()
 
+    def stop(self, error: ErrorInfo) -> None:
+        """Stop the run because it reached one of its limits (``Plan.TooManyCalls``): it fails
+        with ``error``; running calls are cancelled, pending ones never start."""
+        if self._stopping is None:
+            self._stop_error = error
+            self._stopping = "limit"
+            self._done.set()
+
     @property
     def stopping(self) -> str | None:
         return self._stopping
@@ -632,8 +653,12 @@ class Scheduler:
                 t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit") if why == "timeout" else \
-            ErrorInfo(PLAN_CANCELLED, stop_cause(why))
+        if why == "limit":
+            err = self._stop_error
+        elif why == "timeout":
+            err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
+        else:
+            err = ErrorInfo(PLAN_CANCELLED, stop_cause(why))
         self.plan_error = err
         for i, rec in enumerate(self.records):
             if rec.status not in TERMINAL:
@@ -644,7 +669,7 @@ class Scheduler:
     def status(self) -> str:
         if self._stopping in ("cancelled", "waiting"):
             return "cancelled"
-        if self._stopping == "timeout":
+        if self._stopping in ("timeout", "limit"):
             return "failed"
         if any(r.status == "failed" and not r.caught for r in self.records):
             return "failed"
