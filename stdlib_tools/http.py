@@ -270,7 +270,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                                 try:
                                     nxt = current.join(location)
                                 except Exception as exc:
-                                    raise ToolError("Http.InvalidRedirect", f"bad redirect {location!r}: {exc}") from None
+                                    raise ToolError("Http.InvalidRedirect",
+                                                    f"bad redirect {location!r}: {exc}") from None
                                 if response.status_code == 303 or (
                                         response.status_code in (301, 302) and method == "POST"):
                                     if method != "HEAD":

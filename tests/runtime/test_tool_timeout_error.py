@@ -95,7 +95,8 @@ def test_retried_by_retry(capsys, ws, flags):
 def test_the_runtimes_own_deadline_is_still_tool_timeout(capsys, ws):
     code, result = _run(capsys, ws, "@timeout(0.05) †state.ok || †state.err = slow()\n")
     assert code == 0
-    assert result["state"]["state"]["err"] == {"error": "Tool.Timeout", "cause": "slow did not finish within 0.05 s"}
+    assert result["state"]["state"]["err"] == {"error": "Tool.Timeout",
+                                               "cause": "slow did not finish within 0.05 s"}
 
 
 def test_public_api_direct_and_with_timeout():
@@ -106,4 +107,5 @@ def test_public_api_direct_and_with_timeout():
     for kwargs in ({}, {"timeout": 30}):
         r = sophon_dsl.run("†state.ok || †state.err = sock()\n", [sock], **kwargs)
         assert r.status == "succeeded"
-        assert r.state["state"]["err"] == {"error": "Tool.Failed", "cause": "TimeoutError: socket read timed out"}
+        assert r.state["state"]["err"] == {"error": "Tool.Failed",
+                                           "cause": "TimeoutError: socket read timed out"}

@@ -110,7 +110,8 @@ def test_a_malformed_redirect_is_http_invalid_redirect(tmp_path, capsys, redirec
 
 
 def test_http_get_through_a_malformed_redirect(tmp_path, capsys, redirecting_server):
-    state = _run(tmp_path, capsys, f'†state.ok || †state.err = http.get(url="http://127.0.0.1:{redirecting_server}/0")\n',
+    url = f"http://127.0.0.1:{redirecting_server}/0"
+    state = _run(tmp_path, capsys, f'†state.ok || †state.err = http.get(url="{url}")\n',
                  "--allow-host", "127.0.0.1")
     assert state["err"]["error"] == "Http.InvalidRedirect"
 
