@@ -92,6 +92,10 @@ class StdlibConfig:
         """The sandbox root, absolute and with symlinks resolved; the default one is
         created on first use (a root the caller names must exist)."""
         path = Path(self.sandbox_root).expanduser()
-        if not path.exists() and os.path.abspath(path) == os.path.abspath(default_sandbox_path()):
-            path.mkdir(parents=True, mode=0o700, exist_ok=True)
+        if os.path.abspath(path) == os.path.abspath(default_sandbox_path()):
+            # created 0700 with its parents (Path.mkdir gives the mode to the last one only);
+            # an existing one other users can enter gets a warning
+            from sophon_dsl.private import private_dirs
+
+            private_dirs(str(path))
         return path.resolve()

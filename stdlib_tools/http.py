@@ -249,6 +249,16 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                             raise
                         except httpx.TimeoutException as exc:
                             raise ToolError("Http.Timeout", f"{method} {current} timed out after {tmo}s") from exc
+                        except httpx.InvalidURL as exc:
+                            # httpx builds the next request of a redirect inside send (even when
+                            # it does not follow it) and lets a bad Location out as InvalidURL,
+                            # not an HTTPError; the request's own URL was parsed above
+                            raise ToolError("Http.InvalidRedirect", f"{method} {current} redirected to an "
+                                                                    f"invalid URL: {exc}") from None
+                        except httpx.RemoteProtocolError as exc:
+                            code = ("Http.InvalidRedirect" if str(exc).startswith("Invalid URL in location")
+                                    else "Http.ConnectionError")
+                            raise ToolError(code, f"{method} {current} failed: {exc}") from exc
                         except httpx.HTTPError as exc:
                             raise ToolError("Http.ConnectionError", f"{method} {current} failed: {exc}") from exc
                         try:
@@ -260,7 +270,8 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                                 try:
                                     nxt = current.join(location)
                                 except Exception as exc:
-                                    raise ToolError("Http.InvalidUrl", f"bad redirect {location!r}: {exc}") from None
+                                    raise ToolError("Http.InvalidRedirect",
+                                                    f"bad redirect {location!r}: {exc}") from None
                                 if response.status_code == 303 or (
                                         response.status_code in (301, 302) and method == "POST"):
                                     if method != "HEAD":

@@ -82,7 +82,15 @@ def _pow(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int) and b > 0 and a not in (0, 1, -1):
         if (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
             raise ToolError("Math.Overflow", f"integer result larger than {MAX_INT_BITS} bits")
-    return a ** b
+    try:
+        result = a ** b
+    except ZeroDivisionError:  # 0 ** -1
+        raise ToolError("Math.DivisionByZero", "zero raised to a negative power") from None
+    if isinstance(result, complex):
+        # a negative base to a fractional power has no real value, as sqrt(-1) (DomainError)
+        shown = f"({a!r})" if a < 0 else repr(a)
+        raise ToolError("Math.DomainError", f"{shown} ** {b!r} is not a real number") from None
+    return result
 
 
 def _bits(v: Any) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import sqlite3
 import threading
@@ -17,6 +16,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
+from sophon_dsl.private import private_sqlite_file
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
@@ -54,7 +54,8 @@ class MemoryStore:
         self._lock = threading.Lock()
         try:
             if str(path) != ":memory:" and not str(path).startswith("file:"):
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                # memories are the user's data: private (0700 / 0600), a warning if not
+                private_sqlite_file(path)
             # another process writing the same file: wait for it (busy timeout), then a
             # named error instead of sqlite's raw "database is locked"
             self._conn = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)

@@ -25,7 +25,12 @@ def resolve_in_sandbox(root: Path, path: str | os.PathLike[str], *, allow_root: 
     if "\x00" in text:
         raise ToolError("Files.InvalidPath", "path contains a NUL byte")
     text = text.strip() or "."
-    candidate = Path(text).expanduser() if text.startswith("~") else Path(text)
+    try:
+        candidate = Path(text).expanduser() if text.startswith("~") else Path(text)
+    except RuntimeError:  # ~nosuchuser, or no home directory: pathlib says RuntimeError
+        user = text.split("/", 1)[0]
+        raise ToolError("Files.InvalidPath", f"cannot expand {user!r} in {text!r}: no such user "
+                                             "or no home directory", path=text) from None
     if not candidate.is_absolute():
         candidate = root / candidate
     try:

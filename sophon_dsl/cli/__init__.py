@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from typing import Callable, Sequence
 
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, positive_int, positive_seconds
@@ -61,6 +62,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():  # (restores showwarning: main may run in-process again)
+        warnings.showwarning = _warning_line(args.command, warnings.showwarning)
+        return _run_command(args)
+
+
+def _warning_line(command: str, default: Callable) -> Callable:
+    """Show sophon-dsl's own warnings (a run store open to other users) in the CLI's style,
+    ``sophon-dsl run: warning: ...``, instead of Python's file:line form."""
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if category.__module__.startswith("sophon_dsl."):
+            print(f"sophon-dsl {command}: warning: {message}", file=file or sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    return show
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:

@@ -8,10 +8,10 @@ busy timeout makes a writer wait for the other's transaction instead of failing.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from typing import Any
 
+from ..private import private_sqlite_file
 from .base import RunStore
 
 __all__ = ["SqliteRunStore"]
@@ -28,8 +28,9 @@ class SqliteRunStore(RunStore):
         super().__init__()
 
     def _connect(self) -> Any:
-        parent = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(parent, exist_ok=True)
+        if self.path != ":memory:":
+            # it holds tool outputs: private (0700 / 0600, sidecars too), a warning if it is not
+            private_sqlite_file(self.path)
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")

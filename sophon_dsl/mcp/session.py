@@ -23,7 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from ..runtime.errors import RunError
+from ..runtime.errors import TOOL_TIMEOUT, RunError
 from ..tools import ToolSpec
 from .config import McpServerConfig, one_server
 from .conversion import CallFn, convert_result, tool_to_spec, wire
@@ -223,11 +223,18 @@ class McpToolSource:
         args = dict(arguments or {})
         try:
             if self.config.timeout is not None:
-                with anyio.fail_after(self.config.timeout):
+                with anyio.fail_after(self.config.timeout) as deadline:
                     result = await session.call_tool(name, args)
             else:
                 result = await session.call_tool(name, args)
-        except (RunError, TimeoutError, asyncio.CancelledError):
+        except TimeoutError as exc:
+            # the config's timeout is a deadline like the run's own: Tool.Timeout (a plain
+            # TimeoutError would be an ordinary tool failure, runtime/errors.py)
+            if self.config.timeout is not None and deadline.cancel_called:
+                raise RunError(TOOL_TIMEOUT, f"{self.config.label}: {name} did not finish within "
+                                             f"{self.config.timeout:g} s") from None
+            raise
+        except (RunError, asyncio.CancelledError):
             raise
         except Exception as exc:  # protocol errors (unknown tool, invalid params, connection closed)
             if _connection_lost(exc):

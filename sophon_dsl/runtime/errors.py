@@ -89,8 +89,9 @@ class RunError(SophonError):
 def error_from_exception(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, RunError):
         return exc.info
-    if isinstance(exc, TimeoutError):
-        return ErrorInfo(TOOL_TIMEOUT, str(exc) or "the call timed out")
+    # A TimeoutError the tool raises (a socket timeout, its own asyncio.wait_for) is its own
+    # failure like any other exception: Tool.Timeout is only the runtime's per-call deadline
+    # (runtime/runner.py), so its cause never claims a limit the run did not set.
     return ErrorInfo(TOOL_FAILED, f"{type(exc).__name__}: {exc}")
 
 

@@ -38,6 +38,11 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circ
 
 __all__ = ["CallRunner"]
 
+
+class _Expired(Exception):
+    """The runtime's own per-call timeout fired (told apart from a tool's TimeoutError)."""
+
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _FIXED_SIZE = frozenset({float, bool, type(None)})  # results too small to measure
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
@@ -154,10 +159,7 @@ class CallRunner:
                     # async tool, no timeout or concurrency limit
                     try:
                         result = await func(**args)
-                    except TimeoutError:
-                        timeout = self._timeout_for(call)  # None here: same outcome as _attempt
-                        err = ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:  # noqa: BLE001 - a TimeoutError here is the tool's own
                         err = error_from_exception(exc)
                     except asyncio.CancelledError as exc:
                         if _cancelled_by_the_run():
@@ -397,9 +399,9 @@ class CallRunner:
                     result = await self._timed(s.invoker.invoke(inv), timeout)
             else:
                 result = await self._timed(s.invoker.invoke(inv), timeout)
-        except TimeoutError:
+        except _Expired:
             return ErrorInfo(TOOL_TIMEOUT, f"{call.tool} did not finish within {timeout:g} s")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a TimeoutError the tool raised is its own failure
             return error_from_exception(exc)
         except asyncio.CancelledError as exc:
             if _cancelled_by_the_run():
@@ -413,8 +415,16 @@ class CallRunner:
     async def _timed(aw: Any, timeout: float | None) -> Any:
         if timeout is None:
             return await aw
-        async with asyncio.timeout(timeout):
-            return await aw
+        # Only this deadline is Tool.Timeout: a TimeoutError the tool raises itself (a socket
+        # timeout, its own asyncio.wait_for) passes through as the tool's failure.
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await aw
+        except TimeoutError:
+            if deadline.expired():
+                raise _Expired from None
+            raise
 
     # -- results -------------------------------------------------------------------
 

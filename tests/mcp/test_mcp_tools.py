@@ -317,6 +317,24 @@ def test_timeout_then_lost_connection_then_reconnect(specs):
     assert result.status == "succeeded" and result.state["state"]["s"] == {"result": 4}  # reconnected
 
 
+def test_config_timeout_is_tool_timeout(tmp_path):
+    # the server config's own deadline is Tool.Timeout, as the run's is (a TimeoutError a
+    # tool raises by itself is Tool.Failed: issue 24, item 12)
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {
+        "slowpoke": {"command": sys.executable, "args": ["server_stdio.py"], "cwd": str(HERE),
+                     "include": ["nap"], "timeout": 0.3},
+    }}), encoding="utf-8")
+    tools, diags = load_tool_source(str(cfg))
+    assert diags == []
+    try:
+        result = run(_plan('†state.ok || †state.err = nap(seconds=5)\n'), tools=tools, approve=True)
+        assert result.state["state"]["err"] == {"error": "Tool.Timeout",
+                                                "cause": "slowpoke: nap did not finish within 0.3 s"}
+    finally:
+        shared_connection(parse_mcp_source(str(cfg))[0]).close()
+
+
 def test_without_the_sdk(monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)
     tools, diags = load_tool_source(STDIO_SOURCE)
