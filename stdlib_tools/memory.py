@@ -20,7 +20,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 
 __all__ = ["MemoryStore", "build", "MemoryRecord", "WriteReceipt", "SearchResult"]
@@ -143,6 +143,7 @@ def _store_error(path: str, exc: sqlite3.OperationalError) -> ToolError:
     return ToolError("Memory.Unavailable", f"memory database {path!r}: {exc}")
 
 
+@uses_config("memory_db_path", "memory_busy_timeout")
 def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSpec]:
     holder: dict[str, MemoryStore] = {}
     opening = threading.Lock()  # memory calls run in worker threads: open the store once
