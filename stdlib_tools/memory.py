@@ -168,9 +168,14 @@ def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSp
                ) -> SearchResult:
         return get_store().search(query, limit, tags)
 
+    # placement="local": the store is this process's (one SQLite file, opened once, behind a
+    # lock that cannot be pickled); on a Dask worker the memories would land in another file,
+    # on another machine, so a routed memory call would be refused (E704) or remember nothing
     return [
         make_tool(write, "memory.write", Risk.LOW,
-                  "Remember a piece of text (with optional tags and metadata) for later searches."),
+                  "Remember a piece of text (with optional tags and metadata) for later searches.",
+                  placement="local"),
         make_tool(search, "memory.search", Risk.NONE,
-                  "Full-text search of remembered texts (SQLite FTS5, best matches first)."),
+                  "Full-text search of remembered texts (SQLite FTS5, best matches first).",
+                  placement="local"),
     ]

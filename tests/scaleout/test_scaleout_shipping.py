@@ -129,3 +129,18 @@ def test_email_send_still_logs_in_on_a_worker(proc_cluster, tmp_path, smtp, ship
     assert result.status == "succeeded", result.error
     assert [name for name, _ in shipped] == ["email.send"]  # it went to the cluster
     assert logins == [("agent-user", SECRET)] and len(messages) == 1
+
+
+def test_the_memory_tools_stay_in_the_coordinator(proc_cluster, tmp_path, shipped):
+    # their store (a SQLite file behind a lock) is this process's: routed, they were refused
+    # (E704, the lock cannot be pickled); now they run here and the rest still goes out
+    registry = as_registry(None, stdlib=_config(tmp_path))
+    plan = ('$state.m = memory.write(text="remember the shipping test")\n'
+            '@after(c1) $state.s = memory.search(query="shipping")\n'
+            '$state.t = text.truncate(value="abcdef", max_chars=3)\n')
+    ex = DaskExecutor(proc_cluster.scheduler_address)
+    result = sophon_dsl.run(plan, registry, tool_executor=ex)
+    assert result.status == "succeeded", result.error
+    assert "remember the shipping test" in str(result.state["state"]["s"])
+    assert [name for name, _ in shipped] == ["text.truncate"]
+    assert [k.split("/")[1] for k in ex.last_keys] == ["c3"]
