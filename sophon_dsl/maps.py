@@ -18,7 +18,7 @@ same tool); an instance's id is ``<kind>.<body id>`` (``c3[2].translate``).
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from .model import Call, ListValue, MapSpec, OutputTarget, Param, Reference, Value
 from .values import map_references, references
@@ -27,6 +27,7 @@ __all__ = [
     "LOCAL",
     "MAP_TOOL",
     "body_ids",
+    "every_call",
     "ItemTemplate",
     "instantiate",
     "item_kind",
@@ -469,14 +470,20 @@ def uses_value(spec: MapSpec) -> ListValue:
     return ListValue(outer_reads(spec))
 
 
+def every_call(calls: Iterable[Call]) -> Iterator[Call]:
+    """``calls`` and, after each map call, the calls of its body (nested maps' too, depth
+    first): every call a plan may run, as written.  A body call runs once per item as an
+    instance with the same tool and attributes, so whatever is decided before a run from
+    the tools it calls (the executor preflight, dry-run's tool list) must see these too."""
+    for call in calls:
+        yield call
+        if call.map is not None:
+            yield from every_call(call.map.body)
+
+
 def called_tools(calls: Any) -> list[str]:
     """The tools ``calls`` call, map bodies included (nested ones too), in order of first call."""
-    out: dict[str, None] = {}
-    for call in calls:
-        out[call.tool] = None
-        if call.map is not None:
-            out.update(dict.fromkeys(called_tools(call.map.body)))
-    return list(out)
+    return list(dict.fromkeys(call.tool for call in every_call(calls)))
 
 
 def expansion(cid: str, records: Any, latency: Callable[[str], float], concurrency: int | None) -> dict:

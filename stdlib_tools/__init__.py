@@ -3,7 +3,8 @@
 >>> from stdlib_tools import all_tools, StdlibConfig
 >>> tools = all_tools(StdlibConfig(sandbox_root="work"), only=["http", "files", "text.truncate"])
 
-Every tool is built per configuration (closures over a :class:`StdlibConfig`), declares
+Every tool is built per configuration (closures over the fields of a :class:`StdlibConfig`
+its group declares, so a shipped tool carries no other group's secrets), declares
 input and output JSON Schemas and a risk level, and raises :class:`ToolError` with a
 stable code (``Http.Blocked``, ``Files.OutsideSandbox``...) when it fails.
 

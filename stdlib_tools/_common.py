@@ -59,7 +59,8 @@ def clean_schema(schema: dict | None) -> dict | None:
 
 
 def make_tool(fn: Callable[..., Any], name: str, risk: Risk, description: str, *,
-              input_schema: dict | None = None, output_schema: dict | None = None) -> ToolSpec:
+              input_schema: dict | None = None, output_schema: dict | None = None,
+              placement: str = "any") -> ToolSpec:
     """A standard tool whose schemas are derived from ``fn``'s hints and cleaned on first read
     (building every tool's pydantic schemas at start cost more than a second)."""
     def schemas() -> tuple[dict | None, dict | None]:
@@ -73,7 +74,7 @@ def make_tool(fn: Callable[..., Any], name: str, risk: Risk, description: str, *
                 clean_schema(output_schema if output_schema is not None else derived_out))
 
     return ToolSpec.deferred(name, schemas, description=description, risk=risk, func=_named_failures(fn, name),
-                             is_async=inspect.iscoroutinefunction(fn), origin="stdlib")
+                             is_async=inspect.iscoroutinefunction(fn), origin="stdlib", placement=placement)
 
 
 _GROUPS = {"datetime": "Time", "document": "Document", "files": "Files", "http": "Http", "email": "Email"}

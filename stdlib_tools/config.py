@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-__all__ = ["StdlibConfig", "default_memory_path", "default_sandbox_path"]
+__all__ = ["StdlibConfig", "default_memory_path", "default_sandbox_path", "only_fields", "uses_config"]
+
+_Build = TypeVar("_Build", bound=Callable[..., Any])
 
 
 def default_memory_path() -> str:
@@ -99,3 +102,41 @@ class StdlibConfig:
 
             private_dirs(str(path))
         return path.resolve()
+
+
+def only_fields(config: StdlibConfig, names: frozenset[str]) -> StdlibConfig:
+    """``config`` with every field but ``names`` back at its default.
+
+    A group's tools are closures over the configuration they are built from, and a closure
+    travels whole: pickled for a Dask worker (docs/scale-out.md), ``files.read`` would carry
+    the SMTP password.  Each group closes over a copy holding only what it reads."""
+    dropped = {}
+    for f in fields(config):
+        if f.name in names or not f.init:
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if getattr(config, f.name) != default:
+            dropped[f.name] = default
+    return replace(config, **dropped) if dropped else config
+
+
+def uses_config(*names: str) -> Callable[[_Build], _Build]:
+    """Declare the configuration fields a group's ``build(config, ...)`` reads; it is then
+    handed :func:`only_fields` of the caller's configuration, whoever calls it.  A field
+    read but not declared reads its default (a test of the group catches that); a name that
+    is not a field fails at import."""
+    known = {f.name for f in fields(StdlibConfig)}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ValueError(f"not StdlibConfig fields: {', '.join(unknown)}")
+    keep = frozenset(names)
+
+    def decorate(build: _Build) -> _Build:
+        @functools.wraps(build)
+        def sliced(config: StdlibConfig, *args: Any, **kwargs: Any) -> Any:
+            return build(only_fields(config, keep), *args, **kwargs)
+
+        sliced.config_fields = keep  # type: ignore[attr-defined]
+        return sliced  # type: ignore[return-value]
+
+    return decorate

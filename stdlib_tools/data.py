@@ -15,7 +15,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .limits import Budget
 
@@ -184,6 +184,7 @@ def bounded_search(expression: str, value: Any, max_bytes: int = 16 << 20) -> An
     return result
 
 
+@uses_config("max_result_bytes")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def query(value: Any, expression: Annotated[str, Field(description="a JMESPath expression")]) -> Any:
         try:

@@ -17,7 +17,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .sandbox import open_in_sandbox, relative_to_root, resolve_in_sandbox
 
@@ -99,6 +99,7 @@ def render_markdown(columns: list[str], rows: list[list[str]], title: str | None
     return "\n".join(lines) + "\n"
 
 
+@uses_config("sandbox_root", "files_max_bytes")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     root = config.root
 

@@ -14,7 +14,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .sandbox import open_dir_in_sandbox, open_in_sandbox, relative_to_root, resolve_in_sandbox
 
@@ -63,6 +63,7 @@ def _open(root, real, flags: int, shown: str, make_dirs: bool = False) -> int:
         raise ToolError("Files.Error", f"cannot open {shown!r}: {exc.strerror}") from None
 
 
+@uses_config("sandbox_root", "files_max_bytes")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     root = config.root
 

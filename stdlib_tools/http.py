@@ -22,7 +22,7 @@ from sophon_dsl.tools import ToolSpec
 
 from . import netguard
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 
 if TYPE_CHECKING:  # httpx (and the CLI, rich and pygments it pulls in) is imported by the first request
@@ -196,6 +196,7 @@ async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]
     return decoder.result()
 
 
+@uses_config("http_allow_list", "http_timeout", "http_max_response_bytes", "http_max_redirects", "http_user_agent", "http_transport")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     allow = netguard.AllowList(config.http_allow_list)
 

@@ -20,7 +20,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 
 __all__ = ["build", "safe_eval", "MAX_EXPONENT", "MAX_INT_BITS"]
@@ -229,6 +229,7 @@ def safe_eval(expression: str, variables: dict[str, Any] | None = None) -> int |
     return result
 
 
+@uses_config()
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def eval_(expression: Annotated[str, Field(description='e.g. "price * qty * (1 + vat) > 100"')],
               variables: Annotated[dict[str, Number] | None,

@@ -20,7 +20,7 @@ from sophon_dsl.private import private_sqlite_file
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 
 __all__ = ["MemoryStore", "build", "MemoryRecord", "WriteReceipt", "SearchResult"]
@@ -144,6 +144,7 @@ def _store_error(path: str, exc: sqlite3.OperationalError) -> ToolError:
     return ToolError("Memory.Unavailable", f"memory database {path!r}: {exc}")
 
 
+@uses_config("memory_db_path", "memory_busy_timeout")
 def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSpec]:
     holder: dict[str, MemoryStore] = {}
     opening = threading.Lock()  # memory calls run in worker threads: open the store once
@@ -168,9 +169,14 @@ def build(config: StdlibConfig, store: MemoryStore | None = None) -> list[ToolSp
                ) -> SearchResult:
         return get_store().search(query, limit, tags)
 
+    # placement="local": the store is this process's (one SQLite file, opened once, behind a
+    # lock that cannot be pickled); on a Dask worker the memories would land in another file,
+    # on another machine, so a routed memory call would be refused (E704) or remember nothing
     return [
         make_tool(write, "memory.write", Risk.LOW,
-                  "Remember a piece of text (with optional tags and metadata) for later searches."),
+                  "Remember a piece of text (with optional tags and metadata) for later searches.",
+                  placement="local"),
         make_tool(search, "memory.search", Risk.NONE,
-                  "Full-text search of remembered texts (SQLite FTS5, best matches first)."),
+                  "Full-text search of remembered texts (SQLite FTS5, best matches first).",
+                  placement="local"),
     ]

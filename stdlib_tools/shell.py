@@ -16,7 +16,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .sandbox import resolve_in_sandbox
 
@@ -58,6 +58,7 @@ def _holders(proc: asyncio.subprocess.Process) -> list[int]:
     return found
 
 
+@uses_config("sandbox_root", "enable_shell", "shell_timeout", "shell_max_timeout", "shell_max_output")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     root = config.root
 

@@ -15,7 +15,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .limits import Budget, bounded_json_text
 
@@ -170,6 +170,7 @@ class Match(TypedDict):
     end: int
 
 
+@uses_config("max_result_bytes", "truncate_chars")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def template(template: Annotated[str, Field(description='text with {name} placeholders; '
                                                 '{{ and }} are literal braces')],

@@ -14,7 +14,7 @@ from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
-from .config import StdlibConfig
+from .config import StdlibConfig, uses_config
 from .errors import ToolError
 
 __all__ = ["build", "Now", "Slept"]
@@ -42,6 +42,7 @@ def _offset(d: _dt.datetime) -> str:
     return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
 
 
+@uses_config("max_sleep")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def now(timezone: Annotated[str | None, Field(
             description='an IANA zone such as "Europe/Paris" or "UTC"; default: the local zone')] = None,

@@ -16,15 +16,21 @@ Problems are :class:`ExecutorConfigError` with a diagnostic (E701 spec, E702 con
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..diagnostics import Diagnostic, DiagnosticError, Severity
 
 __all__ = ["ExecutorConfigError", "ExecutorSpec", "Routing", "load_routing", "parse_executor_spec",
-           "routing_from_data"]
+           "read_scheduler_file", "routing_from_data"]
 
 ENV_VAR = "SOPHON_DSL_EXECUTOR"
+# a scheduler file holds a few hundred bytes of JSON; anything much larger is not one, and
+# reading it whole (/dev/zero, a log file named by mistake) must not hang or fill memory
+SCHEDULER_FILE_MAX_BYTES = 1 << 20
 _KINDS = ("local", "dask:local", "dask:local-threads", "dask:tcp://HOST:PORT", "dask:scheduler-file:PATH")
 
 
@@ -59,8 +65,11 @@ def parse_executor_spec(text: str) -> ExecutorSpec:
         return ExecutorSpec("cluster")
     if spec == "dask:local-threads":
         return ExecutorSpec("cluster", processes=False)
-    if spec.startswith("dask:scheduler-file:") and len(spec) > len("dask:scheduler-file:"):
-        return ExecutorSpec("scheduler-file", spec[len("dask:scheduler-file:"):])
+    if spec.startswith("dask:scheduler-file:"):
+        path = spec[len("dask:scheduler-file:"):].strip()
+        if not path:
+            raise _bad_spec(text, "the scheduler file path is empty (dask:scheduler-file:/shared/scheduler.json)")
+        return ExecutorSpec("scheduler-file", path)
     if spec.startswith("dask:tcp://") or spec.startswith("dask:tls://"):
         address = spec[len("dask:"):]
         host_port = address.split("://", 1)[1]
@@ -73,6 +82,43 @@ def parse_executor_spec(text: str) -> ExecutorSpec:
 
 def _bad_spec(text: str, why: str) -> ExecutorConfigError:
     return _refuse("E701", f"executor {text!r} is not valid: {why}", "--executor")
+
+
+def read_scheduler_file(path: str) -> str:
+    """The scheduler address in the file ``dask scheduler --scheduler-file PATH`` writes.
+
+    Read here, bounded, rather than by ``distributed.Client(scheduler_file=...)``, which
+    reads the whole file (forever for ``/dev/zero``) and fails on a malformed one with an
+    ``AssertionError`` or ``TypeError``.  Every problem is :class:`ExecutorConfigError` (E701)."""
+    def bad(why: str) -> ExecutorConfigError:
+        return _refuse("E701", f"the Dask scheduler file {path} {why}", "--executor")
+
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (the check below refuses it)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise bad("does not exist (start the scheduler with --scheduler-file, or check the path)") from None
+    except OSError as exc:
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise bad("is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(SCHEDULER_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > SCHEDULER_FILE_MAX_BYTES:
+        raise bad(f"is larger than {SCHEDULER_FILE_MAX_BYTES} bytes: not a scheduler file")
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise bad(f"is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    address = info.get("address") if isinstance(info, dict) else None
+    if not isinstance(address, str) or "://" not in address:
+        raise bad('has no scheduler address (expected JSON like {"address": "tcp://10.0.0.5:8786", ...})')
+    return address
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, Severity
 from ..runtime.errors import PlanInvalid
-from .config import ExecutorSpec, Routing, parse_executor_spec
+from .config import ExecutorConfigError, ExecutorSpec, Routing, parse_executor_spec, read_scheduler_file
 
 __all__ = ["DaskExecutor"]
 
@@ -70,6 +70,7 @@ class DaskExecutor:
         if parsed.kind == "address":
             return cls(parsed.target, routing=routing, **kwargs)
         if parsed.kind == "scheduler-file":
+            read_scheduler_file(parsed.target)  # a bad file is a bad flag (E701), before anything starts
             return cls(scheduler_file=parsed.target, routing=routing, **kwargs)
         raise ValueError("'local' is not a Dask executor: leave tool_executor unset")
 
@@ -94,25 +95,28 @@ class DaskExecutor:
         from distributed import Client
 
         given = self.client
+        where = ""
         if given is not None:
             if getattr(given, "asynchronous", False) and given.loop.asyncio_loop is asyncio.get_running_loop():
                 return given, False
-            target: dict[str, Any] = {"address": given.scheduler.address}
+            address = given.scheduler.address
         elif self.local:
-            target = {"address": await asyncio.to_thread(self._start_cluster)}
+            address = await asyncio.to_thread(self._start_cluster)
         elif self.scheduler_file is not None:
-            if not os.path.exists(self.scheduler_file):
-                raise _cannot_reach(f"the Dask scheduler file {self.scheduler_file} does not exist")
-            target = {"scheduler_file": self.scheduler_file}
+            # read here, bounded, on each connection (a restarted scheduler rewrites it)
+            try:
+                address = await asyncio.to_thread(read_scheduler_file, self.scheduler_file)
+            except ExecutorConfigError as exc:
+                raise PlanInvalid(exc.diagnostics) from None
+            where = f" (from {self.scheduler_file})"
         else:
-            target = {"address": self.address}
-        where = target.get("address") or target.get("scheduler_file")
+            address = self.address
         try:
             client = await asyncio.wait_for(
-                Client(**target, asynchronous=True, timeout=self.connect_timeout, set_as_default=False),
+                Client(address, asynchronous=True, timeout=self.connect_timeout, set_as_default=False),
                 self.connect_timeout + 1)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise _cannot_reach(f"cannot reach the Dask scheduler at {where}: {exc}") from None
+            raise _cannot_reach(f"cannot reach the Dask scheduler at {address}{where}: {exc}") from None
         return client, True
 
     def invoker_for(self, scheduler: Any, local: Any) -> Any:

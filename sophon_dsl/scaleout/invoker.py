@@ -19,6 +19,7 @@ import asyncio
 import uuid
 from typing import Any, Callable
 
+from ..maps import every_call
 from ..model import Call
 from ..runtime.errors import TOOL_FAILED, PlanInvalid, RunError
 from ..runtime.invoker import Invocation
@@ -83,8 +84,15 @@ class DaskRun:
         """Connect and check every routed tool of the plan on the workers (PlanInvalid)."""
         self.run_id = getattr(self.sched, "run_id", None) or self.run_id  # (set after the scheduler was made)
         routes = {}
-        for i, call in enumerate(self.sched.calls):
-            route = self._route(self._code(call, self.sched.specs[i]))
+        registry = self.sched.registry
+        # map bodies too (nested ones included): their items come through invoke() as calls
+        # of the same tools, so a body tool no worker can run is refused here, up front, as
+        # it is at top level, rather than failing each item with Executor.Refused mid-run
+        for call in every_call(self.sched.calls):
+            if call.map is not None:
+                continue  # a map call runs nothing itself; its body's calls follow it
+            spec = registry.get(call.tool) if registry is not None else None
+            route = self._route(self._code(call, spec))
             if route is not None:
                 routes[route.name] = route
         if not routes:

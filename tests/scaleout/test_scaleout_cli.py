@@ -131,6 +131,75 @@ def test_bad_executor_flags_exit_2_with_a_diagnostic(tmp_path, capsys, monkeypat
         assert code == 2 and f"error[{code_}]" in err and "Traceback" not in err, err
 
 
+def _scheduler_files(tmp_path):
+    """Bad scheduler files: (spec path, what the message must say)."""
+    (tmp_path / "text.json").write_text("not json at all\n")
+    (tmp_path / "noaddr.json").write_text('{"id": "Scheduler-1", "type": "Scheduler"}')
+    (tmp_path / "list.json").write_text('["tcp://127.0.0.1:8786"]')
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe{}")
+    (tmp_path / "deep.json").write_text("[" * 100_000)
+    with open(tmp_path / "huge.json", "wb") as fh:  # sparse: 1 MiB + 1 of zero bytes
+        fh.truncate((1 << 20) + 1)
+    os.mkfifo(tmp_path / "fifo.json")  # opening it for reading must not wait for a writer
+    return {
+        "empty": ("", "path is empty"),
+        "blank": ("  ", "path is empty"),
+        "missing": (str(tmp_path / "missing.json"), "does not exist"),
+        "directory": (str(tmp_path), "is not a regular file"),
+        "dev-zero": ("/dev/zero", "is not a regular file"),
+        "fifo": (str(tmp_path / "fifo.json"), "is not a regular file"),
+        "huge": (str(tmp_path / "huge.json"), "is larger than 1048576 bytes"),
+        "not-json": (str(tmp_path / "text.json"), "is not JSON"),
+        "not-utf8": (str(tmp_path / "binary.json"), "is not JSON"),
+        "deep": (str(tmp_path / "deep.json"), "is not JSON"),
+        "no-address": (str(tmp_path / "noaddr.json"), "has no scheduler address"),
+        "not-an-object": (str(tmp_path / "list.json"), "has no scheduler address"),
+    }
+
+
+@pytest.mark.parametrize("case", ["empty", "blank", "missing", "directory", "dev-zero", "fifo", "huge", "not-json",
+                                  "not-utf8", "deep", "no-address", "not-an-object"])
+def test_a_bad_scheduler_file_exits_2_with_a_diagnostic(tmp_path, capsys, monkeypatch, case):
+    # distributed's own reader asserted (AssertionError traceback) or read /dev/zero forever
+    path, says = _scheduler_files(tmp_path)[case]
+    plan = _plan(tmp_path, "†state.a = where()\n")
+    for command in (["run", plan, "--no-store"], ["agent", "x", "--provider", "scripted:none.yaml"]):
+        code = main([*command, "--tools", TOOLS, "--executor", f"dask:scheduler-file:{path}"])
+        out, err = capsys.readouterr()
+        assert code == 2 and "error[E701]" in err and says in err, err
+        assert "nothing was started" in err and "Traceback" not in err and out == ""
+    monkeypatch.setenv("SOPHON_DSL_EXECUTOR", f"dask:scheduler-file:{path}")  # the default, same refusal
+    code = main(["run", plan, "--no-store", "--tools", TOOLS])
+    out, err = capsys.readouterr()
+    assert code == 2 and "error[E701]" in err and says in err, err
+
+
+def test_a_bad_scheduler_file_from_python_is_a_clear_error(tmp_path):
+    import sophon_dsl
+    from sophon_dsl.runtime.errors import PlanInvalid
+    from sophon_dsl.scaleout import DaskExecutor, ExecutorConfigError
+
+    files = _scheduler_files(tmp_path)
+    for case in ("missing", "dev-zero", "not-json", "no-address"):
+        path, says = files[case]
+        with pytest.raises(ExecutorConfigError) as info:  # from a spec: refused when made
+            DaskExecutor.from_spec(f"dask:scheduler-file:{path}")
+        assert [d.code for d in info.value.diagnostics] == ["E701"] and says in str(info.value)
+        # made directly: the file is read when the run connects (a scheduler may still be writing it)
+        with pytest.raises(PlanInvalid) as info:
+            sophon_dsl.run("†state.a = where()", _tools(),
+                           tool_executor=DaskExecutor(scheduler_file=path))
+        assert [d.code for d in info.value.diagnostics] == ["E701"] and says in str(info.value)
+
+
+def _tools():
+    from sophon_dsl.toolsource import load_tool_source
+
+    specs, diags = load_tool_source(TOOLS)
+    assert not diags
+    return specs
+
+
 def test_dask_local_on_the_command_line(tmp_path):
     plan = _plan(tmp_path, "†state.pid = where()\n†state.here = where_local()\n")
     proc = subprocess.run([sys.executable, "-m", "sophon_dsl", "run", plan, "--tools", TOOLS,
