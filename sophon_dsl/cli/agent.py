@@ -218,9 +218,11 @@ def _meta(args: argparse.Namespace) -> dict:
     delegate directory."""
     from ..durable.clistore import tool_meta
 
+    from ..durable.trust import seal_meta
+
     meta = tool_meta(args)
     meta["delegate_dir"] = os.path.abspath(args.delegate_dir) if args.delegate_dir else None
-    return meta
+    return seal_meta(meta)
 
 
 def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, unknown: str,
@@ -231,7 +233,9 @@ def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, 
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 
-    meta = row["spec"].get("meta") or {}
+    from .resume import config_for
+
+    meta = config_for(args, row)  # what the row may configure (durable/trust.py), before any import
     provider_spec = getattr(args, "provider", None) or meta.get("provider")
     if not provider_spec:
         raise UsageError(f"run {args.run_id} recorded no provider: give --provider")

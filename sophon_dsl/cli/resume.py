@@ -7,10 +7,28 @@ import asyncio
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals
 from .registry import registry_for
 
-__all__ = ["continue_run", "run"]
+__all__ = ["config_for", "continue_run", "run"]
+
+# the meta keys each kind of run takes from its row besides the tool flags (durable/trust.py)
+_EXTRA = {"agent": ("provider", "model", "delegate_dir"),
+          "goal": ("provider", "model", "planner_provider", "evaluator_provider", "approve")}
+
+
+def config_for(args: argparse.Namespace, row: dict) -> dict:
+    """The configuration ``row`` may give this resume or approve (``durable.clistore.stored_config``);
+    a UsageError (exit 2) naming ``Store.ConfigUntrusted`` / ``Store.ConfigChanged`` when the
+    row would give a value it cannot vouch for.  Nothing is imported before this passes."""
+    from ..durable.clistore import stored_config
+    from ..durable.trust import StoredConfigError
+
+    kind = (row.get("spec") or {}).get("kind")
+    try:
+        return stored_config(args, row, _EXTRA.get(kind, ("provider", "model")))
+    except StoredConfigError as exc:
+        raise UsageError(f"{exc.error}: {exc.cause}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,16 +60,17 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)
         return EXIT_FAIL
-    meta = row["spec"].get("meta") or {}
+    meta = config_for(args, row)  # (before registry_for imports anything)
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
     view = None if args.json else _view(row, registry)
     if view is not None:  # the calls that run now, live, as `run` shows them
         options["on_event"] = view
-    if meta.get("provider"):
+    provider = getattr(args, "provider", None) or meta.get("provider")
+    if provider:
         from .run import latent_executor
 
-        options["executor"] = latent_executor(meta["provider"], meta.get("model"), view)
+        options["executor"] = latent_executor(provider, getattr(args, "model", None) or meta.get("model"), view)
     try:
         outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
     except StoreRunError as exc:
