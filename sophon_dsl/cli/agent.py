@@ -229,13 +229,11 @@ def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, 
                  force: bool = False) -> int:
     """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
     given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 
-    from .resume import config_for
-
-    meta = config_for(args, row)  # what the row may configure (durable/trust.py), before any import
+    meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     provider_spec = getattr(args, "provider", None) or meta.get("provider")
     if not provider_spec:
         raise UsageError(f"run {args.run_id} recorded no provider: give --provider")

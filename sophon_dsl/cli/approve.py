@@ -12,10 +12,10 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..durable.clistore import open_cli_store
+    from ..durable.clistore import open_cli_store, stored_config
     from ..durable.report import _safe, waiting_lines, waiting_view
     from ..durable.session import shown
-    from .resume import config_for, continue_run
+    from .resume import continue_run
 
     store = open_cli_store(args.store)
     try:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAIL
         # the configuration the run continues with is checked before the decision is stored:
         # a row that cannot vouch for its tools is refused with nothing stored or imported
-        config_for(args, row)
+        stored_config(args, row)
         waiting = waiting_view(waiting, _stored_plan(row))
         what = "rejecting" if args.reject else "approving"
         print(f"sophon-dsl approve: {what} {_safe(waiting.get('decision'), 200)} of run {args.run_id}:",

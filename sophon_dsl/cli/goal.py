@@ -132,17 +132,16 @@ def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
 def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
     """``sophon-dsl approve RUN_ID`` on a goal: rebuild the runner from what the goal kept
     (tools, providers, limits) and continue it with the stored answer."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..goals import GoalResumeError, GoalRunner
     from ..llm.agent import Agent
-    from .resume import config_for
 
     # the tools, providers and approval mode come from the row only when it can vouch for
     # them (durable/trust.py); the limits are plain numbers and always do
     stored = (row.get("spec") or {}).get("meta") or {}
     meta = {**{k: v for k in ("max_turns", "max_goal_steps", "max_replans")
                 for v in [stored.get(k)] if isinstance(v, int) and not isinstance(v, bool) and v > 0},
-            **config_for(args, row)}
+            **stored_config(args, row)}
     for k in ("provider", "model"):  # (given again on the command line)
         if getattr(args, k, None):
             meta[k] = getattr(args, k)

@@ -7,28 +7,10 @@ import asyncio
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
 from .registry import registry_for
 
-__all__ = ["config_for", "continue_run", "run"]
-
-# the meta keys each kind of run takes from its row besides the tool flags (durable/trust.py)
-_EXTRA = {"agent": ("provider", "model", "delegate_dir"),
-          "goal": ("provider", "model", "planner_provider", "evaluator_provider", "approve")}
-
-
-def config_for(args: argparse.Namespace, row: dict) -> dict:
-    """The configuration ``row`` may give this resume or approve (``durable.clistore.stored_config``);
-    a UsageError (exit 2) naming ``Store.ConfigUntrusted`` / ``Store.ConfigChanged`` when the
-    row would give a value it cannot vouch for.  Nothing is imported before this passes."""
-    from ..durable.clistore import stored_config
-    from ..durable.trust import StoredConfigError
-
-    kind = (row.get("spec") or {}).get("kind")
-    try:
-        return stored_config(args, row, _EXTRA.get(kind, ("provider", "model")))
-    except StoredConfigError as exc:
-        raise UsageError(f"{exc.error}: {exc.cause}") from None
+__all__ = ["continue_run", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: str, force: bool = False) -> int:
     """Resume ``args.run_id`` from ``store`` with the tools given now, else the run's own."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..durable.resume import RUN_NOT_FOUND, StoreRunError
     from ..runtime import PlanInvalid
 
@@ -60,7 +42,7 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)
         return EXIT_FAIL
-    meta = config_for(args, row)  # (before registry_for imports anything)
+    meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
     view = None if args.json else _view(row, registry)

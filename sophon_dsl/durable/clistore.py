@@ -60,16 +60,28 @@ def _given(args: argparse.Namespace) -> bool:
     return any(getattr(args, flag, None) not in (None, False, [], ()) for flag in TOOL_FLAGS)
 
 
-def stored_config(args: argparse.Namespace, row: dict, extra: tuple[str, ...] = ()) -> dict:
+# the meta keys each kind of run takes from its row besides the tool flags
+_EXTRA = {"agent": ("provider", "model", "delegate_dir"),
+          "goal": ("provider", "model", "planner_provider", "evaluator_provider", "approve")}
+
+
+def stored_config(args: argparse.Namespace, row: dict) -> dict:
     """What a resume or approve of ``row`` may take from the store: the tool flags (unless
-    some are given now: then the command line's set is used) and the ``extra`` meta keys
-    (provider, model, ...) not given now, when the row can vouch for them
-    (:func:`.trust.check_meta`, which raises ``StoredConfigError``).  Called before anything
-    is imported."""
-    used = [k for k in extra if getattr(args, k, None) is None]
+    some are given now: then the command line's set is used) and the provider, model, ...
+    not given now, when the row can vouch for them (:func:`.trust.check_meta`).  A row that
+    would supply a value it cannot vouch for is a usage error (exit 2) naming
+    ``Store.ConfigUntrusted`` / ``Store.ConfigChanged``.  Called before anything is imported."""
+    from ..cli.common import UsageError
+    from .trust import StoredConfigError
+
+    spec = row.get("spec") or {}
+    used = [k for k in _EXTRA.get(spec.get("kind"), ("provider", "model")) if getattr(args, k, None) is None]
     if not _given(args):
         used[:0] = TOOL_FLAGS
-    return check_meta((row.get("spec") or {}).get("meta"), used, row.get("run_id", "?"))
+    try:
+        return check_meta(spec.get("meta"), used, row.get("run_id", "?"))
+    except StoredConfigError as exc:
+        raise UsageError(f"{exc.error}: {exc.cause}") from None
 
 
 def tool_args(args: argparse.Namespace, meta: dict | None) -> argparse.Namespace:
