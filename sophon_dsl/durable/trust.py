@@ -180,7 +180,19 @@ def check_meta(meta: dict | None, used: Iterable[str], run_id: str) -> dict:
     if problem is None:
         return wanted
     error, why = problem
-    stored = " ".join(f"--{k.replace('_', '-')} {_show(v)}" for k, v in sorted(wanted.items()))
     raise StoredConfigError(error, f"run {_show(run_id)}: {why}, so its configuration is not taken from the "
-                                   f"store; nothing was imported. The store says: {stored}. To continue the "
-                                   "run with that configuration, give it on the command line again")
+                                   f"store and nothing was imported (the store says: {_as_flags(wanted)}). "
+                                   "To continue the run, give the flags you mean on the command line: then "
+                                   "the store's are not used")
+
+
+def _as_flags(values: dict) -> str:
+    """``--tools A --tools B --sandbox D``: what the row holds, as flags (escaped: row text)."""
+    out = []
+    for key, value in sorted(values.items()):
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        else:
+            out.extend(f"{flag} {_show(v)}" for v in (value if isinstance(value, list) else [value]))
+    return " ".join(out)

@@ -285,7 +285,7 @@ def test_an_unsealed_row_or_another_users_key_needs_the_flags_again(tmp_path, ca
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "someone-else"))  # no run key of theirs
     assert main(["approve", rid, "--store", url]) == 2
     err = capsys.readouterr().err
-    assert "Store.ConfigUntrusted" in err and "no run key" in err and f"--tools {json.dumps([tools])}" in err
+    assert "Store.ConfigUntrusted" in err and "no run key" in err and f"--tools {tools}" in err
     monkeypatch.undo()
     spec = _spec(db, rid)
     del spec["meta"]["seal"]  # as rows recorded before seals were
