@@ -347,10 +347,14 @@ def test_an_agent_run_left_waiting_is_continued_by_sophon_dsl_approve(tmp_path, 
     assert main(["runs", "show", rid, "--store", url]) == 0
     shown = capsys.readouterr().out
     assert f"waiting for approval (plan, {rid}/t1): sophon-dsl approve {rid}" in shown
+    assert "c1: act (risk high)\n        n=1\n" in shown  # what is being approved (issue 24, item 2)
     assert main(["runs", "show", rid, "--store", url, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["waiting"]["decision_run"] == f"{rid}/t1"
+    waiting = json.loads(capsys.readouterr().out)["waiting"]
+    assert waiting["decision_run"] == f"{rid}/t1" and waiting["calls"][0]["args"] == "n=1"
     code = main(["approve", rid, "--store", url, *(["--reject"] if reject else []), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert "c1: act (risk high)" in captured.err and "n=1" in captured.err
     if reject:
         assert code == 1 and out["status"] == "rejected" and not ledger.exists()
     else:
