@@ -217,7 +217,6 @@ def _meta(args: argparse.Namespace) -> dict:
     """What a resume from another process needs again: the tool flags, the provider, the
     delegate directory."""
     from ..durable.clistore import tool_meta
-
     from ..durable.trust import seal_meta
 
     meta = tool_meta(args)

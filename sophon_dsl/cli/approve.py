@@ -24,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"sophon-dsl approve: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
             return EXIT_USAGE
         waiting = (row.get("summary") or {}).get("waiting")
-        if row["status"] != "waiting" or not waiting:
+        # (a record without the decision's name, as only an edited row has, is not waiting either)
+        if row["status"] != "waiting" or not isinstance(waiting, dict) or not isinstance(waiting.get("decision"), str):
             print(f"sophon-dsl approve: run {args.run_id} is not waiting for approval (status {row['status']})",
                   file=sys.stderr)
             return EXIT_FAIL

@@ -114,7 +114,6 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
 def _meta(args: argparse.Namespace) -> dict:
     """What ``sophon-dsl approve`` needs to continue the goal in another process."""
     from ..durable.clistore import tool_meta
-
     from ..durable.trust import seal_meta
 
     return seal_meta({**tool_meta(args), "planner_provider": args.planner_provider,

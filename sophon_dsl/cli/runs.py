@@ -98,7 +98,6 @@ def _show_goal(row: dict, args: argparse.Namespace) -> int:
 def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
     """A recorded agent run (docs/runtime.md): how it ended, and each recorded turn's reply and calls."""
     from ..durable.agent_run import stored_agent
-
     from ..durable.report import waiting_lines, waiting_view
 
     data = stored_agent(store, row)

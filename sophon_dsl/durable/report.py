@@ -65,10 +65,11 @@ def waiting_view(waiting: Any, plan: Any = None) -> Any:
     shows them; issue 24, item 2), the row's text escaped.  Records stored before ``args``
     existed get the plan gate's arguments from the stored ``plan`` (as written); a call
     gate's run-time values were not kept (``args`` null)."""
-    if not isinstance(waiting, dict):
-        return waiting
+    if not isinstance(waiting, dict):  # (None, or a record only an edited row holds)
+        return None
     calls = []
-    for c in waiting.get("calls") or ():
+    stored = waiting.get("calls")
+    for c in stored if isinstance(stored, list) else ():
         if not isinstance(c, dict):
             continue
         args = c.get("args")

@@ -141,6 +141,14 @@ def test_a_tampered_waiting_record_is_shown_escaped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u2066" not in out
     assert "pay\\u001b]0;owned\\u0007" in out and max(map(len, out.splitlines())) < 500
+    for broken in ({"decision": "plan", "calls": 5}, {"calls": []}, "plan"):  # malformed: no traceback
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE runs SET summary = ? WHERE run_id = ?", (json.dumps({"waiting": broken}), rid))
+        assert main(["runs", "show", rid, "--store", url]) == 0
+        assert main(["runs", "show", rid, "--json", "--store", url]) == 0
+        code = main(["approve", rid, "--store", url, "--json"])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and code in (0, 1), (broken, err)
 
 
 def test_a_call_gate_wait_shows_the_values_read_at_run_time(tmp_path, capsys):
