@@ -217,21 +217,22 @@ def _meta(args: argparse.Namespace) -> dict:
     """What a resume from another process needs again: the tool flags, the provider, the
     delegate directory."""
     from ..durable.clistore import tool_meta
+    from ..durable.trust import seal_meta
 
     meta = tool_meta(args)
     meta["delegate_dir"] = os.path.abspath(args.delegate_dir) if args.delegate_dir else None
-    return meta
+    return seal_meta(meta)
 
 
 def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, unknown: str,
                  force: bool = False) -> int:
     """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
     given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 
-    meta = row["spec"].get("meta") or {}
+    meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     provider_spec = getattr(args, "provider", None) or meta.get("provider")
     if not provider_spec:
         raise UsageError(f"run {args.run_id} recorded no provider: give --provider")

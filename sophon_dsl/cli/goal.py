@@ -114,10 +114,12 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
 def _meta(args: argparse.Namespace) -> dict:
     """What ``sophon-dsl approve`` needs to continue the goal in another process."""
     from ..durable.clistore import tool_meta
+    from ..durable.trust import seal_meta
 
-    return {**tool_meta(args), "planner_provider": args.planner_provider,
-            "evaluator_provider": args.evaluator_provider, "max_turns": args.max_turns,
-            "max_goal_steps": args.max_goal_steps, "max_replans": args.max_replans, "approve": args.approve}
+    return seal_meta({**tool_meta(args), "planner_provider": args.planner_provider,
+                      "evaluator_provider": args.evaluator_provider, "max_turns": args.max_turns,
+                      "max_goal_steps": args.max_goal_steps, "max_replans": args.max_replans,
+                      "approve": args.approve})
 
 
 def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
@@ -129,11 +131,19 @@ def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
 def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
     """``sophon-dsl approve RUN_ID`` on a goal: rebuild the runner from what the goal kept
     (tools, providers, limits) and continue it with the stored answer."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..goals import GoalResumeError, GoalRunner
     from ..llm.agent import Agent
 
-    meta = (row.get("spec") or {}).get("meta") or {}
+    # the tools, providers and approval mode come from the row only when it can vouch for
+    # them (durable/trust.py); the limits are plain numbers and always do
+    stored = (row.get("spec") or {}).get("meta") or {}
+    meta = {**{k: v for k in ("max_turns", "max_goal_steps", "max_replans")
+                for v in [stored.get(k)] if isinstance(v, int) and not isinstance(v, bool) and v > 0},
+            **stored_config(args, row)}
+    for k in ("provider", "model"):  # (given again on the command line)
+        if getattr(args, k, None):
+            meta[k] = getattr(args, k)
     registry, _notes = registry_for(tool_args(args, meta))
     approve = approver_for(meta.get("approve"))
     progress, final = _watch(args.json)
@@ -142,7 +152,8 @@ def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
     runner = GoalRunner(agent, planner_provider=_provider(meta.get("planner_provider")),
                         evaluator_provider=_provider(meta.get("evaluator_provider")),
                         max_goal_steps=meta.get("max_goal_steps"), max_replans=meta.get("max_replans"),
-                        subagent_turns=meta.get("max_turns") or 4, on_event=progress, store=store, store_meta=meta)
+                        subagent_turns=meta.get("max_turns") or 4, on_event=progress, store=store,
+                        store_meta=stored)  # (the row keeps the meta it had: its seal still holds)
     try:
         result = asyncio.run(until_done_or_interrupted(runner.aresume(args.run_id), final))
     except GoalResumeError as exc:

@@ -320,6 +320,12 @@ def _approve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--reject", action="store_true", help="reject instead of approving")
     p.add_argument("--reason", default="", metavar="TEXT", help="why (kept with the decision)")
+    # (the run's own configuration is used when the store can vouch for it, docs/security.md;
+    # else it is given again here, as for resume)
+    add_tools_arg(p)
+    p.add_argument("--provider", default=None, metavar="SPEC",
+                   help="the run's provider (default: the one it was started with)")
+    p.add_argument("--model", default=None, metavar="M", help="the run's model (default: the one it was started with)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     _store_only(p)
 

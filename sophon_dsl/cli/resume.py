@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: str, force: bool = False) -> int:
     """Resume ``args.run_id`` from ``store`` with the tools given now, else the run's own."""
-    from ..durable.clistore import tool_args
+    from ..durable.clistore import stored_config, tool_args
     from ..durable.resume import RUN_NOT_FOUND, StoreRunError
     from ..runtime import PlanInvalid
 
@@ -42,16 +42,17 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)
         return EXIT_FAIL
-    meta = row["spec"].get("meta") or {}
+    meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
     view = None if args.json else _view(row, registry)
     if view is not None:  # the calls that run now, live, as `run` shows them
         options["on_event"] = view
-    if meta.get("provider"):
+    provider = getattr(args, "provider", None) or meta.get("provider")
+    if provider:
         from .run import latent_executor
 
-        options["executor"] = latent_executor(meta["provider"], meta.get("model"), view)
+        options["executor"] = latent_executor(provider, getattr(args, "model", None) or meta.get("model"), view)
     try:
         outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
     except StoreRunError as exc:

@@ -59,13 +59,23 @@ def _show(store, args: argparse.Namespace) -> int:
         err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
         print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}")
     if data["waiting"]:
-        print(f"  waiting for approval ({data['waiting']['decision']}): sophon-dsl approve {data['run_id']}")
+        from ..durable.report import waiting_lines
+
+        print(f"  waiting for approval ({_safe(data['waiting'].get('decision'))}): sophon-dsl approve {data['run_id']}")
+        for line in waiting_lines(data["waiting"]):  # what is being approved: nobody approves blind
+            print("    " + line)
     print(json.dumps(data["state"], ensure_ascii=False, indent=2, default=str))
     if args.log:
         for m in data["log"]:
             print(f"  #{m['seq']} {m['call'] or '-'}: {m['kind']}.{'.'.join(map(str, m['path']))} "
                   f"{m['method']} {json.dumps(m['value'], ensure_ascii=False, default=str)}")
     return EXIT_OK
+
+
+def _safe(text: object) -> str:
+    from ..durable.report import _safe as safe
+
+    return safe(text, 200)
 
 
 def _show_goal(row: dict, args: argparse.Namespace) -> int:
@@ -88,8 +98,10 @@ def _show_goal(row: dict, args: argparse.Namespace) -> int:
 def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
     """A recorded agent run (docs/runtime.md): how it ended, and each recorded turn's reply and calls."""
     from ..durable.agent_run import stored_agent
+    from ..durable.report import waiting_lines, waiting_view
 
     data = stored_agent(store, row)
+    data["waiting"] = waiting_view(data.get("waiting"))  # (each call's arguments, escaped)
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
@@ -102,8 +114,10 @@ def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
             err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
             print(f"    {c['id']}: {c['status']}{extra}{err}")
     if data["waiting"]:
-        print(f"  waiting for approval ({data['waiting']['decision']}, {data['waiting'].get('decision_run')}): "
-              f"sophon-dsl approve {data['run_id']} [--reject]")
+        print(f"  waiting for approval ({_safe(data['waiting'].get('decision'))}, "
+              f"{_safe(data['waiting'].get('decision_run'))}): sophon-dsl approve {data['run_id']} [--reject]")
+        for line in waiting_lines(data["waiting"]):
+            print("    " + line)
     if data["state"] is not None:
         print(json.dumps({**data["state"], **({"output": data["output"]} if data["output"] is not None else {})},
                          ensure_ascii=False, indent=2, default=str))

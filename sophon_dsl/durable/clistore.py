@@ -1,5 +1,6 @@
 """What the CLI commands share about durable runs: which store (``--store``, ``--no-store``,
-``$SOPHON_DSL_STORE``, the per-user default), and the flags a resume needs again."""
+``$SOPHON_DSL_STORE``, the per-user default), and the flags a resume needs again (taken
+from the row only when it can vouch for them: :mod:`.trust`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import os
 from typing import Any
 
 from . import default_store_url, open_store
+from .trust import check_meta, seal_meta
 
-__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "tool_args", "tool_meta"]
+__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "stored_config", "tool_args", "tool_meta"]
 
 # the flags that build a run's tool registry (cli/registry.py), kept with the run
 TOOL_FLAGS = ("tools", "no_stdlib", "stdlib", "sandbox", "stdlib_config", "allow_host")
@@ -38,7 +40,7 @@ def run_store_options(args: argparse.Namespace, options: dict) -> None:
     store = open_cli_store(getattr(args, "store", None))
     store.close_after_run = True  # the run closes it when it ends
     options["store"] = store
-    options["store_meta"] = tool_meta(args)
+    options["store_meta"] = seal_meta(tool_meta(args))
 
 
 def tool_meta(args: argparse.Namespace) -> dict:
@@ -53,10 +55,40 @@ def tool_meta(args: argparse.Namespace) -> dict:
     return meta
 
 
+def _given(args: argparse.Namespace) -> bool:
+    """Some tool flag is on the command line: then the command line's set is the run's."""
+    return any(getattr(args, flag, None) not in (None, False, [], ()) for flag in TOOL_FLAGS)
+
+
+# the meta keys each kind of run takes from its row besides the tool flags
+_EXTRA = {"agent": ("provider", "model", "delegate_dir"),
+          "goal": ("provider", "model", "planner_provider", "evaluator_provider", "approve")}
+
+
+def stored_config(args: argparse.Namespace, row: dict) -> dict:
+    """What a resume or approve of ``row`` may take from the store: the tool flags (unless
+    some are given now: then the command line's set is used) and the provider, model, ...
+    not given now, when the row can vouch for them (:func:`.trust.check_meta`).  A row that
+    would supply a value it cannot vouch for is a usage error (exit 2) naming
+    ``Store.ConfigUntrusted`` / ``Store.ConfigChanged``.  Called before anything is imported."""
+    from ..cli.common import UsageError
+    from .trust import StoredConfigError
+
+    spec = row.get("spec") or {}
+    used = [k for k in _EXTRA.get(spec.get("kind"), ("provider", "model")) if getattr(args, k, None) is None]
+    if not _given(args):
+        used[:0] = TOOL_FLAGS
+    try:
+        return check_meta(spec.get("meta"), used, row.get("run_id", "?"))
+    except StoredConfigError as exc:
+        raise UsageError(f"{exc.error}: {exc.cause}") from None
+
+
 def tool_args(args: argparse.Namespace, meta: dict | None) -> argparse.Namespace:
-    """The tool flags of a resume: those given now, else the run's own."""
+    """The tool flags of a resume: those given now, else the run's own (``meta``: what
+    :func:`stored_config` let through, never the row's meta unchecked)."""
     out = argparse.Namespace(**vars(args))
-    given = bool(getattr(args, "tools", None))
+    given = _given(args)
     for flag in TOOL_FLAGS:
         if not given and meta and flag in meta:
             value = meta[flag]

@@ -9,7 +9,7 @@ from ..model import OutputMethod
 from ..runtime.state import StateLog, iso_time
 from .planload import load_stored_plan
 
-__all__ = ["run_summary", "stored_result"]
+__all__ = ["run_summary", "stored_result", "waiting_lines", "waiting_view"]
 
 _METHODS = {m.value: m for m in OutputMethod}
 
@@ -48,4 +48,61 @@ def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
     summary = row.get("summary") or {}
     return {"status": row["status"], "state": log.resolved(exclude=("input",)), "output": summary.get("output"),
             "calls": calls, "error": summary.get("error"), "log": log.to_json() if with_log else [],
-            "run_id": run_id, "waiting": summary.get("waiting")}
+            "run_id": run_id, "waiting": waiting_view(summary.get("waiting"), plan)}
+
+
+def _safe(value: Any, limit: int = 0) -> str:
+    """Text from the row as the prompt shows text: control and bidi characters escaped, one
+    line, bounded (a row is data anyone with the store can write: it must not drive the terminal)."""
+    from ..runtime.approval import MAX_ARGS_CHARS, _bounded
+
+    # (stored arguments were cut to MAX_ARGS_CHARS already, with a note of the rest: kept whole)
+    return _bounded(value if isinstance(value, str) else str(value), limit or MAX_ARGS_CHARS + 40)
+
+
+def waiting_view(waiting: Any, plan: Any = None) -> Any:
+    """A run's stored ``waiting`` record with each call's ``args`` (as the approval prompt
+    shows them; issue 24, item 2), the row's text escaped.  Records stored before ``args``
+    existed get the plan gate's arguments from the stored ``plan`` (as written); a call
+    gate's run-time values were not kept (``args`` null)."""
+    if not isinstance(waiting, dict):  # (None, or a record only an edited row holds)
+        return None
+    calls = []
+    stored = waiting.get("calls")
+    for c in stored if isinstance(stored, list) else ():
+        if not isinstance(c, dict):
+            continue
+        args = c.get("args")
+        if not isinstance(args, str):
+            args = _plan_args(waiting, c, plan)
+        calls.append({**c, "args": None if args is None else _safe(args)})
+    return {**waiting, "calls": calls}
+
+
+def _plan_args(waiting: dict, call: dict, plan: Any) -> str | None:
+    if plan is None or waiting.get("kind") != "plan":
+        return None
+    from ..runtime.approval import ApprovalRequest, _arguments
+
+    return _arguments(ApprovalRequest("plan", plan, (call,)), call) or None
+
+
+def waiting_lines(waiting: Any) -> list[str]:
+    """What a waiting run asks, as lines for the terminal: each call's id, tool, risk, why
+    and arguments (``waiting`` as :func:`waiting_view` returns it)."""
+    if not isinstance(waiting, dict):
+        return []
+    lines = []
+    kind = waiting.get("kind")
+    if kind == "unknown":
+        lines.append(f"call {_safe(waiting.get('call_id'))} started before the run was interrupted and its "
+                     "outcome is unknown: approving runs it again")
+    for c in waiting.get("calls") or ():
+        lines.append(f"{_safe(c.get('id'), 200)}: {_safe(c.get('tool'), 200)} (risk {_safe(c.get('risk'), 40)})")
+        if c.get("why"):
+            lines.append(f"    why: {_safe(c['why'])}")
+        if c.get("args"):
+            lines.append(f"    {c['args']}")
+        elif c.get("args") is None and kind != "plan":
+            lines.append("    (its arguments were not recorded)")
+    return lines

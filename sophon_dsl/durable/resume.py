@@ -91,6 +91,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         durable = DurableRun(backend, run_id, unknown=unknown, committed=backend.load_calls(run_id),
                              log=backend.load_log(run_id), intents=backend.load_intents(run_id),
                              decisions=backend.load_decisions(run_id), owner=owner)
+        durable.forced = force
         handle.run_id, handle.durable = run_id, durable
         run_opts.approver = durable.approver(WAIT if wait else run_opts.approver)
         await asyncio.wrap_future(backend.set_status(run_id, "running"))

@@ -20,13 +20,14 @@ import uuid
 from typing import Any
 
 from ..maps import body_ids
-from ..model import Call, Plan
+from ..model import Call, Plan, Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
 
-__all__ = ["WAIT", "DurableRun", "begin", "new_run_id", "owner_id", "plan_hash"]
+__all__ = ["WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
+           "waiting_calls"]
 
 WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
 
@@ -110,6 +111,9 @@ class DurableRun:
         self.resumed = committed is not None
         self.waiting: dict | None = None
         self.owns_backend = False  # opened from a URL for this run: closed when it ends
+        # resumed with force=True: the plan or its tools may have changed, so a stored
+        # decision that does not say what it was given for (stored before "shown") is not reused
+        self.forced = False
         self.lease_s = 60.0
         self.doubt = {cid for cid in self.intents if cid not in self.committed}
         self.doubted = frozenset(self.doubt)  # (doubt shrinks as its calls are decided)
@@ -138,12 +142,14 @@ class DurableRun:
         async def approve(request: ApprovalRequest) -> ApprovalDecision:
             name = request.kind if request.kind == "plan" else f"{request.kind}:{request.call_id}"
             stored = self.decisions.get(name)
-            if stored is not None:
+            if stored is not None and covers(stored, request, self.forced):
                 return _decision(stored, request)
+            # no decision yet, or the stored one was given for less than is asked now (a
+            # call newly risky or riskier, after a forced resume): asked again
             if base == WAIT:
                 return await self._wait(name, request)
             decision = await decide(base, request, None)
-            self.decisions[name] = _decision_json(decision)
+            self.decisions[name] = {**_decision_json(decision), "shown": shown(request.calls)}
             await asyncio.wrap_future(self.backend.put_decision(self.run_id, name, self.decisions[name]))
             return decision
 
@@ -152,7 +158,7 @@ class DurableRun:
     async def _wait(self, name: str, request: ApprovalRequest) -> ApprovalDecision:
         # decision_run: the run id the decision is stored under (an agent turn's own, t{n})
         self.waiting = {"decision": name, "kind": request.kind, "call_id": request.call_id,
-                        "calls": list(request.calls), "decision_run": self.run_id}
+                        "calls": waiting_calls(request), "decision_run": self.run_id}
         if request.kind == "plan":
             raise _RunWaiting(name)
         sched = self.journal.sched
@@ -355,6 +361,54 @@ class DurableRun:
             return RunResult("waiting", {}, None, list(self.journal.records), [], run_id=self.run_id)
         result.status, result.error = "waiting", None
         return result
+
+
+def waiting_calls(request: ApprovalRequest) -> list[dict]:
+    """The calls a waiting run asks about, each with ``args``: its arguments as the prompt
+    shows them (the values read at run time for a call, the plan's own for the plan gate;
+    long values cut, control and bidi characters escaped), so that ``sophon-dsl approve`` and
+    ``runs show`` show what is being approved."""
+    from ..runtime.approval import _arguments
+
+    return [{**c, "args": _arguments(request, c)} for c in request.calls]
+
+
+def shown(calls: Any) -> list[list]:
+    """``[[call id, tool, risk], ...]``: what an approval was given for (stored with it)."""
+    return [[c.get("id"), c.get("tool"), c.get("risk")] for c in calls if isinstance(c, dict)]
+
+
+def _risk(label: Any) -> Risk | None:
+    try:
+        return Risk.parse(label)
+    except ValueError:
+        return None
+
+
+def covers(stored: dict, request: ApprovalRequest, forced: bool = False) -> bool:
+    """Whether a stored decision answers ``request``: every call asked about now was shown
+    when it was given, for the same tool, at a risk no lower than its effective risk now
+    (issue 24, item 3: a ``low`` tool now ``critical`` asks again).  A decision stored
+    before decisions recorded what they were shown (no ``shown``) is reused unless the run
+    was resumed with force (then plan and tools may differ from what it was given for)."""
+    if request.kind == "unknown":  # an in-doubt call: a question about re-running, not about risk
+        return True
+    had = stored.get("shown")
+    if had is None:
+        return not forced
+    if not isinstance(had, list):
+        return False
+    before: dict[tuple, Risk] = {}
+    for entry in had:
+        if isinstance(entry, list) and len(entry) == 3:
+            r = _risk(entry[2])
+            if r is not None:
+                before[(entry[0], entry[1])] = r
+    for c in request.calls:
+        was, now = before.get((c.get("id"), c.get("tool"))), _risk(c.get("risk"))
+        if was is None or now is None or now > was:
+            return False
+    return True
 
 
 def _restored(rec: Any, call: Call, data: dict) -> tuple:

@@ -234,9 +234,14 @@ def test_cli_records_shows_and_resumes_an_agent_run(tmp_path, capsys):
     assert main(["resume", "nope", "--store", url]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
     tools.write_text(tools.read_text().replace("n * 10", "n * 11"), encoding="utf-8")
+    # the row's tools file changed since the run began: not imported on the row's word
+    # (docs/security.md), named again it is, and then the hash says it changed
     assert main(["resume", rid, "--store", url, "--provider", f"scripted:{never}"]) == 2
+    assert "Store.ConfigChanged" in capsys.readouterr().err
+    argv = ["--tools", str(tools), "--no-stdlib", "--store", url, "--provider", f"scripted:{never}"]
+    assert main(["resume", rid, *argv]) == 2
     assert "Store.PlanChanged" in capsys.readouterr().err
-    assert main(["resume", rid, "--store", url, "--provider", f"scripted:{never}", "--force"]) == 0
+    assert main(["resume", rid, *argv, "--force"]) == 0
     assert "replaying the recorded reply" in capsys.readouterr().err
     assert main(["agent", "go", "--tools", str(tools), "--no-stdlib", "--no-store", "--provider",
                  f"scripted:{script}"]) == 0
@@ -342,10 +347,14 @@ def test_an_agent_run_left_waiting_is_continued_by_sophon_dsl_approve(tmp_path, 
     assert main(["runs", "show", rid, "--store", url]) == 0
     shown = capsys.readouterr().out
     assert f"waiting for approval (plan, {rid}/t1): sophon-dsl approve {rid}" in shown
+    assert "c1: act (risk high)\n        n=1\n" in shown  # what is being approved (issue 24, item 2)
     assert main(["runs", "show", rid, "--store", url, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["waiting"]["decision_run"] == f"{rid}/t1"
+    waiting = json.loads(capsys.readouterr().out)["waiting"]
+    assert waiting["decision_run"] == f"{rid}/t1" and waiting["calls"][0]["args"] == "n=1"
     code = main(["approve", rid, "--store", url, *(["--reject"] if reject else []), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert "c1: act (risk high)" in captured.err and "n=1" in captured.err
     if reject:
         assert code == 1 and out["status"] == "rejected" and not ledger.exists()
     else:
