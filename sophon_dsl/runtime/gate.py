@@ -348,9 +348,15 @@ class CallGate:
                                      f"({_short(piece)}) to the network")
         if r < self.threshold:
             return _PASS
-        if self.ask_every:
-            return Admission(True, r, why)
         cid = self._id_of(i)
+        if self.ask_every:  # every risky call asks; a map's items by one question (unless tainted)
+            if why is None and "[" in cid:
+                group = _map_instance(cid)
+                fut = self.groups.get(group)
+                if fut is not None and fut.done() and fut.result():
+                    return _PASS
+                return Admission(True, r, why, group)
+            return Admission(True, r, why)
         tid = template_id(cid)
         granted = self.scope.risks.get(tid)
         if granted is None or granted < r:
