@@ -19,12 +19,14 @@ import os
 import stat
 import warnings
 
+from .errors import SophonError
+
 __all__ = ["PermissionsWarning", "data_dir", "private_dirs", "private_sqlite_file"]
 
 _SIDECARS = ("-wal", "-shm", "-journal")
 
 
-class PermissionsWarning(UserWarning):
+class PermissionsWarning(SophonError, UserWarning):
     """A store file or directory sophon-dsl keeps run data in is open to other users."""
 
 

@@ -71,7 +71,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     if view is not None:
         options["on_event"] = view
     for name in ("max_concurrency", "timeout", "max_time", "max_calls", "max_expanded_calls"):
-        value = getattr(args, name)
+        value = getattr(args, name, None)  # (commands that share this runner may lack the budget flags)
         if value is not None:
             options[name] = value
     if args.provider:

@@ -32,6 +32,8 @@ import secrets
 import stat
 from typing import Any, Iterable
 
+from ..errors import SophonError
+
 __all__ = ["CONFIG_CHANGED", "CONFIG_UNTRUSTED", "StoredConfigError", "check_meta", "key_path", "seal_meta",
            "verify_meta"]
 
@@ -42,7 +44,7 @@ _SEAL, _FINGERPRINTS = "seal", "fingerprints"
 _KEY_BYTES = 32
 
 
-class StoredConfigError(Exception):
+class StoredConfigError(SophonError):
     """The row would supply a configuration value it cannot vouch for (``error`` is
     :data:`CONFIG_UNTRUSTED` or :data:`CONFIG_CHANGED`); nothing was imported."""
 
