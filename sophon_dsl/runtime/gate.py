@@ -98,7 +98,10 @@ class TaintSet:
                     self.tokens.add(tok)
 
     def carries(self, value: Any) -> str | None:
-        """A piece of local data ``value`` carries (shortened), or None."""
+        """A piece of local data ``value`` carries, or None: a string of ``value`` that is a
+        line or token of local data, holds such a token, or lies inside local data.  (A line
+        of local data made only of short tokens, inside a longer argument, is not seen: the
+        cost of a check stays linear in the argument, whatever was read.)"""
         if not self:
             return None
         if self.overflowed:
@@ -111,12 +114,9 @@ class TaintSet:
                 if len(tok) >= MIN_TOKEN and tok in tokens:
                     return tok
             if len(text) >= MIN_SUBSTRING:
-                for local in self.texts:
+                for local in self.texts:  # (a C substring search per remembered text)
                     if text in local:
                         return text
-            for local_line in tokens:  # a whole line of local data inside a longer argument
-                if len(local_line) >= MIN_SUBSTRING and len(local_line) < len(text) and local_line in text:
-                    return local_line
         return None
 
 
