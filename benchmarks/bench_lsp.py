@@ -1,7 +1,7 @@
 """Language server re-check latency (issue 28): a change to a 500-call plan, from the
 client sending ``didChange`` to it receiving that version's ``publishDiagnostics``.
 
-    python benchmarks/bench_lsp.py [--calls 500] [--changes 30] [--debounce 0.03]
+    python benchmarks/bench_lsp.py [--calls 500] [--changes 30] [--debounce 0.05]
 
 Starts ``python -m sophon_dsl lsp`` as an editor does (stdio, a real pygls client), opens a
 DSL plan of ``--calls`` calls against a tools file (the project's ``sophon.toml``), then
@@ -121,7 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--changes", type=int, default=30)
-    ap.add_argument("--debounce", type=float, default=0.03)
+    ap.add_argument("--debounce", type=float, default=0.05)  # the server's default
     args = ap.parse_args()
     print(f"{args.calls}-call plan, debounce {args.debounce * 1000:.0f} ms, os.cpu_count()={os.cpu_count()}, "
           f"load average {os.getloadavg()[0]:.2f}")
