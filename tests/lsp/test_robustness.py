@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, diagnostics_for, make_project, open_doc, server_config, start
+from lsp_support import ROOT, diagnostics_for, make_project, open_doc, server_config, start
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types as t

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, change, diagnostics_for, make_project, open_doc, server_config, start
+from lsp_support import ROOT, change, diagnostics_for, make_project, open_doc, server_config, start
 from lsprotocol import types as t
 
 import pytest_lsp

@@ -1,4 +1,4 @@
-"""The language server under test: ``python -m sophon_dsl lsp`` in a subprocess, driven by
+"""Helpers of the language-server tests. The server under test: ``python -m sophon_dsl lsp`` in a subprocess, driven by
 pytest-lsp's client over stdio (a real LSP client: Content-Length framing, initialize,
 notifications), in a project whose ``sophon.toml`` names a tools file."""
 
@@ -18,7 +18,6 @@ from lsprotocol import types as t  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = Path(os.environ.get("SOPHON_LSP_TEST_DIR", "")) if os.environ.get("SOPHON_LSP_TEST_DIR") else None
 
 
 def make_project(base: Path) -> Path:
