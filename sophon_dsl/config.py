@@ -16,7 +16,7 @@ Keys (docs/config.md)::
     executor = "local"                                   # --executor
     strict = true                                        # check --strict
     approve = "ask"                                      # run/agent --approve
-    plans = ["plans/**/*.yaml"]                          # which files are plans (editor, directory walks)
+    plans = ["plans/**/*.yaml"]                          # YAML/JSON plans the language server checks
 
 Command-line flags win over it.  A bad file is a :class:`ConfigError` naming the file, line
 and column: the CLI prints it and exits 2, the language server shows it on the plan.
