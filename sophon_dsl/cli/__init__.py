@@ -31,6 +31,8 @@ COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run
 COMMAND_MODULES["runs"] = "runs"          # durable runs (issue 13)
 COMMAND_MODULES["resume"] = "resume"
 COMMAND_MODULES["approve"] = "approve"
+COMMAND_MODULES["config"] = "config"      # the project config file (issue 28)
+COMMAND_MODULES["lsp"] = "lsp"            # the language server (issue 28)
 
 
 def _handler(module: str) -> Callable[[argparse.Namespace], int]:
@@ -81,6 +83,7 @@ def _warning_line(command: str, default: Callable) -> Callable:
 
 def _run_command(args: argparse.Namespace) -> int:
     try:
+        _project_settings(args)
         return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"sophon-dsl {args.command}: error: {exc}", file=sys.stderr)
@@ -90,3 +93,18 @@ def _run_command(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def _project_settings(args: argparse.Namespace) -> None:
+    """Fill the flags the command line left unset from the project config file: a bad file
+    is a usage error (exit 2) printed as ``file:line:column: message``."""
+    from .settings import APPLIES_TO, apply_config
+
+    if args.command not in APPLIES_TO:
+        return
+    from ..config import ConfigError
+
+    try:
+        apply_config(args)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None

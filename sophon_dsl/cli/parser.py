@@ -333,6 +333,27 @@ def _approve_args(sub: argparse._SubParsersAction) -> None:
 COMMAND_ARGS += (_runs_args, _resume_args, _approve_args)
 
 
+def _config_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="show the project settings ([tool.sophon-dsl] in pyproject.toml, "
+                                      "or sophon.toml) and where each comes from")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH",
+                   help="a plan file or directory the settings are looked up for (default: the "
+                        "working directory; the walk goes up to the first config file)")
+    p.add_argument("--json", action="store_true", help="print {file, settings: {KEY: {value, origin}}} as JSON")
+
+
+def _lsp_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lsp", help="run the language server (LSP over stdin/stdout; needs sophon-dsl[lsp])")
+    p.add_argument("--stdio", action="store_true",
+                   help="talk over stdin/stdout (the default and only transport; accepted for editors "
+                        "that pass it)")
+    p.add_argument("--debounce", type=float, default=0.05, metavar="SECONDS",
+                   help="wait this long after the last change before re-checking (default 0.05)")
+
+
+COMMAND_ARGS += (_config_args, _lsp_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sophon-dsl", description="Check, format, draw and run sophon-dsl plans.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")

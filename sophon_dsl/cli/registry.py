@@ -64,12 +64,15 @@ def stdlib_source(args: argparse.Namespace) -> Any:
                              f"(e.g. http,text,files.read), got {args.stdlib!r}")
     for host in hosts:
         _check_host("--allow-host", host)
-    if only is None and sandbox is None and not hosts and config_file is None:
+    # the project config's [tool.sophon-dsl.stdlib] settings (cli/settings.py), checked there
+    project, origin = getattr(args, "project_stdlib", None) or (None, None)
+    if only is None and sandbox is None and not hosts and config_file is None and not project:
         return stdlib_hook.tool_source(True)  # None when the library is not installed
     library = stdlib_hook.library()
     if library is None:
         raise UsageError(f"the standard tool library ({stdlib_hook.STDLIB_MODULE}) is not installed")
-    kwargs: dict[str, Any] = _read_stdlib_config(library.StdlibConfig, config_file) if config_file else {}
+    kwargs: dict[str, Any] = (_read_stdlib_config(library.StdlibConfig, config_file) if config_file
+                              else dict(project or {}))
     if sandbox is not None:
         if not Path(sandbox).is_dir():
             raise UsageError(f"--sandbox: {sandbox!r} is not a directory")
@@ -79,11 +82,12 @@ def stdlib_source(args: argparse.Namespace) -> Any:
     try:
         config = library.StdlibConfig(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"--stdlib-config: {exc}") from None
+        raise UsageError(f"{'--stdlib-config' if config_file or not project else origin}: {exc}") from None
     try:
         return library.source(config, only=only)  # checks the names now, as a usage error
     except ValueError as exc:
-        raise UsageError(f"--stdlib: {exc}") from None
+        flag = "--stdlib" if getattr(args, "project_stdlib", None) is None else f"{origin}: stdlib.groups"
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 def _read_stdlib_config(config_type: type, path: str) -> dict[str, Any]:
