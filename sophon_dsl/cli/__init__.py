@@ -32,6 +32,7 @@ COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run
 COMMAND_MODULES["runs"] = "runs"          # durable runs (issue 13)
 COMMAND_MODULES["resume"] = "resume"
 COMMAND_MODULES["approve"] = "approve"
+COMMAND_MODULES["ui"] = "ui"              # the web dashboard (issue 29)
 
 
 def _handler(module: str) -> Callable[[argparse.Namespace], int]:
