@@ -48,11 +48,17 @@
     });
   }
 
+  // invisible and direction-changing characters shown as \u escapes, as the server does
+  var HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+  function visible(s) {
+    return s.replace(HIDDEN, function (c) { return "\\u" + ("000" + c.charCodeAt(0).toString(16)).slice(-4); });
+  }
+
   function field(parent, label, value) {
     if (value === null || value === undefined || value === "" || (Array.isArray(value) && !value.length)) { return; }
     var h = document.createElement("h3"); h.textContent = label; parent.appendChild(h);
     var pre = document.createElement("pre");
-    pre.textContent = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    pre.textContent = visible(typeof value === "string" ? value : JSON.stringify(value, null, 2));
     parent.appendChild(pre);
   }
 
