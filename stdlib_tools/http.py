@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json as _json
 import re
+import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -214,6 +215,11 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
         tmo = config.http_timeout if timeout is None else min(float(timeout), config.http_timeout)
         hdrs = {str(k): str(v) for k, v in (headers or {}).items()}
         hdrs.setdefault("User-Agent", config.http_user_agent)
+        # a traced run's request joins its trace (W3C traceparent of the call's span); looked
+        # up by name, as the standard library does not depend on the core's optional parts
+        telemetry = sys.modules.get("sophon_dsl.telemetry")
+        if telemetry is not None:
+            telemetry.inject(hdrs)
         if not any(k.lower() == "accept-encoding" for k in hdrs):
             hdrs["Accept-Encoding"] = "gzip, deflate"  # what BoundedDecoder undoes
         content: bytes | None = None

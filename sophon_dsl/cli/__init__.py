@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from typing import Callable, Sequence
@@ -33,6 +34,7 @@ COMMAND_MODULES["resume"] = "resume"
 COMMAND_MODULES["approve"] = "approve"
 COMMAND_MODULES["config"] = "config"      # the project config file (issue 28)
 COMMAND_MODULES["lsp"] = "lsp"            # the language server (issue 28)
+COMMAND_MODULES["ui"] = "ui"              # the web dashboard (issue 29)
 
 
 def _handler(module: str) -> Callable[[argparse.Namespace], int]:
@@ -81,9 +83,29 @@ def _warning_line(command: str, default: Callable) -> Callable:
     return show
 
 
+# the commands that run plans: their runs are traced when the environment configures
+# OpenTelemetry (sophon_dsl.telemetry.setup; nothing is imported for the others)
+TRACED_COMMANDS = frozenset({"run", "agent", "goal", "resume", "approve"})
+
+
+def _tracing(command: str) -> Callable[[], None] | None:
+    if command not in TRACED_COMMANDS or not any(k.startswith("OTEL_") for k in os.environ):
+        return None
+    from ..telemetry.setup import SetupError, configure, wanted
+
+    if not wanted():
+        return None
+    try:
+        return configure(warn=lambda m: print(f"sophon-dsl {command}: warning: {m}", file=sys.stderr))
+    except SetupError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _run_command(args: argparse.Namespace) -> int:
+    shutdown = None
     try:
         _project_settings(args)
+        shutdown = _tracing(args.command)
         return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"sophon-dsl {args.command}: error: {exc}", file=sys.stderr)
@@ -93,6 +115,12 @@ def _run_command(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        if shutdown is not None:  # the batch of spans still queued goes out before the exit
+            try:
+                shutdown()
+            except Exception:  # noqa: BLE001 - an unreachable collector must not change the exit code
+                pass
 
 
 def _project_settings(args: argparse.Namespace) -> None:

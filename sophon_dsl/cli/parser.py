@@ -354,6 +354,21 @@ def _lsp_args(sub: argparse._SubParsersAction) -> None:
 COMMAND_ARGS += (_config_args, _lsp_args)
 
 
+def _ui_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="serve the web dashboard over the run store (the ui extra)")
+    p.add_argument("--store", default=None, metavar="URL",
+                   help="the run store (default: $SOPHON_DSL_STORE, else the per-user one); it must exist")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--token", default=None, metavar="TOKEN",
+                   help="access token checked on every request (default: $SOPHON_DSL_UI_TOKEN)")
+    p.add_argument("--open", action="store_true", help="open the dashboard in the default browser")
+    p.add_argument("--run", default=None, metavar="RUN_ID", help="with --open: open this run's page")
+
+
+COMMAND_ARGS += (_ui_args,)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sophon-dsl", description="Check, format, draw and run sophon-dsl plans.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")

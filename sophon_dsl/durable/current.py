@@ -9,6 +9,7 @@ pool with the call it runs for in a thread-local, set by the local invoker.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -38,6 +39,13 @@ class CurrentCall:
     @property
     def idempotency_key(self) -> str:
         return self.key
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the call's span when the run is traced (issue 29), else
+        None (sophon_dsl.telemetry is imported by every run; unloaded, nothing is traced)."""
+        tel = sys.modules.get("sophon_dsl.telemetry")
+        return tel.traceparent(self.run_id, self.call_id) if tel is not None else None
 
 
 def current_call() -> CurrentCall | None:

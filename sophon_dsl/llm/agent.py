@@ -235,8 +235,12 @@ class Agent:
         own = [s for s in specs if s.origin != "stdlib"]
         return own or specs
 
+    _spans: Any = None  # the run's span recorder while tracing is on (sophon_dsl.telemetry)
+
     def _emit(self, event: Event) -> None:
         cbs = self.on_event if isinstance(self.on_event, (list, tuple)) else [self.on_event] if self.on_event else []
+        if self._spans is not None:
+            cbs = [*cbs, self._spans]
         for cb in cbs:
             try:
                 cb(event)
@@ -374,6 +378,9 @@ class Agent:
         delegate = DelegateExecutor(self, depth=self._depth)
         guard = self.guards.start(self.provider)
         run_id = record.run_id if record is not None else None
+        from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
+
+        self._spans = agent_subscriber(run_id, request, durable=record is not None)
         if record is not None:
             record.keep_lease()
             if record.resumed:
@@ -439,6 +446,8 @@ class Agent:
         mode = mode or self.mode
         eager = mode is Mode.EAGER
         bus = EventBus(self.on_event if self.on_event else None)
+        if self._spans is not None:  # the turn's calls become children of its span
+            bus.add_callback(self._spans)
 
         def on_call(cid: str, call: Call, diags: list[Diagnostic]) -> None:
             errs = [d for d in diags if d.is_error]
@@ -463,9 +472,12 @@ class Agent:
         if recorded is not None:
             _replay(turn, durable, *recorded)
         else:
+            llm = self._spans.llm_request(self.provider, self.model) if self._spans is not None else None
             try:
                 async for delta in self.provider.stream(msgs, model=self.model, temperature=self.temperature,
                                                         max_tokens=self.max_tokens):
+                    if llm is not None:
+                        llm.delta(delta)
                     if recorder is not None:  # committed before any call it holds starts (TurnRun)
                         recorder.append(delta)
                     turn.feed(delta)
@@ -474,12 +486,16 @@ class Agent:
             except ProviderError as exc:
                 stop = ("failed", f"provider error: {exc}")
                 turn.provider_error = exc.to_json()
+                if llm is not None:
+                    llm.fail(exc)
             except BaseException:
                 await asyncio.shield(turn.abort())
                 raise
             finally:
                 if recorder is not None:  # what arrived is kept, however the stream ended
                     recorder.flush()
+                if llm is not None:
+                    llm.end(msgs)
         dry: dict | None = None
         if eager or stop is not None:
             outcome = await turn.finish() if (eager or turn.scheduler is not None) else _invalid(turn)

@@ -265,6 +265,7 @@ class RunHandle:
         self._task: asyncio.Task | None = None
         self.run_id: str | None = None   # minted per run (the store's key when durable)
         self.durable: Any = None         # a sophon_dsl.durable.session.DurableRun
+        self.spans: Any = None           # the run's span recorder while tracing is on (sophon_dsl.telemetry)
 
     def events(self, replay: bool = True) -> AsyncIterator[Event]:
         """Async iterator over the run's events; ends after plan_complete / plan_failed."""
@@ -413,6 +414,11 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
 
         opts.approver = begin(handle, store, _load(plan), prep, {"input": input, "state": state, "context": context,
                                                                  "meta": store_meta}, "wait" if wait else opts.approver)
+    from ..telemetry import run_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
+
+    if (spans := run_subscriber(handle, prep)) is not None:  # (a resume sets the run id and store later)
+        bus.add_callback(spans)
+        handle.spans = spans
     return handle, opts, context, prep, input, state
 
 
@@ -420,6 +426,8 @@ async def _stamped(handle: RunHandle, coro: Any) -> RunResult:
     """The run's result with its run id; a durable run records how it ended."""
     result = await (coro if handle.durable is None else handle.durable.guard(coro))
     result.run_id = handle.run_id
+    if handle.spans is not None:  # a run left waiting ends without a terminal event
+        handle.spans.finish(result)
     return result
 
 

@@ -1,0 +1,90 @@
+"""Trace context of the calls that run now (no OpenTelemetry import at module level).
+
+The span recorder registers each call's current attempt span here while it runs; code that
+runs for the call (a tool, the ``http.*`` tools, ``current_call().traceparent``) reads it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+# (run id, call id) -> the span of the call's current attempt, while it runs: what
+# traceparent() and call_context() hand to the code that runs for the call
+_LIVE: dict[tuple[str, str], Any] = {}
+
+
+
+def _register(run_id: str, call_id: str, span: Any) -> None:
+    with _lock:
+        _LIVE[(run_id, call_id)] = span
+
+
+def _unregister(run_id: str, call_id: str, span: Any) -> None:
+    with _lock:
+        if _LIVE.get((run_id, call_id)) is span:
+            del _LIVE[(run_id, call_id)]
+
+
+def _span_for(run_id: str | None, call_id: str | None) -> Any:
+    if run_id is None or call_id is None:
+        from ..durable.current import current_call
+
+        cur = current_call()
+        if cur is None:
+            return None
+        run_id, call_id = cur.run_id, cur.call_id
+    with _lock:
+        return _LIVE.get((run_id, call_id))
+
+
+def traceparent(run_id: str | None = None, call_id: str | None = None) -> str | None:
+    """The W3C ``traceparent`` of a call's span (by default the call the caller runs for), or
+    None when tracing is off or the call has no span."""
+    if not _LIVE:
+        return None
+    span = _span_for(run_id, call_id)
+    if span is None:
+        return None
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def call_context(run_id: str | None = None, call_id: str | None = None) -> Any:
+    """An OpenTelemetry ``Context`` whose current span is the call's, for a tool that starts
+    spans of its own (``tracer.start_as_current_span(name, context=call_context())``); None
+    when there is none."""
+    span = _span_for(run_id, call_id) if _LIVE else None
+    if span is None:
+        return None
+    from opentelemetry import trace
+
+    return trace.set_span_in_context(span)
+
+
+def inject(headers: dict) -> dict:
+    """``headers`` with the current call's ``traceparent`` added (when it has a span and the
+    caller did not set one): what the ``http.*`` tools send."""
+    tp = traceparent()
+    if tp is not None and not any(k.lower() == "traceparent" for k in headers):
+        headers["traceparent"] = tp
+    return headers
+
+
+def parse_traceparent(value: Any) -> tuple[int, int, int] | None:
+    """``(trace id, span id, flags)`` of a W3C ``traceparent`` value, None when malformed."""
+    if not isinstance(value, str):
+        return None
+    parts = value.strip().split("-")
+    if len(parts) != 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2:
+        return None
+    try:
+        version, trace_id, span_id, flags = (int(p, 16) for p in parts)
+    except ValueError:
+        return None
+    if version == 0xFF or trace_id == 0 or span_id == 0:
+        return None
+    return trace_id, span_id, flags

@@ -1,0 +1,387 @@
+"""The dashboard's web app (Starlette): pages and the JSON API over one run store.
+
+Safety (issue 29 item 6): every value from plans, tools and models reaches the page through
+:func:`esc` (HTML escaping, bidi and control characters shown as escapes) or the DOM's
+``textContent``; no link is built from a value (run ids are URL-quoted into our own
+paths); the Content-Security-Policy allows nothing but this server (no inline script, no
+CDN); approve / reject are POST requests carrying the CSRF token of the page; with a token
+(required off the loopback interface) every request must present it, as a cookie set by
+``/?token=...``, an ``Authorization: Bearer`` header or the ``token`` query parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import re
+import secrets
+import subprocess
+import sys
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import data
+
+__all__ = ["make_app", "esc"]
+
+_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+# bidi controls, other invisible format characters and C0/C1 controls (newline and tab kept)
+_HIDDEN = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled", "rejected")
+
+
+def esc(value: Any, limit: int = 20000) -> str:
+    """``value`` as HTML text: escaped, invisible and direction-changing characters shown as
+    ``\\u202e`` escapes (so a tool's output cannot reorder what the page shows), bounded."""
+    import html
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > limit:
+        text = text[:limit] + f"… ({len(text) - limit} more characters)"
+    text = _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return html.escape(text, quote=True)
+
+
+def _pretty(value: Any) -> str:
+    return esc(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+class UI:
+    """One dashboard: its store, token, CSRF secret and the approvals it started."""
+
+    def __init__(self, store: Any, store_url: str | None, token: str | None, poll: float = 0.5) -> None:
+        self.store = store
+        self.store_url = store_url
+        self.token = token
+        self.csrf = secrets.token_urlsafe(32)
+        self.poll = poll
+        self.approvals: dict[str, subprocess.Popen] = {}
+
+    # -------------------------------------------------------------- access
+
+    def allowed(self, request: Request) -> bool:
+        if not self.token:
+            return True
+        given = (request.cookies.get("sophon_ui_token") or request.query_params.get("token")
+                 or request.headers.get("authorization", "").removeprefix("Bearer ").strip())
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def csrf_ok(self, request: Request) -> bool:
+        given = request.headers.get("x-csrf-token", "")
+        if not given or not hmac.compare_digest(given.encode(), self.csrf.encode()):
+            return False
+        origin = request.headers.get("origin")
+        # a browser sends Origin on a cross-site POST: it must be this server
+        return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
+
+    # -------------------------------------------------------------- helpers
+
+    def row(self, run_id: str) -> dict | None:
+        try:
+            return self.store.get_run(run_id)
+        except Exception:  # noqa: BLE001 - a store error is a 404 here, never a traceback
+            return None
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        """Store reads off the event loop (the store's writer thread may be busy)."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def _page(title: str, body: str, ui: UI, extra_head: str = "") -> HTMLResponse:
+    html = (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<meta name="csrf-token" content="{esc(ui.csrf)}">'
+            f'<title>{esc(title)} · sophon-dsl</title><link rel="stylesheet" href="/static/app.css">{extra_head}'
+            f'</head><body><header><a href="/" class="brand">sophon-dsl runs</a></header><main>{body}</main>'
+            f'<script src="/static/app.js"></script></body></html>')
+    return HTMLResponse(html)
+
+
+def _runs_page(ui: UI, request: Request) -> HTMLResponse:
+    q = request.query_params
+    status = q.get("status") or ""
+    status = status if status in STATUSES else ""
+    text = (q.get("q") or "")[:200]
+    try:
+        offset = max(int(q.get("offset") or 0), 0)
+    except ValueError:
+        offset = 0
+    rows, total = data.list_runs(ui.store, status, text, offset, 50)
+    opts = "".join(f'<option value="{s}"{" selected" if s == status else ""}>{s}</option>' for s in ("",) + STATUSES)
+    head = (f'<h1>Runs</h1><form class="filters" method="get" action="/">'
+            f'<label>status <select name="status">{opts}</select></label>'
+            f'<label>text <input name="q" value="{esc(text)}" placeholder="id, goal or plan"></label>'
+            f'<button type="submit">Filter</button></form>')
+    trs = []
+    for r in rows:
+        counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(r["calls"].items())) or "none"
+        dur = f'{r["duration_s"]:.2f} s' if r.get("duration_s") is not None else ""
+        trs.append(f'<tr class="run" data-status="{esc(r["status"])}">'
+                   f'<td><a href="/runs/{quote(r["run_id"], safe="")}">{esc(r["run_id"])}</a></td>'
+                   f'<td><span class="st st-{esc(r["status"])}">{esc(r["status"])}</span></td>'
+                   f'<td class="goal">{esc(r.get("goal") or "")}</td><td>{esc(r.get("plan_id") or "")}</td>'
+                   f'<td>{esc(r.get("created") or "")}</td><td>{dur}</td><td>{counts}</td></tr>')
+    table = ('<div class="scroll"><table class="runs"><thead><tr><th>run</th><th>status</th><th>goal</th>'
+             '<th>plan</th><th>started</th><th>duration</th><th>calls</th></tr></thead><tbody>'
+             + ("".join(trs) or '<tr><td colspan="7">no runs</td></tr>') + "</tbody></table></div>")
+    nav = []
+    base = {"status": status, "q": text}
+    if offset > 0:
+        nav.append(f'<a href="/?{esc(urlencode({**base, "offset": max(offset - 50, 0)}))}">newer</a>')
+    if offset + 50 < total:
+        nav.append(f'<a href="/?{esc(urlencode({**base, "offset": offset + 50}))}">older</a>')
+    pager = f'<p class="pager">{total} run(s) {" ".join(nav)}</p>'
+    return _page("Runs", head + table + pager, ui)
+
+
+def _run_page(ui: UI, row: dict) -> HTMLResponse:
+    run_id = row["run_id"]
+    kind = data.kind_of(row)
+    result = data.run_json(ui.store, row)
+    head = (f'<h1>Run <span class="rid">{esc(run_id)}</span></h1>'
+            f'<p>status <span id="run-status" class="st st-{esc(row["status"])}">{esc(row["status"])}</span>'
+            f' · {esc(kind)} run · goal <span class="goal">{esc(row.get("goal") or "")}</span></p>')
+    body = [head, _waiting_panel(result.get("waiting"), run_id)]
+    if kind != "plan":  # agent and goal runs: their turns / steps as runs show --json gives them
+        body.append(f'<h2>{"Turns" if kind == "agent" else "Steps"}</h2><pre class="json">{_pretty(result)}</pre>')
+        attrs = f'data-run="{esc(run_id)}" data-kind="{esc(kind)}"'
+        return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
+    pv = data.plan_view(row)
+    snap = data.snapshot(ui.store, row, pv["plan"])
+    body.append(_dag(pv, snap))
+    body.append(_timeline(data.timeline(result, pv["deps"])))
+    body.append('<h2>Calls</h2><div class="scroll"><table class="calls"><thead><tr><th>call</th><th>tool</th>'
+                '<th>status</th><th>attempts</th><th>error</th></tr></thead><tbody>')
+    for c in result["calls"]:
+        st = snap["calls"].get(c["id"], c["status"])
+        err = f'{c["error"].get("error")}: {c["error"].get("cause")}' if isinstance(c.get("error"), dict) else ""
+        body.append(f'<tr data-call="{esc(c["id"])}"><td><button class="open" data-call="{esc(c["id"])}">'
+                    f'{esc(c["id"])}</button></td><td>{esc(c["tool"])}</td>'
+                    f'<td><span class="st st-{esc(st.replace(" ", "-"))}" data-status-of="{esc(c["id"])}">{esc(st)}</span></td>'
+                    f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(err)}</td></tr>')
+    body.append('</tbody></table></div><section id="panel" hidden><h2>Call <span id="panel-id"></span></h2>'
+                '<div id="panel-body"></div></section>')
+    attrs = f'data-run="{esc(run_id)}" data-kind="plan" data-status="{esc(row["status"])}"'
+    return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
+
+
+def _waiting_panel(waiting: Any, run_id: str) -> str:
+    if not isinstance(waiting, dict):
+        return ""
+    items = []
+    for c in waiting.get("calls") or ():
+        items.append(f'<li><b>{esc(c.get("id"))}</b> {esc(c.get("tool"))} · risk {esc(c.get("risk"))}'
+                     f'<pre>{esc(c.get("args") or "")}</pre></li>')
+    return (f'<section id="waiting" class="waiting"><h2>Waiting for approval</h2>'
+            f'<p>{esc(waiting.get("kind") or "")} decision <code>{esc(waiting.get("decision"))}</code></p>'
+            f'<ul>{"".join(items)}</ul><label>reason <input id="reason" maxlength="500"></label> '
+            f'<button id="approve" class="approve">Approve</button> <button id="reject" class="reject">Reject</button>'
+            f'<p id="decision-note" role="status"></p></section>')
+
+
+def _dag(pv: dict, snap: dict) -> str:
+    """The plan's DAG as SVG: a column per layer, a node per call (maps collapsed: one node
+    with its items' progress), edges as lines; wide layers are cut at data.MAX_LAYER."""
+    w, h, gx, gy = 150, 34, 60, 14
+    pos = {n["id"]: (n["layer"] * (w + gx), n["pos"] * (h + gy)) for n in pv["nodes"]}
+    width = max(pv["layers"], 1) * (w + gx)
+    height = max(pv["width"], 1) * (h + gy)
+    parts = [f'<svg class="dag" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="plan graph">']
+    for a, b in pv["edges"]:
+        (x1, y1), (x2, y2) = pos[a], pos[b]
+        parts.append(f'<line x1="{x1 + w}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 + h / 2}" class="edge"/>')
+    for n in pv["nodes"]:
+        x, y = pos[n["id"]]
+        st = snap["calls"].get(n["id"], "pending")
+        label = f'{n["id"]} {n["tool"]}'
+        items = snap["maps"].get(n["id"])
+        if n["map"] and items:
+            label += " [" + ", ".join(f"{v} {k}" for k, v in sorted(items.items())) + "]"
+        parts.append(f'<g class="node st-{esc(st.replace(" ", "-"))}" data-node="{esc(n["id"])}" '
+                     f'transform="translate({x},{y})"><rect width="{w}" height="{h}" rx="6"/>'
+                     f'<text x="6" y="14">{esc(label, 60)}</text>'
+                     f'<text x="6" y="28" class="nst" data-node-status="{esc(n["id"])}">{esc(st)}</text></g>')
+    for more in pv["hidden"]:
+        x, y = more["layer"] * (w + gx), more["pos"] * (h + gy)
+        parts.append(f'<g class="node more" transform="translate({x},{y})"><rect width="{w}" height="{h}" rx="6"/>'
+                     f'<text x="6" y="20">+{more["more"]} more</text></g>')
+    parts.append("</svg>")
+    return '<h2>Plan</h2><div class="scroll dagbox">' + "".join(parts) + "</div>"
+
+
+def _timeline(tl: dict) -> str:
+    if not tl["bars"]:
+        return '<h2>Timeline</h2><p>no call has run yet</p>'
+    total = tl["total"] or 1e-9
+    rows = []
+    for b in tl["bars"][:2000]:
+        left, width = 100 * b["start"] / total, max(100 * (b["end"] - b["start"]) / total, 0.3)
+        crit = " critical" if b["critical"] else ""
+        rows.append(f'<div class="bar-row"><span class="bar-id">{esc(b["id"])}</span><span class="track">'
+                    f'<span class="bar{crit}" data-left="{left:.3f}" data-width="{width:.3f}" '
+                    f'title="{esc(b["id"])}: {b["end"] - b["start"]:.3f} s"></span></span></div>')
+    return (f'<h2>Timeline</h2><p>{tl["total"]:.3f} s; critical path: '
+            f'{esc(" → ".join(tl["critical"]))}</p><div class="timeline">{"".join(rows)}</div>')
+
+
+def make_app(store: Any, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:
+    ui = UI(store, store_url, token, poll)
+
+    async def index(request: Request) -> Response:
+        if ui.token and request.query_params.get("token"):  # the token moves into a cookie, out of the URL
+            resp = RedirectResponse("/", status_code=303)
+            resp.set_cookie("sophon_ui_token", request.query_params["token"], httponly=True, samesite="strict")
+            return resp
+        return await ui.call(_runs_page, ui, request)
+
+    async def run_page(request: Request) -> Response:
+        row = await ui.call(ui.row, request.path_params["run_id"])
+        if row is None:
+            return _page("Not found", f'<h1>No run {esc(request.path_params["run_id"])}</h1>', ui)
+        return await ui.call(_run_page, ui, row)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        types = {"app.js": "text/javascript", "app.css": "text/css"}
+        if name not in types:
+            return Response("not found", status_code=404)
+        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        return Response(body, media_type=types[name], headers={"Cache-Control": "no-cache"})
+
+    async def api_runs(request: Request) -> Response:
+        q = request.query_params
+        try:
+            offset, limit = max(int(q.get("offset") or 0), 0), min(max(int(q.get("limit") or 50), 1), 500)
+        except ValueError:
+            return JSONResponse({"error": "offset and limit are integers"}, status_code=400)
+        rows, total = await ui.call(data.list_runs, ui.store, q.get("status"), q.get("q"), offset, limit)
+        return JSONResponse({"runs": rows, "total": total, "offset": offset, "limit": limit})
+
+    async def api_run(request: Request) -> Response:
+        row = await ui.call(ui.row, request.path_params["run_id"])
+        if row is None:
+            return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+        out = await ui.call(data.run_json, ui.store, row)
+        return Response(json.dumps(out, ensure_ascii=False, default=str), media_type="application/json")
+
+    async def api_call(request: Request) -> Response:
+        row = await ui.call(ui.row, request.path_params["run_id"])
+        if row is None or data.kind_of(row) != "plan":
+            return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+        out = await ui.call(data.call_detail, ui.store, row, request.path_params["call_id"])
+        if out is None:
+            return JSONResponse({"error": "no such call"}, status_code=404)
+        return Response(json.dumps(out, ensure_ascii=False, default=str), media_type="application/json")
+
+    async def api_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        row = await ui.call(ui.row, run_id)
+        if row is None:
+            return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+        plan = data._stored_plan(row) if data.kind_of(row) == "plan" else None
+
+        async def stream():
+            last = None
+            while True:
+                current = await ui.call(ui.row, run_id)
+                if current is None:
+                    return
+                snap = await ui.call(data.snapshot, ui.store, current, plan)
+                text = json.dumps(snap, ensure_ascii=False, default=str)
+                if text != last:
+                    last = text
+                    yield f"event: snapshot\ndata: {text}\n\n"
+                else:
+                    yield ": keep-alive\n\n"
+                if await request.is_disconnected():
+                    return
+                await asyncio.sleep(ui.poll)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def decide(action: str):
+        async def endpoint(request: Request) -> Response:
+            if not ui.csrf_ok(request):
+                return JSONResponse({"error": "CSRF token missing or wrong"}, status_code=403)
+            run_id = request.path_params["run_id"]
+            row = await ui.call(ui.row, run_id)
+            if row is None:
+                return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+            if row["status"] != "waiting":
+                return JSONResponse({"error": f"run {run_id} is not waiting (status {row['status']})"},
+                                    status_code=409)
+            try:
+                body = await request.json() if (await request.body()) else {}
+            except ValueError:
+                return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+            reason = body.get("reason") if isinstance(body, dict) else None
+            proc = ui.approvals.get(run_id)
+            if proc is not None and proc.poll() is None:
+                return JSONResponse({"error": "a decision for this run is being carried out"}, status_code=409)
+            # exactly what `sophon-dsl approve` does: that command, in a process of its own (the
+            # run continues there, with the run's sealed tool configuration)
+            cmd = [sys.executable, "-m", "sophon_dsl", "approve", run_id]
+            if action == "reject":
+                cmd.append("--reject")
+            if isinstance(reason, str) and reason.strip():
+                cmd += ["--reason", reason[:500]]
+            if ui.store_url:
+                cmd += ["--store", ui.store_url]
+            ui.approvals[run_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            return JSONResponse({"run_id": run_id, "action": action, "started": True}, status_code=202)
+        return endpoint
+
+    async def csrf(request: Request) -> Response:
+        return JSONResponse({"csrf": ui.csrf})
+
+    routes = [
+        Route("/", index), Route("/runs/{run_id:path}", run_page), Route("/static/{name}", static),
+        Route("/api/csrf", csrf), Route("/api/runs", api_runs),
+        Route("/api/runs/{run_id}/calls/{call_id:path}", api_call),
+        Route("/api/runs/{run_id}/events", api_events),
+        Route("/api/runs/{run_id}/approve", decide("approve"), methods=["POST"]),
+        Route("/api/runs/{run_id}/reject", decide("reject"), methods=["POST"]),
+        Route("/api/runs/{run_id}", api_run),
+    ]
+    from starlette.middleware import Middleware
+
+    app = Starlette(routes=routes, middleware=[Middleware(_Guard, ui=ui)])
+    app.state.ui = ui
+    return app
+
+
+class _Guard:
+    """Token check on every request and the security headers on every response."""
+
+    def __init__(self, app: Any, ui: UI) -> None:
+        self.app = app
+        self.ui = ui
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_secured(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*(message.get("headers") or []), *_SECURITY]}
+            await send(message)
+
+        if not self.ui.allowed(Request(scope)):
+            resp = Response("a token is required: open /?token=...", status_code=401, media_type="text/plain")
+            return await resp(scope, receive, send_secured)
+        await self.app(scope, receive, send_secured)
+
+
+_SECURITY = [(b"content-security-policy", _CSP.encode()), (b"x-content-type-options", b"nosniff"),
+             (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]

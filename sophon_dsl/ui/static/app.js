@@ -1,0 +1,103 @@
+// sophon-dsl dashboard. Values reach the page only through textContent (never innerHTML),
+// and the only requests go to this server (the Content-Security-Policy allows no other).
+(function () {
+  "use strict";
+  var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  var run = document.getElementById("run");
+
+  // timeline bars: positions come as data attributes (the CSP allows no inline styles)
+  document.querySelectorAll(".bar").forEach(function (b) {
+    b.style.left = b.dataset.left + "%";
+    b.style.width = b.dataset.width + "%";
+  });
+  if (!run) { return; }
+  var runId = run.dataset.run;
+  var base = "/api/runs/" + encodeURIComponent(runId);
+
+  function setStatus(el, st, prefixClass) {
+    el.className = el.className.split(" ").filter(function (c) { return c.indexOf("st-") !== 0; }).join(" ")
+      + " st-" + st.replace(/ /g, "-");
+    if (!prefixClass) { el.textContent = st; }
+  }
+
+  function apply(snap) {
+    var rs = document.getElementById("run-status");
+    if (rs) { setStatus(rs, snap.status); }
+    run.dataset.status = snap.status;
+    Object.keys(snap.calls || {}).forEach(function (id) {
+      var st = snap.calls[id];
+      document.querySelectorAll('[data-status-of]').forEach(function (el) {
+        if (el.getAttribute("data-status-of") === id) { setStatus(el, st); }
+      });
+      document.querySelectorAll('[data-node]').forEach(function (g) {
+        if (g.getAttribute("data-node") === id) {
+          g.setAttribute("class", "node st-" + st.replace(/ /g, "-"));
+          var t = g.querySelector("[data-node-status]");
+          if (t) { t.textContent = st; }
+        }
+      });
+    });
+    var w = document.getElementById("waiting");
+    if (w && snap.status !== "waiting") { w.hidden = true; }
+  }
+
+  if (window.EventSource && run.dataset.kind === "plan") {
+    var es = new EventSource(base + "/events");
+    es.addEventListener("snapshot", function (e) {
+      try { apply(JSON.parse(e.data)); } catch (err) { /* a bad frame is skipped */ }
+    });
+  }
+
+  // invisible and direction-changing characters shown as \u escapes, as the server does
+  var HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+  function visible(s) {
+    return s.replace(HIDDEN, function (c) { return "\\u" + ("000" + c.charCodeAt(0).toString(16)).slice(-4); });
+  }
+
+  function field(parent, label, value) {
+    if (value === null || value === undefined || value === "" || (Array.isArray(value) && !value.length)) { return; }
+    var h = document.createElement("h3"); h.textContent = label; parent.appendChild(h);
+    var pre = document.createElement("pre");
+    pre.textContent = visible(typeof value === "string" ? value : JSON.stringify(value, null, 2));
+    parent.appendChild(pre);
+  }
+
+  document.querySelectorAll("button.open").forEach(function (b) {
+    b.addEventListener("click", function () {
+      var id = b.getAttribute("data-call");
+      fetch(base + "/calls/" + encodeURIComponent(id), {credentials: "same-origin"})
+        .then(function (r) { return r.json(); })
+        .then(function (d) {
+          var panel = document.getElementById("panel");
+          document.getElementById("panel-id").textContent = id;
+          var body = document.getElementById("panel-body");
+          body.textContent = "";
+          field(body, "call", d.call);
+          field(body, "status", d.status + (d.attempts ? " after " + d.attempts + " attempt(s)" : ""));
+          field(body, "error", d.error);
+          field(body, "reason", d.reason);
+          if (d.started && d.ended) { field(body, "time", ((d.ended - d.started) * 1000).toFixed(1) + " ms"); }
+          field(body, "wrote", d.writes);
+          field(body, "items", d.items);
+          panel.hidden = false;
+        });
+    });
+  });
+
+  function decide(action) {
+    var note = document.getElementById("decision-note");
+    var reason = (document.getElementById("reason") || {}).value || "";
+    fetch(base + "/" + action, {
+      method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+      body: JSON.stringify({reason: reason})
+    }).then(function (r) { return r.json().then(function (d) { return [r.status, d]; }); })
+      .then(function (res) {
+        note.textContent = res[0] === 202 ? (action === "approve" ? "approved: the run continues" : "rejected")
+                                          : (res[1].error || "refused");
+      });
+  }
+  var a = document.getElementById("approve"), r = document.getElementById("reject");
+  if (a) { a.addEventListener("click", function () { decide("approve"); }); }
+  if (r) { r.addEventListener("click", function () { decide("reject"); }); }
+})();

@@ -1,0 +1,127 @@
+"""The dashboard in a real headless Chromium (Debian's chromium, driven by Playwright),
+against `sophon-dsl ui` serving a store the real CLI writes (issue 29 item 7).  Screenshots
+of each page go to $SOPHON_TEST_ARTIFACTS/ui (default test-artifacts/ui in the checkout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from .helpers import ROOT, cli, make_plan, start_ui, stop, wait_status
+
+CHROMIUM = os.environ.get("SOPHON_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = Path(os.environ.get("SOPHON_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "ui"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert os.path.exists(CHROMIUM), f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1200, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    problems: list[str] = []
+    pg.on("dialog", lambda d: (problems.append("dialog: " + d.message), d.dismiss()))
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("request", lambda r: None if r.url.startswith("http://127.0.0.1:") else problems.append("external: " + r.url))
+    pg.problems = problems  # type: ignore[attr-defined]
+    yield pg
+    ctx.close()
+    assert problems == []  # no script ran from a value, nothing left the server
+
+
+def _narrow(page, name: str) -> None:
+    """The page at 375 px wide: nothing overflows the viewport sideways."""
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_timeout(100)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 376
+    page.screenshot(path=str(SHOTS / f"{name}-375.png"), full_page=True)
+    page.set_viewport_size({"width": 1200, "height": 900})
+
+
+def test_runs_list_and_a_live_run(page, tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    hostile = make_plan(tmp_path, "h.plan", 'goal = "<img src=x onerror=alert(1)> goal"\n†state.h = hostile(x="\\u202eevil")\n')
+    done = cli("run", str(hostile), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    hostile_id = json.loads(done.stdout)["run_id"]
+    release = tmp_path / "release"
+    plan = make_plan(tmp_path, "live.plan", f'goal = "live"\n†state.a = wait_for(path="{release}")\n'
+                                            f'†state.b = echo(x=†state.a)\n')
+    server, base = start_ui(url, tmp_path)
+    runner = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path, background=True)
+    try:
+        live = wait_status(url, None, {"running"})
+        page.goto(base + "/")
+        expect(page.locator("tr.run")).to_have_count(2)
+        expect(page.locator("table.runs")).to_contain_text("<img src=x onerror=alert(1)> goal")
+        page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+        _narrow(page, "runs")
+        page.goto(f"{base}/runs/{hostile_id}")
+        page.click('button.open[data-call="c1"]')
+        expect(page.locator("#panel-body")).to_contain_text("javascript:alert(document.cookie)")
+        expect(page.locator("#panel-body")).to_contain_text("\\u202egnp.exe")  # the bidi character shown, not obeyed
+        assert page.locator("#panel-body a, #panel-body img, #panel-body script").count() == 0
+        page.screenshot(path=str(SHOTS / "run-hostile.png"), full_page=True)
+        # the running plan: c1 runs; once released, c1 and c2 succeed without a reload
+        page.goto(f"{base}/runs/{live['run_id']}")
+        expect(page.locator('[data-status-of="c1"]')).to_have_text("running")
+        expect(page.locator('[data-node-status="c1"]')).to_have_text("running")
+        page.evaluate("window.__notReloaded = true")
+        page.screenshot(path=str(SHOTS / "run-running.png"), full_page=True)
+        release.write_text("go")
+        expect(page.locator('[data-status-of="c1"]')).to_have_text("succeeded")
+        expect(page.locator('[data-status-of="c2"]')).to_have_text("succeeded")
+        expect(page.locator("#run-status")).to_have_text("succeeded")
+        assert page.evaluate("window.__notReloaded") is True
+        page.screenshot(path=str(SHOTS / "run-succeeded.png"), full_page=True)
+        _narrow(page, "run")
+        assert runner.wait(timeout=60) == 0
+    finally:
+        release.write_text("go")
+        stop(runner)
+        stop(server)
+
+
+def test_approve_a_waiting_run_from_its_page(page, tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    plan = make_plan(tmp_path, "risky.plan", '†state.s = send(to="bob")\n†state.t = echo(x=†state.s)\n')
+    waiting = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--approve", "wait", "--json", cwd=tmp_path)
+    assert waiting.returncode == 1, waiting.stderr
+    run_id = json.loads(waiting.stdout)["run_id"]
+    server, base = start_ui(url, tmp_path)
+    try:
+        page.goto(f"{base}/runs/{run_id}")
+        expect(page.locator("#waiting")).to_contain_text("send")
+        expect(page.locator("#waiting")).to_contain_text("risk high")
+        expect(page.locator("#waiting")).to_contain_text('to="bob"')
+        page.screenshot(path=str(SHOTS / "run-waiting.png"), full_page=True)
+        _narrow(page, "run-waiting")
+        page.fill("#reason", "looks fine")
+        page.click("#approve")
+        expect(page.locator("#decision-note")).to_contain_text("approved")
+        expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+        expect(page.locator('[data-status-of="c2"]')).to_have_text("succeeded")
+        expect(page.locator("#waiting")).to_be_hidden()
+        page.screenshot(path=str(SHOTS / "run-approved.png"), full_page=True)
+    finally:
+        stop(server)
+    shown = json.loads(cli("runs", "show", run_id, "--store", url, "--json", cwd=tmp_path).stdout)
+    assert shown["status"] == "succeeded" and shown["state"]["state"]["t"] == "sent to bob"
