@@ -70,7 +70,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     options: dict[str, Any] = {"approve": prompt.ask if prompt is not None else approve}
     if view is not None:
         options["on_event"] = view
-    for name in ("max_concurrency", "timeout", "max_time"):
+    for name in ("max_concurrency", "timeout", "max_time", "max_memory"):
         value = getattr(args, name)
         if value is not None:
             options[name] = value

@@ -133,6 +133,7 @@ class InputResolver:
         # the bounds of a reference's JMESPath; the scheduler puts the run's own here when it
         # starts (its max_result_bytes, deadline and stop flag)
         self.limits: QueryLimits = DEFAULT_LIMITS
+        self._expensive: dict[int, tuple] = {}  # id(ref) -> (ref, value, its QueryTooExpensive): see _query
 
     # -- one reference ---------------------------------------------------------
 
@@ -240,8 +241,22 @@ class InputResolver:
         value = self.get(ref.kind, ref.path)
         if value is MISSING or ref.query is None:
             return value
-        # JMESPath after the path: applied to the value there, within the run's bounds
-        return query_value(ref.query, value, self.limits)
+        return self._query(ref, value)  # JMESPath after the path: applied to the value there
+
+    def _query(self, ref: Reference, value: Any) -> Any:
+        """``ref``'s JMESPath applied to ``value`` within the run's bounds.  A read past a
+        bound that does not depend on the clock (steps, size, nesting) fails again on the
+        same value: remembered, so a call examined again (or the map driver looking at an
+        outer read) does not pay a million steps once more."""
+        hit = self._expensive.get(id(ref))
+        if hit is not None and hit[0] is ref and hit[1] is value:
+            raise QueryTooExpensive(hit[2].bound, hit[2].message)
+        try:
+            return query_value(ref.query, value, self.limits)
+        except QueryTooExpensive as exc:
+            if exc.bound in ("steps", "size", "depth"):
+                self._expensive[id(ref)] = (ref, value, exc)  # (both kept: their ids stay theirs)
+            raise
 
     def _written_by(self, ref: Reference, writers: tuple[int, ...]) -> bool:
         """Some writer wrote a path of ``ref``'s kind that is a prefix of its path or extends it."""

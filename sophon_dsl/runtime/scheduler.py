@@ -72,6 +72,7 @@ _INTENT_WINDOW = 2 * _BURST
 # cancellation (an async tool catching CancelledError) is abandoned after this, so the run
 # still ends within max_time plus one second (its record says it was cancelled).
 _SHUTDOWN_GRACE = 0.5
+_FOREVER = float("inf")
 _NO_SIZE_BOUND = 1 << 62  # max_result_bytes=None: a reference's JMESPath has no size bound either
 
 
@@ -604,7 +605,9 @@ class Scheduler:
         """The run's deadline (``time.monotonic()``), the JMESPath bounds of its references,
         and the watchdog when it has a time or memory limit."""
         opts = self.opts
-        deadline = time.monotonic() + opts.max_time if opts.max_time is not None else None
+        # (max_time=inf is no limit: no deadline, no watchdog)
+        deadline = time.monotonic() + opts.max_time if opts.max_time is not None and opts.max_time < _FOREVER \
+            else None
         self.inputs.limits = QueryLimits(
             max_bytes=opts.max_result_bytes if opts.max_result_bytes is not None else _NO_SIZE_BOUND,
             deadline=deadline, stop=lambda: self._stopping)
@@ -684,11 +687,15 @@ class Scheduler:
         else:
             err = ErrorInfo(PLAN_CANCELLED, stop_cause(why))
         self.plan_error = err
+        # finish_call, not finish: a map driver's per-item accounting is moot once the run
+        # stops (no item starts, no map ends), and a map that expanded 100,000 items leaves
+        # as many records to close here, inside the one second max_time allows
+        finish, reason = self.finish_call, "not started: " + err.cause
         for i, rec in enumerate(self.records):
             if rec.status not in TERMINAL:
                 rec.error = err
-                rec.reason = "not started: " + err.cause
-                self.finish(i, "cancelled")
+                rec.reason = reason
+                finish(i, "cancelled")
 
     def status(self) -> str:
         if self._stopping in ("cancelled", "waiting"):

@@ -112,7 +112,9 @@ class Watchdog:
         while True:
             wait = self.interval if budget is not None and base is not None else None
             if deadline is not None:
-                left = max(deadline - time.monotonic(), 0.0)
+                # (an hour at most per wait: a far deadline, max_time=1e12, is past what a
+                # lock's timeout accepts)
+                left = min(max(deadline - time.monotonic(), 0.0), 3600.0)
                 wait = left if wait is None else min(wait, left)
             if self._ended.wait(wait):
                 return
