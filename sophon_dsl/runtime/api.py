@@ -497,7 +497,9 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(plan, tools, input=input, state=state, **options))
+        from .watchdog import run_sync  # (asyncio.run, but a call the run abandoned does not hold it)
+
+        return run_sync(arun(plan, tools, input=input, state=state, **options))
     raise RuntimeError("sophon_dsl.run() was called inside a running event loop; use 'await sophon_dsl.arun(...)'")
 
 

@@ -18,6 +18,7 @@ The scheduler works through three seams (``docs/design.md``): a
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import time
@@ -195,6 +196,7 @@ class Scheduler:
         self._stopping: str | None = None
         self._running = False
         self._watchdog: Watchdog | None = None
+        self._abandoned = False  # a call's task outlived the shutdown (see _result)
         self._ready: deque = deque()
         self._burst = 0
         self._held = 0  # calls whose tasks wait for their intents to be committed (durable runs)
@@ -675,7 +677,8 @@ class Scheduler:
             if not t.done():
                 t.cancel()
         if self._tasks:  # at most _SHUTDOWN_GRACE: a task that ignores its cancellation is left behind
-            await asyncio.wait(list(self._tasks.values()), timeout=_SHUTDOWN_GRACE)
+            _, left = await asyncio.wait(list(self._tasks.values()), timeout=_SHUTDOWN_GRACE)
+            self._abandoned = bool(left)
         if why == "timeout":
             err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
         elif why == "memory":
@@ -728,6 +731,9 @@ class Scheduler:
         else:
             self.emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
         hidden = ("input",) if self.maps is None else ("input", *self.maps.hidden)
-        return RunResult(status, self.store.resolved(exclude=hidden), output, self.records,
+        # an abandoned task may still end one day and fill in its record: the result keeps
+        # the records as they are now
+        records = self.records if not self._abandoned else [copy.copy(r) for r in self.records]
+        return RunResult(status, self.store.resolved(exclude=hidden), output, records,
                          self.store.snapshot(), self.plan_id, self.feed.plan.goal, self.plan_error,
                          self.bus.snapshot(), run_id=self.run_id)

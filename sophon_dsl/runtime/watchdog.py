@@ -24,13 +24,14 @@ such values before they are built.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Coroutine
 
-__all__ = ["SAMPLE_INTERVAL", "Watchdog", "memory_supported", "parse_size", "rss_bytes"]
+__all__ = ["SAMPLE_INTERVAL", "Watchdog", "memory_supported", "parse_size", "rss_bytes", "run_sync"]
 
 SAMPLE_INTERVAL = 0.05  # seconds between two RSS samples (about 10 us each)
 
@@ -135,3 +136,50 @@ class Watchdog:
             self.trip(why)
         except Exception:  # noqa: BLE001 - the loop closed meanwhile: the run has ended anyway
             pass
+
+
+_LEFT_BEHIND: list = []  # loops kept from the garbage collector with their abandoned tasks (see run_sync)
+
+
+def run_sync(main: Coroutine[Any, Any, Any], grace: float = 0.5) -> Any:
+    """``asyncio.run(main)``, except at the end: tasks still running once ``main`` returned
+    are cancelled and waited for at most ``grace`` seconds.  ``asyncio.run`` waits for them
+    without end, so an async tool that swallows its cancellation (the call a stopped run
+    abandoned) would hold the caller forever after the run itself returned.  Then the loop
+    is left as it is, not closed (its tasks frozen; the process usually exits next)."""
+    runner = asyncio.Runner()
+    try:
+        result = runner.run(main)
+    except BaseException:
+        _close(runner, grace)
+        raise
+    _close(runner, grace)
+    return result
+
+
+def _close(runner: asyncio.Runner, grace: float) -> None:
+    if runner.run(_cancel_others(grace)):
+        _LEFT_BEHIND.append(runner)  # (closing would wait for them: asyncio.Runner.close)
+        # their records already say they were cancelled: no "Task was destroyed but it is
+        # pending!" when the interpreter exits
+        runner.get_loop().set_exception_handler(_quiet_about_pending)
+        asyncio.set_event_loop(None)
+        return
+    runner.close()
+
+
+def _quiet_about_pending(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    if "destroyed but it is pending" not in str(context.get("message", "")):
+        loop.default_exception_handler(context)
+
+
+async def _cancel_others(grace: float) -> bool:
+    """Cancel every other task of this loop; whether some are still running after ``grace`` s."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for t in others:
+        t.cancel()
+    if not others:
+        return False
+    _, left = await asyncio.wait(others, timeout=grace)
+    return bool(left)
