@@ -234,3 +234,30 @@ def test_data_query_and_references_share_one_interpreter():
     plan = f'†state.x = data.query(value=[1, 2, 3], expression="{"@" + " | @" * (MAX_QUERY_DEPTH + 5)}")\n'
     result = sophon_dsl.run(plan)
     assert _error(result, "c1") == "Data.InvalidQuery"
+
+
+# --------------------------------------------------------------------------- random expressions
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from jmespath.exceptions import JMESPathError  # noqa: E402
+
+from sophon_dsl.runtime.validation import json_size  # noqa: E402
+
+_STAGES = ["[@, @]", "[@, @, @, @, @, @, @, @, @, @][]", "join('', [@, @])", "to_string([@, @])", "[*]", "[]",
+           "sort(@)", "length(@)", "{a: @, b: @}", "values(@)", "reverse(@)", "[?@ == @]", "max_by(@, &@)",
+           "[0]", "[-1:]", "not_null(@, `1`)", "merge(@, @)", "keys(@)", "@", "to_array(@)"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_STAGES), min_size=1, max_size=25),
+       st.sampled_from(["ab", [1, 2, 3], {"a": "x"}, [[1], [2, [3]]], None, 7]))
+def test_random_pipelines_end_within_their_bounds(stages, value):
+    """Whatever a pipeline of growing stages asks, the interpreter answers with a value within
+    its size bound, a JMESPath error of the expression itself, or QueryTooExpensive."""
+    limits = QueryLimits(max_steps=20_000, max_bytes=1 << 16)
+    try:
+        result = search(compile_query(" | ".join(stages)), value, limits)
+    except (QueryTooExpensive, JMESPathError):
+        return
+    size = json_size(result, limits.max_bytes)
+    assert size is not None and size <= limits.max_bytes

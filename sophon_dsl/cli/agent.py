@@ -158,7 +158,9 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
         agent.run_options["advisor"] = LLMAdvisor(provider, args.model)
     try:
-        result = asyncio.run(until_done_or_interrupted(
+        from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
+
+        result = run_sync(until_done_or_interrupted(
             agent.arun(args.request, input=input_value, state=state_value), final))
     finally:
         if tool_executor is not None:

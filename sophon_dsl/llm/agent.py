@@ -277,8 +277,10 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(request, input=input, state=state, instances=instances,
-                                         planning=planning, run_id=run_id))
+            from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
+
+            return run_sync(self.arun(request, input=input, state=state, instances=instances,
+                                      planning=planning, run_id=run_id))
         raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
