@@ -677,7 +677,10 @@ class Scheduler:
             if not t.done():
                 t.cancel()
         if self._tasks:  # at most _SHUTDOWN_GRACE: a task that ignores its cancellation is left behind
-            _, left = await asyncio.wait(list(self._tasks.values()), timeout=_SHUTDOWN_GRACE)
+            done, left = await asyncio.wait(list(self._tasks.values()), timeout=_SHUTDOWN_GRACE)
+            for t in done:  # (retrieved, as gather did: no "exception was never retrieved" later)
+                if not t.cancelled():
+                    t.exception()
             self._abandoned = bool(left)
         if why == "timeout":
             err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
