@@ -24,7 +24,9 @@ starts with a bracket that is not a plain index (``†state.items[-1]``,
 ``†state.orders[?total > `100`].id``); any other expression is written in
 braces (``†{state.items | [0]}``, ``†{state.user."first-name"}``).  The
 expression is compiled when the reference is read from the source, so a
-malformed one is reported there (E105), and once per distinct text.
+malformed one (or one nested more than 128 levels) is reported there (E105), and
+once per distinct text.  It is evaluated by the bounded interpreter of
+:mod:`sophon_dsl.jmes_bounded` (steps, size, the run's deadline).
 """
 
 from __future__ import annotations
@@ -112,38 +114,50 @@ _COMPILED: dict[str, Any] = {}
 
 
 def _compile(query: str, offset: int = 0) -> Any:
-    """The compiled JMESPath expression of a reference's query (one per distinct text)."""
+    """The compiled JMESPath expression of a reference's query (one per distinct text),
+    nested at most ``jmes_bounded.MAX_QUERY_DEPTH`` levels (deeper is malformed here, E105:
+    the parser and the interpreter recurse per level)."""
     hit = _COMPILED.get(query)
     if hit is not None:
         return hit
-    import jmespath
     from jmespath.exceptions import JMESPathError
+
+    from .jmes_bounded import MAX_QUERY_DEPTH, QueryTooExpensive, compile_query
 
     prefix = "@" if query[0] in ".[" else "@ "
     try:
-        compiled = jmespath.compile(prefix + query)
+        compiled = compile_query(prefix + query)
     except JMESPathError as exc:
         pos = getattr(exc, "lex_position", None)
         at = offset + max(0, (pos if isinstance(pos, int) else len(prefix)) - len(prefix))
         reason = getattr(exc, "msg", None) or str(exc).splitlines()[0]
         raise ReferenceSyntaxError(f"malformed JMESPath expression {query!r} in a reference: {reason}",
                                    at) from None
+    except QueryTooExpensive:  # (the only bound a compile checks: nesting)
+        shown = query if len(query) <= 60 else query[:57] + "..."
+        raise ReferenceSyntaxError(f"JMESPath expression {shown!r} in a reference is nested more than "
+                                   f"{MAX_QUERY_DEPTH} levels deep", offset) from None
     if len(_COMPILED) > 4096:  # plans written by a model may hold many distinct queries
         _COMPILED.clear()
     _COMPILED[query] = compiled
     return compiled
 
 
-def query_value(query: str, value: Any) -> Any:
+def query_value(query: str, value: Any, limits: Any = None) -> Any:
     """The value of a reference's JMESPath ``query`` applied to the value at its path.
 
     JMESPath has no "missing": a field that is not there, an index past the end, a
     function given the wrong type all give null, so a reference whose path has a value
-    always has one (possibly null)."""
+    always has one (possibly null).  The evaluation is bounded (``jmes_bounded``: steps,
+    size, and the run's deadline and stop flag when ``limits`` carries them): past a bound
+    it raises ``jmes_bounded.QueryTooExpensive``, which fails the reading call
+    (``Ref.TooExpensive``) instead of building a gigabyte string."""
     from jmespath.exceptions import JMESPathError
 
+    from .jmes_bounded import DEFAULT_LIMITS, search
+
     try:
-        return _compile(query).search(value)
+        return search(_compile(query), value, limits or DEFAULT_LIMITS)
     except JMESPathError:
         return None
 

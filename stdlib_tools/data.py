@@ -11,15 +11,16 @@ import jmespath
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from sophon_dsl.jmes_bounded import MAX_QUERY_STEPS, QueryLimits, QueryTooExpensive, compile_query, search
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from ._common import make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
-from .limits import Budget
+from .limits import RESULT_TOO_LARGE
 
-__all__ = ["bounded_search", "build", "deep_merge", "parse_path", "set_path", "get_path", "ValidationResult"]
+__all__ = ["MAX_QUERY_STEPS", "bounded_search", "build", "deep_merge", "parse_path", "set_path", "get_path", "ValidationResult"]
 
 Path = Annotated[str | list[str | int],
                  Field(description='a dotted path such as "a.b[0].c", or a list of keys and indexes')]
@@ -120,68 +121,21 @@ def _json_pointer(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts) or "."
 
 
-MAX_QUERY_STEPS = 1_000_000  # JMESPath nodes visited plus elements flattened in one query
-_SCALAR_TYPES = (str, int, float, bool, type(None))
-
-
-class _BoundedInterpreter(jmespath.visitor.TreeInterpreter):
-    """JMESPath's interpreter with a work bound and a size bound: ``[@,@,@][]`` repeated
-    builds a list ten times longer per level, and ``[@,@,@]`` a value whose JSON is ten
-    times larger (shared, so free to build, but not to compare, serialize or store)."""
-
-    def __init__(self, budget: Budget) -> None:
-        super().__init__()
-        self.budget = budget
-        self.steps = MAX_QUERY_STEPS
-
-    def _spend(self, n: int) -> None:
-        self.steps -= n
-        if self.steps < 0:
-            raise ToolError("Data.QueryTooExpensive", f"the query needs more than {MAX_QUERY_STEPS:,} steps")
-
-    def _sized(self, value: Any) -> Any:
-        """``value`` once its JSON size is known to fit (the walk is paid in steps)."""
-        if not isinstance(value, _SCALAR_TYPES):
-            probe = Budget(self.budget.limit, self.budget.tool)
-            self._spend(probe.measure(value) // 32)
-        return value
-
-    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-        self._spend(1)
-        return super().visit(node, *args, **kwargs)
-
-    def visit_flatten(self, node: Any, value: Any) -> Any:
-        base = self.visit(node["children"][0], value)
-        if not isinstance(base, list):
-            return None
-        self._spend(sum(len(e) if isinstance(e, list) else 1 for e in base))  # before building it
-        out: list[Any] = []
-        for element in base:
-            if isinstance(element, list):
-                out.extend(element)
-            else:
-                out.append(element)
-        return out
-
-    def visit_function_expression(self, node: Any, value: Any) -> Any:
-        args = [self._sized(self.visit(child, value)) for child in node["children"]]
-        return self._functions.call_function(node["value"], args)
-
-    def visit_comparator(self, node: Any, value: Any) -> Any:
-        if node["value"] in self._EQUALITY_OPS:
-            left = self._sized(self.visit(node["children"][0], value))
-            right = self._sized(self.visit(node["children"][1], value))
-            return self.COMPARATOR_FUNC[node["value"]](left, right)
-        return super().visit_comparator(node, value)
-
-
 def bounded_search(expression: str, value: Any, max_bytes: int = 16 << 20) -> Any:
-    """``jmespath.search`` whose work and result size are bounded (ToolError past them)."""
-    budget = Budget(max_bytes, "data.query")
-    parsed = jmespath.compile(expression)
-    result = _BoundedInterpreter(budget).visit(parsed.parsed, value)
-    budget.measure(result)
-    return result
+    """``jmespath.search`` whose work, nesting and result size are bounded (ToolError past
+    them): the core's interpreter (``sophon_dsl.jmes_bounded``), the one plan references
+    use too."""
+    try:
+        compiled = compile_query(expression)
+    except QueryTooExpensive as exc:
+        raise ToolError("Data.InvalidQuery", f"invalid JMESPath {expression!r}: {exc.message}") from None
+    try:
+        return search(compiled, value, QueryLimits(max_bytes=max_bytes))
+    except QueryTooExpensive as exc:
+        if exc.bound == "size":
+            raise ToolError(RESULT_TOO_LARGE, f"data.query would produce more than {max_bytes:,} bytes "
+                            "(max_result_bytes)") from None
+        raise ToolError("Data.QueryTooExpensive", exc.message) from None
 
 
 @uses_config("max_result_bytes")

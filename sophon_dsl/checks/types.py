@@ -32,10 +32,10 @@ def query_schema(query: str, schema: Any, root: Any) -> tuple[Any, Any] | None:
     """``(schema, root)`` of what a reference's JMESPath ``query`` gives from a value of
     ``schema``, where the schema says (fields, indexes, slices, projections, filters,
     flattening, pipes); None when it cannot tell."""
-    import jmespath
+    from ..refs import _compile  # (the references' own compile: cached, nesting bounded)
 
     try:
-        ast = jmespath.compile("@" + (query if query[0] in ".[" else " " + query)).parsed
+        ast = _compile(query).parsed
     except Exception:  # reported as E105 when the plan was read
         return None
     out = _through(ast, schema, root)

@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
                   stream_order=getattr(args, "stream_order", "any"), store=store, run_id=run_id,
                   reply_form=getattr(args, "reply_form", "dsl"),
+                  **({"max_reply_bytes": args.max_reply_bytes} if getattr(args, "max_reply_bytes", None) else {}),
                   store_meta=_meta(args) if store is not None else None,
                   run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
@@ -157,7 +158,9 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
 
         agent.run_options["advisor"] = LLMAdvisor(provider, args.model)
     try:
-        result = asyncio.run(until_done_or_interrupted(
+        from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
+
+        result = run_sync(until_done_or_interrupted(
             agent.arun(args.request, input=input_value, state=state_value), final))
     finally:
         if tool_executor is not None:

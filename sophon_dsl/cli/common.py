@@ -39,6 +39,17 @@ class UsageError(SophonError):
     """A bad flag, value or file named by a flag: printed as one line, exit code 2."""
 
 
+def byte_size(text: str) -> int:
+    """argparse type: a size in bytes, ``2G``, ``512M``, ``64K`` or a plain number (binary
+    units: K = 1024)."""
+    from ..runtime.watchdog import parse_size  # (only when the flag is given: --help stays light)
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (argparse reports a bad value as a usage error)."""
     try:

@@ -13,7 +13,7 @@ import sys
 from typing import Callable
 
 from ..loader import FORMATS
-from .common import EXIT_USAGE, positive_int, positive_seconds
+from .common import EXIT_USAGE, byte_size, positive_int, positive_seconds
 
 __all__ = ["COMMAND_ARGS", "add_source_args", "add_tools_arg", "build_parser", "version"]
 
@@ -142,7 +142,10 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="run at most N calls at once")
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")
     p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
-                   help="wall-clock limit for the whole plan")
+                   help="wall-clock limit for the whole plan (it ends within it plus one second)")
+    p.add_argument("--max-memory", type=byte_size, default=None, metavar="SIZE",
+                   help="stop the run (Plan.MemoryExceeded) once it grows the process by more than SIZE "
+                        "(2G, 512M, bytes)")
     p.add_argument("--max-calls", type=positive_int, default=None, metavar="N",
                    help="calls the run may make, map items included (default: no limit)")
     p.add_argument("--max-expanded-calls", type=positive_int, default=None, metavar="N",
@@ -232,6 +235,8 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--reply-form", choices=("dsl", "json"), default="dsl",
                    help="the plan form the system prompt teaches (json: for JSON-mode models; "
                         "replies in either form are read)")
+    p.add_argument("--max-reply-bytes", type=byte_size, default=None, metavar="SIZE",
+                   help="cut a reply past SIZE (default 1M) and tell the next turn (Reply.TooLarge)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
@@ -44,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     plan, registry, sources = loaded
     view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
     try:
-        outcome = asyncio.run(_run_async(plan, registry, args, view))
+        from ..runtime.watchdog import run_sync  # (asyncio.run, but a call the run abandoned does not hold it)
+
+        outcome = run_sync(_run_async(plan, registry, args, view))
     except PlanInvalid as exc:
         print_invalid([d.with_file(plan.file) for d in exc.diagnostics], sources, args.json)
         print("the plan cannot run: nothing was started", file=sys.stderr)
@@ -70,7 +71,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     options: dict[str, Any] = {"approve": prompt.ask if prompt is not None else approve}
     if view is not None:
         options["on_event"] = view
-    for name in ("max_concurrency", "timeout", "max_time", "max_calls", "max_expanded_calls"):
+    for name in ("max_concurrency", "timeout", "max_time", "max_memory", "max_calls", "max_expanded_calls"):
         value = getattr(args, name, None)  # (commands that share this runner may lack the budget flags)
         if value is not None:
             options[name] = value

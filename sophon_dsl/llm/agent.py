@@ -48,7 +48,8 @@ from ..tools import ToolRegistry, ToolSpec, as_registry
 from .delegate import DelegateExecutor
 from .latent import LLMLatentExecutor
 from .prompt import build_messages
-from .provider import Message, Provider, ProviderError, check_ready
+from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provider, ProviderError, check_ready,
+                       close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
 __all__ = ["Agent", "AgentResult", "TurnRecord", "warm_up"]
@@ -159,6 +160,9 @@ class Agent:
     (terminal prompt) or a callable (``ApprovalRequest -> decision``).
     ``reply_form``: ``"dsl"`` (default) teaches the DSL in the system prompt, ``"json"`` the
     seed's JSON form (for JSON-mode models); replies in either form are read.
+    ``max_reply_bytes`` (1 MiB; None: no limit): a reply is cut there, its complete calls
+    kept, and the next turn is told why (``Reply.TooLarge``), so an endless reply (a stream
+    of comments, a string that never closes) cannot grow the process without bound.
     """
 
     def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int | None = None,
@@ -170,7 +174,8 @@ class Agent:
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
                  run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
-                 taint: TaintSet | None = None, _depth: int = 0):
+                 max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES, taint: TaintSet | None = None,
+                 _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -206,6 +211,10 @@ class Agent:
         if reply_form not in ("dsl", "json"):
             raise ValueError(f"reply_form must be 'dsl' or 'json', not {reply_form!r}")
         self.reply_form = reply_form  # the form the system prompt teaches; replies in either form are read
+        if max_reply_bytes is not None and (isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int)
+                                            or max_reply_bytes < 1):
+            raise ValueError(f"max_reply_bytes must be a positive number of bytes or None, not {max_reply_bytes!r}")
+        self.max_reply_bytes = max_reply_bytes
         self._depth = _depth
         self.taint = taint if taint is not None else TaintSet()  # shared with sub-agents (goal steps, delegates)
         # None: no planning asked for, ``mode`` runs every request; else a mode name or a
@@ -275,8 +284,10 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(request, input=input, state=state, instances=instances,
-                                         planning=planning, run_id=run_id))
+            from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
+
+            return run_sync(self.arun(request, input=input, state=state, instances=instances,
+                                      planning=planning, run_id=run_id))
         raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
@@ -345,11 +356,11 @@ class Agent:
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "system": self.system,
                 "output_schema": self.output_schema, "state_schema": self.state_schema,
                 "stream_order": self.stream_order, "approval_risk": self.approval_risk.label,
-                "reply_form": self.reply_form}
+                "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes}
 
     def _take_options(self, options: dict) -> None:
         for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
-                     "state_schema", "stream_order", "reply_form"):
+                     "state_schema", "stream_order", "reply_form", "max_reply_bytes"):
             if name in options:
                 setattr(self, name, options[name])
         if self.model is None:  # a model named for the resume wins (another provider may need another)
@@ -474,14 +485,24 @@ class Agent:
         else:
             llm = self._spans.llm_request(self.provider, self.model) if self._spans is not None else None
             try:
-                async for delta in self.provider.stream(msgs, model=self.model, temperature=self.temperature,
-                                                        max_tokens=self.max_tokens):
+                stream = self.provider.stream(msgs, model=self.model, temperature=self.temperature,
+                                              max_tokens=self.max_tokens)
+                size, limit, cut = 0, self.max_reply_bytes, False
+                async for delta in stream:
+                    if limit is not None:
+                        size += reply_bytes(delta)
+                        if size > limit:  # cut here: what arrived whole stays, the next turn hears why
+                            await close_stream(stream)
+                            _cut_reply(turn, limit)
+                            cut = True
+                            break
                     if llm is not None:
                         llm.delta(delta)
                     if recorder is not None:  # committed before any call it holds starts (TurnRun)
                         recorder.append(delta)
                     turn.feed(delta)
-                if recorder is not None:
+                # (a cut reply is not recorded as complete: a resume drops its unfinished end too)
+                if recorder is not None and not cut:
                     recorder.complete()
             except ProviderError as exc:
                 stop = ("failed", f"provider error: {exc}")
@@ -603,6 +624,17 @@ def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:
 
     fresh.feed(dumps(plan, "dsl"))
     return fresh
+
+
+def _cut_reply(turn: StreamTurn, limit: int) -> None:
+    """The reply passed ``max_reply_bytes``: its unfinished end is dropped (``turn.cut``), the
+    calls that arrived whole stay, and the turn's errors say why (the next turn sees them)."""
+    turn.cut = True
+    turn.errors.append({"call": None, "error": {
+        "code": REPLY_TOO_LARGE, "message": f"the reply passed {limit:,} bytes (max_reply_bytes) and was cut "
+                                            f"there; the complete statements ({len(turn.calls)} call(s)) were "
+                                            "kept, the rest was dropped: write shorter replies, with fewer or "
+                                            "smaller calls per turn"}})
 
 
 def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:

@@ -13,7 +13,15 @@ from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_chec
 
 from ..errors import SophonError
 
-__all__ = ["Message", "Provider", "ProviderError", "check_ready", "close_stream", "collect"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "Message", "Provider", "ProviderError", "REPLY_TOO_LARGE", "ReplyTooLarge",
+           "check_ready", "close_stream", "collect", "reply_bytes"]
+
+# A model's reply is cut past this many bytes (UTF-8): an endless reply (a stream of
+# comments, one string that never closes) would otherwise grow the process until it dies.
+# A plan of a few hundred calls is tens of kilobytes; a megabyte leaves room for long
+# inline outputs.  Agent(max_reply_bytes=...) and collect(max_bytes=...) change it.
+DEFAULT_MAX_REPLY_BYTES = 1 << 20
+REPLY_TOO_LARGE = "Reply.TooLarge"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,23 @@ class ProviderError(SophonError):
         return out
 
 
+class ReplyTooLarge(ProviderError):
+    """A reply passed its size limit (``max_bytes``) and was cut there; not retryable: the
+    same request would likely stream the same endless reply."""
+
+    code = REPLY_TOO_LARGE
+
+    def __init__(self, max_bytes: int, *, provider: str = "") -> None:
+        super().__init__(f"the reply passed {max_bytes:,} bytes (max_reply_bytes) and was cut there",
+                         provider=provider)
+        self.max_bytes = max_bytes
+
+
+def reply_bytes(delta: str) -> int:
+    """How many bytes ``delta`` takes as UTF-8 (no copy for ASCII text, the common case)."""
+    return len(delta) if delta.isascii() else len(delta.encode("utf-8", "surrogatepass"))
+
+
 @runtime_checkable
 class Provider(Protocol):
     name: str
@@ -64,10 +89,19 @@ def check_ready(provider: Any) -> None:
         check()
 
 
-async def collect(provider: Provider, messages: Sequence[Message], **kw: Any) -> str:
-    """The whole reply as one string."""
+async def collect(provider: Provider, messages: Sequence[Message], *,
+                  max_bytes: int | None = DEFAULT_MAX_REPLY_BYTES, **kw: Any) -> str:
+    """The whole reply as one string; :class:`ReplyTooLarge` past ``max_bytes`` (None: no
+    limit), the stream closed there."""
     parts = []
-    async for delta in provider.stream(messages, **kw):
+    size = 0
+    stream = provider.stream(messages, **kw)
+    async for delta in stream:
+        if max_bytes is not None:
+            size += reply_bytes(delta)
+            if size > max_bytes:
+                await close_stream(stream)
+                raise ReplyTooLarge(max_bytes, provider=getattr(provider, "name", ""))
         parts.append(delta)
     return "".join(parts)
 

@@ -422,6 +422,7 @@ class StreamTurn:
         self.refused: dict[int, ErrorInfo] = {}
         self._text: list[str] = []
         self._form: str | None = None
+        self._head: list[str] = []  # the line still arriving while the form is not known (see feed)
         self._splitter = StatementSplitter()
         self._json: JsonReplyScanner | None = None
         self._known_kinds = {k for k in self.initial} | {"input", "state", "data"}
@@ -477,7 +478,20 @@ class StreamTurn:
         self._arrival = time.perf_counter()
         self._text.append(delta)
         if self._form is None:
-            self._form = _detect_form(self.text)
+            # Until the form shows, every complete line was blank or a fence: only the line
+            # still arriving can decide it, so look at that line alone, without its leading
+            # blanks (the whole text at every delta made a reply of blank lines quadratic).
+            # A line that starts with a backtick decides nothing until it ends.
+            if self._head and "\n" not in delta:
+                self._head.append(delta)
+                return
+            head = "".join(self._head) + delta
+            self._form = _detect_form(head)
+            if self._form is None:
+                tail = head[head.rfind("\n") + 1:].lstrip()
+                self._head = [tail] if tail else []
+                return
+            self._head = []
             if self._form == "dsl":
                 for st in self._splitter.feed(self.text):
                     self._statement(st)

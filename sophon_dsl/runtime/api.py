@@ -246,6 +246,14 @@ def _check_options(opts: RunOptions) -> None:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
             raise ValueError(f"{name} must be a positive number of seconds or None, not {v!r}")
+    v = opts.max_memory
+    if v is not None:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"max_memory must be a positive number of bytes or None, not {v!r}")
+        from .watchdog import memory_supported
+
+        if not memory_supported():
+            raise ValueError("max_memory cannot be enforced on this platform (its memory use cannot be read)")
     v = opts.approval_timeout
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
         raise ValueError(f"approval_timeout must be a number of seconds >= 0 or None, not {v!r}")
@@ -458,7 +466,9 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
 
     Options: ``approve`` (True/False/"yes"/"no"/"ask"/async callable), ``approval_timeout``
     (600), ``approve_calls`` (per-call gate), ``approval_risk`` (Risk.MEDIUM),
-    ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s),
+    ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s: the run
+    ends within it plus one second, ``Plan.Timeout``), ``max_memory`` (bytes the run may grow the
+    process by: ``Plan.MemoryExceeded``),
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
     ``tool_executor`` (where tool calls run: a ``sophon_dsl.DaskExecutor``, docs/scale-out.md),
     ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
@@ -471,7 +481,9 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(plan, tools, input=input, state=state, **options))
+        from .watchdog import run_sync  # (asyncio.run, but a call the run abandoned does not hold it)
+
+        return run_sync(arun(plan, tools, input=input, state=state, **options))
     raise RuntimeError("sophon_dsl.run() was called inside a running event loop; use 'await sophon_dsl.arun(...)'")
 
 

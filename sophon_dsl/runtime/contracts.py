@@ -2,8 +2,9 @@
 
 * :func:`final_output` evaluates the plan's ``return`` value once the calls have
   ended.  A reference with no value is ``Ref.Unresolved`` (as in a call; ``||``
-  takes the first alternative with a value), and the value must validate against
-  the output schema (``Output.Invalid``).  Either error fails the run.
+  takes the first alternative with a value), a reference past its JMESPath bounds is
+  ``Ref.TooExpensive``, and the value must validate against the output schema
+  (``Output.Invalid``).  Any of these errors fails the run.
 * :class:`StateWrites` checks what a call is about to write under ``state``
   against the state schema's sub-schema at the written path (``State.Invalid``:
   the call fails and nothing is written).
@@ -15,10 +16,11 @@ from typing import Any, Callable
 
 from ..checks.schema import write_schema
 from ..dataflow import base_kind
+from ..jmes_bounded import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
 from ..model import Expression, OutputMethod, Reference, Template
 from ..values import ValueVisitor
 from .errors import OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, ErrorInfo
-from .inputs import read_at, render_text_value
+from .inputs import read_at, render_template, too_expensive
 from .state import MISSING, json_copy
 from .validation import schema_validator
 
@@ -29,26 +31,27 @@ class _Output(ValueVisitor):
     """The output value against the final state; the references without a value are
     collected in ``missing`` (their text, or the whole ``||`` expression's)."""
 
-    __slots__ = ("get", "missing")
+    __slots__ = ("get", "missing", "limits")
 
-    def __init__(self, get: Callable[[str, tuple], Any]) -> None:
+    def __init__(self, get: Callable[[str, tuple], Any], limits: QueryLimits) -> None:
         self.get = get
         self.missing: list[str] = []
+        self.limits = limits
 
     def reference(self, node: Reference) -> Any:
-        val = read_at(self.get, node)
+        val = read_at(self.get, node, self.limits)
         if val is MISSING:
             self.missing.append(node.text())
             return None
         return json_copy(val)
 
     def template(self, node: Template) -> str:
-        return "".join(p if type(p) is str else render_text_value(self.reference(p)) for p in node.parts)
+        return render_template(node, self.reference, self.limits)
 
     def expression(self, node: Expression) -> Any:
         if node.op == "||":
             for r in node.operands:
-                val = read_at(self.get, r)
+                val = read_at(self.get, r, self.limits)
                 if val is not MISSING:
                     return json_copy(val)
             self.missing.append(node.text())
@@ -60,11 +63,15 @@ class _Output(ValueVisitor):
 
 
 def final_output(value: Any, get: Callable[[str, tuple], Any], schema: Any,
-                 validate: bool = True) -> tuple[Any, ErrorInfo | None]:
+                 validate: bool = True, limits: QueryLimits | None = None) -> tuple[Any, ErrorInfo | None]:
     """The plan's output ``value`` evaluated with ``get(kind, path)``, and the error that
-    fails the run (None when the output has every value and matches ``schema``)."""
-    ev = _Output(get)
-    out = ev.visit(value)
+    fails the run (None when the output has every value and matches ``schema``).
+    ``limits``: the bounds of its references' JMESPath (the run's, else the defaults)."""
+    ev = _Output(get, limits or DEFAULT_LIMITS)
+    try:
+        out = ev.visit(value)
+    except QueryTooExpensive as exc:
+        return None, too_expensive("the plan's output", exc)
     if ev.missing:
         return out, ErrorInfo(REF_UNRESOLVED, "the plan's output has no value at " + ", ".join(ev.missing))
     if validate:

@@ -25,8 +25,10 @@ __all__ = [
     "NON_RETRYABLE",
     "OUTPUT_INVALID",
     "PLAN_CANCELLED",
+    "PLAN_MEMORY_EXCEEDED",
     "PLAN_TIMEOUT",
     "PlanInvalid",
+    "REF_TOO_EXPENSIVE",
     "REF_UNRESOLVED",
     "RunError",
     "STATE_INVALID",
@@ -43,10 +45,15 @@ TOOL_TIMEOUT = "Tool.Timeout"
 TOOL_OUTPUT_INVALID = "Tool.OutputInvalid"
 TOOL_INPUT_INVALID = "Tool.InputInvalid"
 REF_UNRESOLVED = "Ref.Unresolved"
+# A reference's JMESPath (or a template's text) passed its bounds: steps, size, nesting, or
+# the run's deadline while it was evaluated (sophon_dsl.jmes_bounded); the reading call fails.
+REF_TOO_EXPENSIVE = "Ref.TooExpensive"
 APPROVAL_REJECTED = "Approval.Rejected"
 APPROVAL_TIMEOUT = "Approval.Timeout"
 PLAN_CANCELLED = "Plan.Cancelled"
 PLAN_TIMEOUT = "Plan.Timeout"
+# The run grew the process past RunOptions.max_memory (runtime/watchdog.py): it is stopped.
+PLAN_MEMORY_EXCEEDED = "Plan.MemoryExceeded"
 LATENT_NO_EXECUTOR = "Latent.NoExecutor"
 # The plan's final output does not validate against its output schema (the run fails).
 OUTPUT_INVALID = "Output.Invalid"
@@ -55,8 +62,8 @@ OUTPUT_INVALID = "Output.Invalid"
 STATE_INVALID = "State.Invalid"
 
 # Errors a retry policy never retries (they are not about the tool's attempt).
-NON_RETRYABLE = frozenset({REF_UNRESOLVED, APPROVAL_REJECTED, APPROVAL_TIMEOUT, PLAN_CANCELLED,
-                           PLAN_TIMEOUT, TOOL_INPUT_INVALID, LATENT_NO_EXECUTOR})
+NON_RETRYABLE = frozenset({REF_UNRESOLVED, REF_TOO_EXPENSIVE, APPROVAL_REJECTED, APPROVAL_TIMEOUT, PLAN_CANCELLED,
+                           PLAN_TIMEOUT, PLAN_MEMORY_EXCEEDED, TOOL_INPUT_INVALID, LATENT_NO_EXECUTOR})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ Deterministic, whatever the timing (``spec/language.md``, Runtime):
   value is the last;
 * a call with a broken input is skipped (with the reason); otherwise a call
   with a missing input fails with ``Ref.Unresolved``;
+* a reference whose JMESPath (or a template whose text) passes its bounds
+  (:mod:`sophon_dsl.jmes_bounded`: steps, size, nesting, the run's deadline) fails the
+  call with ``Ref.TooExpensive``, decided as a missing read is (after broken and pending
+  reads: the outcome does not depend on which read is evaluated first);
 * while a streamed plan is open, every read waits except of ``input``: a
   writer may still arrive, and the finished plan's read would wait for it
   wherever it stands in the text (so a streamed run decides what the whole
@@ -26,14 +30,16 @@ from enum import IntEnum
 from typing import Any
 
 from ..dataflow import DataFlow
+from ..jmes_bounded import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
 from ..maps import outer_reads
 from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
 from ..refs import query_value
-from ..values import ValueVisitor
-from .errors import REF_UNRESOLVED, ErrorInfo
+from ..values import ValueVisitor, template_to_string
+from .errors import REF_TOO_EXPENSIVE, REF_UNRESOLVED, ErrorInfo
 from .state import MISSING, json_copy
 
-__all__ = ["InputResolver", "RefState", "Verdict", "evaluate_loose", "render_text_value"]
+__all__ = ["InputResolver", "RefState", "Verdict", "evaluate_loose", "read_at", "render_template", "render_text_value",
+           "too_expensive"]
 
 
 class RefState(IntEnum):
@@ -67,18 +73,38 @@ def render_text_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def too_expensive(what: str, exc: QueryTooExpensive) -> ErrorInfo:
+    """``Ref.TooExpensive`` for the reference (or template) written ``what``."""
+    if len(what) > 120:
+        what = what[:117] + "..."
+    return ErrorInfo(REF_TOO_EXPENSIVE, f"{what}: {exc.message}")
+
+
+def _text_bound(size: int, limits: QueryLimits) -> None:
+    """A template's text so far is ``size`` characters: past the run's bound on a value
+    (``max_result_bytes``) it stops here, before the next piece is joined (two hundred
+    references to a 16 MiB value would otherwise make a 3 GB string)."""
+    if size > limits.max_bytes:
+        raise QueryTooExpensive("size", f"the template's text would be more than {limits.max_bytes:,} characters")
+
+
 def _overlaps(a: tuple, b: tuple) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
 
 
 class _Acc:
-    __slots__ = ("broken", "missing", "pending")
+    __slots__ = ("broken", "missing", "pending", "expensive")
 
     def __init__(self) -> None:
         self.broken: list[str] = []
         self.missing: list[str] = []
         self.pending = False
+        self.expensive: ErrorInfo | None = None  # the first read past its bounds (Ref.TooExpensive)
+
+    def too_expensive(self, what: str, exc: QueryTooExpensive) -> None:
+        if self.expensive is None:
+            self.expensive = too_expensive(what, exc)
 
 
 class InputResolver:
@@ -103,7 +129,11 @@ class InputResolver:
         # write them, so their reads never wait for a streamed arrival
         self.item_kinds: set[str] | frozenset[str] = frozenset()
         # no stream open: reads go straight to the settled state (no per-read stream test)
-        self.ref_state = self._settled_state
+        self._ref_state = self._settled_state
+        # the bounds of a reference's JMESPath; the scheduler puts the run's own here when it
+        # starts (its max_result_bytes, deadline and stop flag)
+        self.limits: QueryLimits = DEFAULT_LIMITS
+        self._expensive: dict[int, tuple] = {}  # id(ref) -> (ref, value, its QueryTooExpensive): see _query
 
     # -- one reference ---------------------------------------------------------
 
@@ -147,13 +177,19 @@ class InputResolver:
     @stream_open.setter
     def stream_open(self, value: bool) -> None:
         self._stream_open = value
-        self.ref_state = self._streamed_state if value else self._settled_state
+        self._ref_state = self._streamed_state if value else self._settled_state
 
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         """What call ``i`` reading ``ref`` sees now: (HAS, value), (MISSING, text),
-        (BROKEN, reason) or (PENDING, None).  (Rebound per instance to the settled or the
-        streamed rule when a stream opens or closes.)"""
-        return self._streamed_state(i, ref) if self._stream_open else self._settled_state(i, ref)
+        (BROKEN, reason) or (PENDING, None), for callers outside the resolver (the map
+        driver).  A read whose JMESPath passes its bounds is MISSING here: the call reading
+        it fails with ``Ref.TooExpensive`` when :meth:`evaluate` decides it.  (The resolver
+        itself calls ``_ref_state``, rebound per instance to the settled or the streamed
+        rule when a stream opens or closes, and handles the bound.)"""
+        try:
+            return self._ref_state(i, ref)
+        except QueryTooExpensive:
+            return _MISSING, ref.text()
 
     def _streamed_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         if not ref.kind.startswith("input") and ref.kind not in self.item_kinds:
@@ -205,7 +241,22 @@ class InputResolver:
         value = self.get(ref.kind, ref.path)
         if value is MISSING or ref.query is None:
             return value
-        return query_value(ref.query, value)  # JMESPath after the path: applied to the value there
+        return self._query(ref, value)  # JMESPath after the path: applied to the value there
+
+    def _query(self, ref: Reference, value: Any) -> Any:
+        """``ref``'s JMESPath applied to ``value`` within the run's bounds.  A read past a
+        bound that does not depend on the clock (steps, size, nesting) fails again on the
+        same value: remembered, so a call examined again (or the map driver looking at an
+        outer read) does not pay a million steps once more."""
+        hit = self._expensive.get(id(ref))
+        if hit is not None and hit[0] is ref and hit[1] is value:
+            raise QueryTooExpensive(hit[2].bound, hit[2].message)
+        try:
+            return query_value(ref.query, value, self.limits)
+        except QueryTooExpensive as exc:
+            if exc.bound in ("steps", "size", "depth"):
+                self._expensive[id(ref)] = (ref, value, exc)  # (both kept: their ids stay theirs)
+            raise
 
     def _written_by(self, ref: Reference, writers: tuple[int, ...]) -> bool:
         """Some writer wrote a path of ``ref``'s kind that is a prefix of its path or extends it."""
@@ -333,7 +384,7 @@ class InputResolver:
         """:meth:`simple_args` finding each reference's writers by lookup (and through the
         streamed rule while a stream is open)."""
         args = {}
-        ref_state = self.ref_state
+        ref_state = self._ref_state
         for p in params:
             v = p.value
             tv = type(v)
@@ -401,15 +452,23 @@ class InputResolver:
         pending, as for its own reads: its dependencies alone do not hold it back when one of
         them ends early (failed, another branch) or a streamed plan closes, and while a
         stream is open those reads wait by the stream's rule (a writer may still arrive)."""
+        expensive = None
         if call.map is not None:  # a map waits while an outer read of its body is pending
-            ref_state = self.ref_state
+            ref_state = self._ref_state
             for ref in outer_reads(call.map):
-                if ref_state(i, ref)[0] is _PENDING:
-                    return _WAIT, None
+                try:
+                    if ref_state(i, ref)[0] is _PENDING:
+                        return _WAIT, None
+                except QueryTooExpensive as exc:  # every item would fail on it: the map does
+                    if expensive is None:
+                        expensive = too_expensive(ref.text(), exc)
         flow = self.flow
         after = flow.control[i]
-        if not after and call.inline_output is None:
-            args = self.simple_args(i, call.params)
+        if not after and call.inline_output is None and expensive is None:
+            try:
+                args = self.simple_args(i, call.params)
+            except QueryTooExpensive:
+                args = None  # the general route below decides (another read may wait or be broken)
             if args is not None:
                 return _READY, (args, None)
             if self.reads_nothing(i):
@@ -426,6 +485,8 @@ class InputResolver:
             return _SKIP, "; ".join(acc.broken)
         if acc.pending:
             return _WAIT, None
+        if expensive is not None or acc.expensive is not None:
+            return _FAIL, expensive or acc.expensive
         if acc.missing:
             return _FAIL, ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(acc.missing))
         return _READY, (args, inline)
@@ -441,7 +502,7 @@ class InputResolver:
         acc = _Acc()
         args = {p.name: self.eval(i, p.value, acc) for p in call.params}
         inline = self.eval(i, call.inline_output, acc) if call.inline_output is not None else None
-        if acc.pending or acc.broken or acc.missing:
+        if acc.pending or acc.broken or acc.missing or acc.expensive is not None:
             return None
         return args, inline
 
@@ -467,7 +528,11 @@ class _CallValue(ValueVisitor):
         self.acc = acc
 
     def reference(self, node: Reference) -> Any:
-        st, val = self.res.ref_state(self.i, node)
+        try:
+            st, val = self.res._ref_state(self.i, node)
+        except QueryTooExpensive as exc:
+            self.acc.too_expensive(node.text(), exc)
+            return None
         if st is _HAS:
             return json_copy(val)
         self.res._note(st, val, self.acc)
@@ -476,23 +541,43 @@ class _CallValue(ValueVisitor):
     def template(self, node: Template) -> str:
         out = []
         res, i, acc = self.res, self.i, self.acc
+        size, limits = 0, res.limits
+        failed = False  # a part passed its bounds: the other parts are still read (broken first)
         for part in node.parts:
             if type(part) is str:
                 out.append(part)
+                size += len(part)
                 continue
-            st, val = res.ref_state(i, part)
-            if st is _HAS:
-                out.append(render_text_value(val))
-            else:
+            try:
+                st, val = res._ref_state(i, part)
+            except QueryTooExpensive as exc:
+                acc.too_expensive(part.text(), exc)
+                failed = True
+                continue
+            if st is not _HAS:
                 res._note(st, val, acc)
-        return "".join(out)
+            elif not failed:
+                text = render_text_value(val)
+                size += len(text)
+                try:
+                    _text_bound(size, limits)
+                except QueryTooExpensive as exc:
+                    acc.too_expensive(template_to_string(node), exc)
+                    failed = True
+                    continue
+                out.append(text)
+        return "" if failed else "".join(out)
 
     def expression(self, node: Expression) -> Any:
         res, i, acc = self.res, self.i, self.acc
         if node.op == "||":
             broken, missing = [], []
             for r in node.operands:
-                st, val = res.ref_state(i, r)
+                try:
+                    st, val = res._ref_state(i, r)
+                except QueryTooExpensive as exc:  # a bound is not a missing value: no fallback
+                    acc.too_expensive(r.text(), exc)
+                    return None
                 if st is _HAS:
                     return json_copy(val)
                 if st is _PENDING:
@@ -511,36 +596,60 @@ class _CallValue(ValueVisitor):
 
 
 class _FinalValue(ValueVisitor):
-    """A value against the final state; unresolved references become None."""
+    """A value against the final state; unresolved references become None, and so does a
+    reference (or template) past its bounds."""
 
-    __slots__ = ("get",)
+    __slots__ = ("get", "limits")
 
-    def __init__(self, get: Any) -> None:
+    def __init__(self, get: Any, limits: QueryLimits) -> None:
         self.get = get
+        self.limits = limits
+
+    def _read(self, ref: Reference) -> Any:
+        try:
+            return read_at(self.get, ref, self.limits)
+        except QueryTooExpensive:
+            return MISSING
 
     def reference(self, node: Reference) -> Any:
-        val = read_at(self.get, node)
+        val = self._read(node)
         return None if val is MISSING else json_copy(val)
 
-    def template(self, node: Template) -> str:
-        return "".join(p if type(p) is str else render_text_value(self.reference(p)) for p in node.parts)
+    def template(self, node: Template) -> str | None:
+        try:
+            return render_template(node, self.reference, self.limits)
+        except QueryTooExpensive:
+            return None
 
     def expression(self, node: Expression) -> Any:
-        vals = [read_at(self.get, r) for r in node.operands]
+        vals = [self._read(r) for r in node.operands]
         if node.op == "||":
             return next((json_copy(x) for x in vals if x is not MISSING), None)
         return None if any(x is MISSING for x in vals) else json_copy(vals[-1])
 
 
-def read_at(get: Any, ref: Reference) -> Any:
-    """The value ``ref`` reads through ``get(kind, path)`` (its JMESPath query applied), or MISSING."""
+def render_template(node: Template, value_of: Any, limits: QueryLimits = DEFAULT_LIMITS) -> str:
+    """A template's text against the final state, ``value_of(ref)`` giving each reference's
+    value; past ``limits.max_bytes`` characters it stops (QueryTooExpensive)."""
+    out, size = [], 0
+    for part in node.parts:
+        text = part if type(part) is str else render_text_value(value_of(part))
+        size += len(text)
+        _text_bound(size, limits)
+        out.append(text)
+    return "".join(out)
+
+
+def read_at(get: Any, ref: Reference, limits: QueryLimits | None = None) -> Any:
+    """The value ``ref`` reads through ``get(kind, path)`` (its JMESPath query applied, within
+    ``limits``: QueryTooExpensive past them), or MISSING."""
     val = get(ref.kind, ref.path)
     if ref.query is None or val is MISSING:
         return val
-    return query_value(ref.query, val)
+    return query_value(ref.query, val, limits)
 
 
-def evaluate_loose(v: Any, get: Any) -> Any:
+def evaluate_loose(v: Any, get: Any, limits: QueryLimits | None = None) -> Any:
     """Evaluate a value against the final state (``get(kind, path)``); unresolved
-    references become None."""
-    return _FinalValue(get).visit(v)
+    references (and those past their bounds) become None."""
+    return _FinalValue(get, limits or DEFAULT_LIMITS).visit(v)

@@ -19,12 +19,14 @@ from typing import Any
 
 from dataclasses import replace
 
+from ..jmes_bounded import DEFAULT_LIMITS, QueryTooExpensive
 from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
+from ..values import template_to_string
 from ..tools import as_registry
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
-from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
+from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
                      error_from_exception, matches)
 from .protocols import Branch
 from .result import CallRecord, RunResult
@@ -99,16 +101,20 @@ def _read(messages: list, kind: str, path: tuple) -> Any:
 
 
 def _read_ref(messages: list, r: Reference) -> Any:
-    """What ``r`` reads: the value at its path, with its JMESPath query (if any) applied."""
+    """What ``r`` reads: the value at its path, with its JMESPath query (if any) applied
+    within the default bounds (QueryTooExpensive past them: the runtime's Ref.TooExpensive)."""
     v = _read(messages, r.kind, r.path)
     if r.query is None or v is _NOTHING:
         return v
-    import jmespath
+    from ..refs import query_value
 
-    try:
-        return jmespath.search("@" + (r.query if r.query[0] in ".[" else " " + r.query), v)
-    except jmespath.exceptions.JMESPathError:
-        return None
+    return query_value(r.query, v)
+
+
+def _too_expensive(what: str, exc: QueryTooExpensive) -> ErrorInfo:
+    if len(what) > 120:
+        what = what[:117] + "..."
+    return ErrorInfo(REF_TOO_EXPENSIVE, f"{what}: {exc.message}")
 
 
 def _text(v: Any) -> str:
@@ -169,11 +175,18 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             if recs[j].status != "succeeded" and not recs[j].caught:
                 broken.append(a)
 
+        expensive: list[ErrorInfo] = []  # the first read past its bounds
+
         def ref_value(r: Reference):
             ws = writers(i, r.key)
             if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
                 return "broken", None
-            v = _read_ref(messages, r)
+            try:
+                v = _read_ref(messages, r)
+            except QueryTooExpensive as exc:
+                if not expensive:
+                    expensive.append(_too_expensive(r.text(), exc))
+                return "expensive", None
             return ("missing", None) if v is _NOTHING else ("has", v)
 
         def ev(v: Any) -> Any:
@@ -191,17 +204,26 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     missing.append(v.text())
                 return val
             if isinstance(v, Template):
-                out = ""
+                out, had = "", len(expensive)
                 for part in v.parts:
-                    out += part if isinstance(part, str) else _text(ev(part))
+                    text = part if isinstance(part, str) else _text(ev(part))
+                    if len(expensive) == had and len(out) + len(text) > DEFAULT_LIMITS.max_bytes:
+                        expensive.append(_too_expensive(template_to_string(v), QueryTooExpensive(
+                            "size", f"the template's text would be more than {DEFAULT_LIMITS.max_bytes:,} characters")))
+                    if len(expensive) == had:
+                        out += text
                 return out
             if isinstance(v, Expression):
                 if v.op == "&&":
                     return [ev(r) for r in v.operands][-1]
-                states = [ref_value(r) for r in v.operands]
-                for st, val in states:
+                states = []
+                for r in v.operands:  # the leftmost with a value (or past its bounds) decides
+                    st, val = ref_value(r)
                     if st == "has":
                         return val
+                    if st == "expensive":
+                        return None
+                    states.append((st, val))
                 if any(st == "broken" for st, _ in states):
                     broken.append(v.text())
                 else:
@@ -215,6 +237,9 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             broken += [r.text() for r in plain_outer_reads(call.map) if ref_value(r)[0] == "broken"]
         if broken:
             rec.status, rec.reason = "skipped", "broken input: " + ", ".join(broken)
+            continue
+        if expensive:
+            rec.status, rec.error = "failed", expensive[0]
             continue
         if missing:
             rec.status, rec.error = "failed", ErrorInfo(REF_UNRESOLVED, ", ".join(missing))
@@ -331,8 +356,13 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     output, plan_error = None, None
     if plan.output is not None:
         missing: list[str] = []
-        output = _final(plan.output, messages, missing)
-        if status == "succeeded" and missing:
+        try:  # after a failure, loosely: a reference past its bounds is null, as a missing one
+            output = _final(plan.output, messages, missing, loose=status != "succeeded")
+        except QueryTooExpensive as exc:
+            output, plan_error = None, _too_expensive("the plan's output", exc)
+        if plan_error is not None:
+            pass
+        elif status == "succeeded" and missing:
             plan_error = ErrorInfo(REF_UNRESOLVED, "the plan's output has no value at " + ", ".join(missing))
         elif status == "succeeded" and validate_output and isinstance(plan.output_schema, dict):
             import jsonschema
@@ -385,8 +415,13 @@ async def _map(plan: Plan, call: Any, cid: str, over: Any, messages: list, out_r
             value = {} if local is _NOTHING else local
         elif err is None:
             missing: list[str] = []
-            value = _final(spec.result, sub_messages, missing)
-            if missing:  # named as the scheduler names the item's data: †local@c1[0].x
+            try:
+                value = _final(spec.result, sub_messages, missing)
+            except QueryTooExpensive as exc:
+                value, err = None, _too_expensive(f"the result of item {k} of map {cid}", exc)
+            if err is not None:
+                pass
+            elif missing:  # named as the scheduler names the item's data: †local@c1[0].x
                 named = [re.sub(rf"^†({'|'.join(map(re.escape, shadowed))})(?=[.\[]|$)", rf"†\1@{kind}", m)
                          for m in missing]
                 err = ErrorInfo(REF_UNRESOLVED, f"the result of item {k} of map {cid} has no value at "
@@ -442,32 +477,47 @@ def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) 
                 raise PlanInvalid([Diagnostic("E301", f"{refs[0].text()} can never resolve", severity=Severity.ERROR)])
 
 
-def _final(v: Any, messages: list, missing: list) -> Any:
-    """The plan's output against the final log; references with no value go to ``missing``."""
+def _final(v: Any, messages: list, missing: list, loose: bool = False) -> Any:
+    """The plan's output against the final log; references with no value go to ``missing``.
+    A reference (or template) past its bounds raises QueryTooExpensive, or is null when
+    ``loose`` (the output of a run that failed)."""
     if isinstance(v, Literal):
         return v.value
     if isinstance(v, ListValue):
-        return [_final(x, messages, missing) for x in v.items]
+        return [_final(x, messages, missing, loose) for x in v.items]
     if isinstance(v, ObjectValue):
-        return {k: _final(x, messages, missing) for k, x in v.entries}
+        return {k: _final(x, messages, missing, loose) for k, x in v.entries}
     if isinstance(v, Reference):
-        val = _read_ref(messages, v)
+        val = _read_loose(messages, v) if loose else _read_ref(messages, v)
         if val is _NOTHING:
             missing.append(v.text())
             return None
         return val
     if isinstance(v, Template):
-        return "".join(p if isinstance(p, str) else _text(_final(p, messages, missing)) for p in v.parts)
+        text = "".join(p if isinstance(p, str) else _text(_final(p, messages, missing, loose)) for p in v.parts)
+        if len(text) > DEFAULT_LIMITS.max_bytes:
+            if loose:
+                return None
+            raise QueryTooExpensive("size", f"the template's text would be more than "
+                                            f"{DEFAULT_LIMITS.max_bytes:,} characters")
+        return text
     if isinstance(v, Expression):
         if v.op == "&&":
-            return [_final(r, messages, missing) for r in v.operands][-1]
+            return [_final(r, messages, missing, loose) for r in v.operands][-1]
         for r in v.operands:
-            val = _read_ref(messages, r)
+            val = _read_loose(messages, r) if loose else _read_ref(messages, r)
             if val is not _NOTHING:
                 return val
         missing.append(v.text())
         return None
     raise TypeError(v)
+
+
+def _read_loose(messages: list, r: Reference) -> Any:
+    try:
+        return _read_ref(messages, r)
+    except QueryTooExpensive:
+        return _NOTHING
 
 
 def _state_error(schema: Any, paths: list, value: Any, method: OutputMethod) -> str | None:

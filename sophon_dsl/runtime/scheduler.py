@@ -18,6 +18,7 @@ The scheduler works through three seams (``docs/design.md``): a
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import time
@@ -27,10 +28,11 @@ from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 from ..dataflow import DataFlow
+from ..jmes_bounded import QueryLimits
 from ..model import Call, Plan, Risk
 from ..tools import ToolRegistry, ToolSpec
 from .contracts import final_output
-from .errors import PLAN_CANCELLED, PLAN_TIMEOUT, ErrorInfo
+from .errors import PLAN_CANCELLED, PLAN_MEMORY_EXCEEDED, PLAN_TIMEOUT, ErrorInfo
 from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
 from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
@@ -43,6 +45,7 @@ from .runner import CallRunner, stop_cause
 from .state import to_json_value
 from .store import MemoryStore, StateStore
 from .validation import schema_validator
+from .watchdog import Watchdog
 
 __all__ = ["RunOptions", "Scheduler", "render_text_value", "retry_delay", "schema_validator"]
 
@@ -65,6 +68,14 @@ _LATER = object()  # queued arguments not built yet (calls that read nothing)
 # entries instead of arguments and rows alive by the thousand (on 10,000 calls the cyclic
 # GC's extra full collection cost ~4 us per call).
 _INTENT_WINDOW = 2 * _BURST
+
+
+# How long a stopping run waits for its cancelled calls to end: a task that swallows its
+# cancellation (an async tool catching CancelledError) is abandoned after this, so the run
+# still ends within max_time plus one second (its record says it was cancelled).
+_SHUTDOWN_GRACE = 0.5
+_FOREVER = float("inf")
+_NO_SIZE_BOUND = 1 << 62  # max_result_bytes=None: a reference's JMESPath has no size bound either
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode  # (as preview's)
@@ -96,6 +107,7 @@ class RunOptions:
     max_workers: int | None = None            # thread pool size for sync tools
     timeout: float | None = None              # default per-call timeout (s); call @timeout wins
     max_time: float | None = None             # plan wall-clock limit (s) -> Plan.Timeout
+    max_memory: int | None = None             # bytes the run may grow the process by -> Plan.MemoryExceeded
     retry: Any = None                         # RetryPolicy (all tools) or {tool name: RetryPolicy}
     approver: Any = None                      # normalised approver callable or None
     approval_timeout: float | None = 600.0
@@ -184,9 +196,13 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._create_task: Callable[[Any], asyncio.Task] | None = None  # set by run()
         self._done = asyncio.Event()
-        self._stopping: str | None = None        # None | "cancelled" | "timeout" | "waiting" | "limit"
-        self._stop_error: ErrorInfo | None = None  # why a "limit" stop failed the run
+        # None | "cancelled" | "timeout" | "waiting" | "memory" | "limit"; the watchdog (runtime/watchdog.py)
+        # sets it from its own thread, so every loop that looks at it stops a busy run
+        self._stopping: str | None = None
+        self._stop_error: ErrorInfo | None = None  # why a "limit" stop failed the run (CallGate.expand)
         self._running = False
+        self._watchdog: Watchdog | None = None
+        self._abandoned = False  # a call's task outlived the shutdown (see _result)
         self._ready: deque = deque()
         self._burst = 0
         self._held = 0  # calls whose tasks wait for their intents to be committed (durable runs)
@@ -601,13 +617,43 @@ class Scheduler:
     def stopping(self) -> str | None:
         return self._stopping
 
+    def _trip(self, why: str) -> None:
+        """The watchdog's verdict (called from its thread): stop the run at the next check
+        of the stop flag, and wake the loop for it."""
+        if self._stopping is None:
+            self._stopping = why
+        self._loop.call_soon_threadsafe(self._done.set)
+
+    def _bounds(self) -> float | None:
+        """The run's deadline (``time.monotonic()``), the JMESPath bounds of its references,
+        and the watchdog when it has a time or memory limit."""
+        opts = self.opts
+        # (max_time=inf is no limit: no deadline, no watchdog)
+        deadline = time.monotonic() + opts.max_time if opts.max_time is not None and opts.max_time < _FOREVER \
+            else None
+        self.inputs.limits = QueryLimits(
+            max_bytes=opts.max_result_bytes if opts.max_result_bytes is not None else _NO_SIZE_BOUND,
+            deadline=deadline, stop=lambda: self._stopping)
+        if deadline is not None or opts.max_memory is not None:
+            self._watchdog = Watchdog(self._trip, deadline=deadline, max_memory=opts.max_memory)
+            self._watchdog.start()
+        return deadline
+
     async def run(self) -> RunResult:
+        try:
+            return await self._run()
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.stop()
+
+    async def _run(self) -> RunResult:
         self._loop = loop = asyncio.get_running_loop()
         if loop.get_task_factory() is None and isinstance(loop, asyncio.BaseEventLoop):
             # what loop.create_task does without a task factory, minus one Python call
             self._create_task = partial(asyncio.Task, loop=loop)
         else:
             self._create_task = loop.create_task
+        deadline = self._bounds()
         remote = self.opts.tool_executor is not None
         if remote:  # connect and check the routed tools on the workers: PlanInvalid before anything runs
             await self.invoker.open()
@@ -622,11 +668,11 @@ class Scheduler:
                 if (waiting[i] <= 0 or eager[i]) and self._consider(i):
                     self.settled(i)
             if self._remaining and not self._stopping:
-                if self.opts.max_time is not None:
+                if deadline is not None:
                     try:
-                        await asyncio.wait_for(self._done.wait(), self.opts.max_time)
+                        await asyncio.wait_for(self._done.wait(), max(deadline - time.monotonic(), 0.0))
                     except asyncio.TimeoutError:
-                        self._stopping = "timeout"
+                        self._stopping = self._stopping or "timeout"
                 else:
                     await self._done.wait()
         except asyncio.CancelledError:
@@ -636,11 +682,11 @@ class Scheduler:
                 await self.invoker.aclose()
             raise
         if self._stopping:
-            await self._shutdown()
-        # fire-and-forget calls and anything still finishing
-        pending = [t for t in self._tasks.values() if not t.done()]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            await self._shutdown()  # (what is still running after it was abandoned: not waited for)
+        else:  # fire-and-forget calls and anything still finishing
+            pending = [t for t in self._tasks.values() if not t.done()]
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
         self.invoker.close()
         if remote:
             await self.invoker.aclose()
@@ -651,25 +697,39 @@ class Scheduler:
         for t in self._tasks.values():
             if not t.done():
                 t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._tasks:  # at most _SHUTDOWN_GRACE: a task that ignores its cancellation is left behind
+            done, left = await asyncio.wait(list(self._tasks.values()), timeout=_SHUTDOWN_GRACE)
+            for t in done:  # (retrieved, as gather did: no "exception was never retrieved" later)
+                if not t.cancelled():
+                    t.exception()
+            self._abandoned = bool(left)
         if why == "limit":
             err = self._stop_error
         elif why == "timeout":
             err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
+        elif why == "memory":
+            err = ErrorInfo(PLAN_MEMORY_EXCEEDED, f"the run grew the process by more than "
+                                                  f"{self.opts.max_memory:,} bytes (max_memory)")
+            for rec in self.records:  # (the runner records its cancelled calls as cancelled by the run)
+                if rec.status == "cancelled" and rec.error is not None and rec.error.error == PLAN_CANCELLED:
+                    rec.error, rec.reason = err, err.cause
         else:
             err = ErrorInfo(PLAN_CANCELLED, stop_cause(why))
         self.plan_error = err
+        # finish_call, not finish: a map driver's per-item accounting is moot once the run
+        # stops (no item starts, no map ends), and a map that expanded 100,000 items leaves
+        # as many records to close here, inside the one second max_time allows
+        finish, reason = self.finish_call, "not started: " + err.cause
         for i, rec in enumerate(self.records):
             if rec.status not in TERMINAL:
                 rec.error = err
-                rec.reason = "not started: " + err.cause
-                self.finish(i, "cancelled")
+                rec.reason = reason
+                finish(i, "cancelled")
 
     def status(self) -> str:
         if self._stopping in ("cancelled", "waiting"):
             return "cancelled"
-        if self._stopping in ("timeout", "limit"):
+        if self._stopping in ("timeout", "memory", "limit"):
             return "failed"
         if any(r.status == "failed" and not r.caught for r in self.records):
             return "failed"
@@ -684,8 +744,8 @@ class Scheduler:
         if out is None:
             return None, None
         if status != "succeeded":
-            return evaluate_loose(out, self.store.get), None
-        return final_output(out, self.store.get, plan.output_schema, self.opts.validate_output)
+            return evaluate_loose(out, self.store.get, self.inputs.limits), None
+        return final_output(out, self.store.get, plan.output_schema, self.opts.validate_output, self.inputs.limits)
 
     def _result(self) -> RunResult:
         status = self.status()
@@ -697,6 +757,9 @@ class Scheduler:
         else:
             self.emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
         hidden = ("input",) if self.maps is None else ("input", *self.maps.hidden)
-        return RunResult(status, self.store.resolved(exclude=hidden), output, self.records,
+        # an abandoned task may still end one day and fill in its record: the result keeps
+        # the records as they are now
+        records = self.records if not self._abandoned else [copy.copy(r) for r in self.records]
+        return RunResult(status, self.store.resolved(exclude=hidden), output, records,
                          self.store.snapshot(), self.plan_id, self.feed.plan.goal, self.plan_error,
                          self.bus.snapshot(), run_id=self.run_id)

@@ -345,7 +345,8 @@ class _Builder(Transformer):
             v = Literal(text, span)
             col = tok.column + 1 + e.offset if "\\" not in tok else tok.column
             col = min(col, tok.end_column - 1)
-            hint = "" if "††" in str(e) else " (write '††' for a literal dagger)"
+            # (a JMESPath error is about the expression, not about a dagger meant as text)
+            hint = "" if "††" in str(e) or "JMESPath" in str(e) else " (write '††' for a literal dagger)"
             self.ctx.bad[id(v)] = (v, Diagnostic("E105", f"{e}{hint}", Span(tok.line, col, tok.line, col + 1)))
         self.ctx.raw[id(v)] = (v, text)
         return v
