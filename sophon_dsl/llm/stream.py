@@ -47,7 +47,7 @@ from ..instances import instance_kind, route_instance  # noqa: F401 - re-exporte
 from ..maps import MAP_TOOL
 from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call
-from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
+from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo, PlanInvalid
 from ..runtime.events import EventBus
 from ..runtime.feed import LATE_WRITER, ORDERS, GrowingPlan
 from .json_stream import JsonItem, JsonReplyScanner
@@ -759,8 +759,8 @@ class StreamTurn:
         status = "succeeded"
         if self._sched is not None:
             self._sched.close_stream(self.output)
-            result = await self._task
-            status = result.status
+            result = await self._refusable()
+            status = result.status if result is not None else "invalid"
         elif any(d.is_error for d in self.diagnostics):
             status = "invalid"
         return self._outcome(plan, result, status)
@@ -780,8 +780,20 @@ class StreamTurn:
         for i, (call, cid) in enumerate(zip(self.calls, self.ids)):
             self._add(i, route_instance(call, self.instance_inputs), cid)
         self._sched.close_stream(self.output)
-        result = await self._task
-        return self._outcome(plan, result, result.status)
+        result = await self._refusable()
+        return self._outcome(plan, result, result.status if result is not None else "invalid")
+
+    async def _refusable(self) -> RunResult | None:
+        """The turn's run result; None when the run was refused before any call started (an
+        executor's preflight: a tool no worker can run): the model hears why, as for a call
+        the checker refused, instead of the agent stopping on an exception."""
+        try:
+            return await self._task
+        except PlanInvalid as exc:
+            for d in exc.diagnostics:
+                self.diagnostics.append(d)
+                self.errors.append({"call": None, "error": diagnostic_error(d)})
+            return None
 
     def _outcome(self, plan: Plan, result: RunResult | None, status: str) -> TurnOutcome:
         errors = list(self.errors)

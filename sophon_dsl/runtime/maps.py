@@ -26,7 +26,7 @@ from ..dataflow import DataFlow, GroupWiring
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
 from ..model import MapSpec, OutputMethod, Reference
 from .contracts import final_output
-from .errors import REF_UNRESOLVED, ErrorInfo
+from .errors import ErrorInfo
 from .inputs import RefState
 from .state import MISSING, get_path
 
@@ -37,6 +37,7 @@ MAP_NOT_A_LIST = "Map.NotAList"
 MAP_TIMEOUT = "Map.Timeout"
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 _now = time.time
+_BATCH = 1024  # items expanded together at most (see _fill)
 
 
 class _MapRun:
@@ -235,7 +236,9 @@ class MapDriver:
             s = self.s
             while not run.ended and not s.stopping and run.next < run.n and run.inflight < run.limit:
                 if run.batch:
-                    room = min(run.limit - run.inflight, run.n - run.next)
+                    # (at most _BATCH items at once: the loop's stopping test runs between batches,
+                    # so a run's max_time or max_memory stops a map expanding 100,000 items)
+                    room = min(run.limit - run.inflight, run.n - run.next, _BATCH)
                     if room > 1 and run.item_paths:
                         room = self._with_fields(run, room)
                     if room > 1:
@@ -430,10 +433,11 @@ class MapDriver:
         if value is None or type(value) is str:  # no `return`: the item's local data (under that kind)
             local = get(value or f"{LOCAL}@{item_kind(run.cid, k)}", ())
             return ({} if local is MISSING else local), None
-        out, err = final_output(value, get, None, False)  # (its references' values are copies)
-        if err is not None:
+        # (its references' values are copies; read with the run's bounds and deadline)
+        out, err = final_output(value, get, None, False, self.s.inputs.limits)
+        if err is not None:  # (its own name kept: Ref.Unresolved, Ref.TooExpensive)
             cause = err.cause.replace("the plan's output", f"the result of item {k} of map {run.cid}")
-            return out, ErrorInfo(REF_UNRESOLVED, cause)
+            return out, ErrorInfo(err.error, cause)
         return out, None
 
     def _time_out(self, run: _MapRun, seconds: float) -> None:

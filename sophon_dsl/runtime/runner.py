@@ -21,7 +21,7 @@ from ..model import Call, Literal, OutputMethod
 from ..outputpath import parameter_schema
 from .approval import ApprovalDecision, ApprovalRequest, decide
 from .errors import (
-    APPROVAL_REJECTED, PLAN_CANCELLED, PLAN_TIMEOUT, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
+    APPROVAL_REJECTED, REF_UNRESOLVED, TOOL_FAILED, TOOL_INPUT_INVALID,
     TOOL_OUTPUT_INVALID, TOOL_TIMEOUT, ErrorInfo, error_from_exception, matches,
 )
 from .contracts import state_writes
@@ -191,10 +191,8 @@ class CallRunner:
                 self.fail(i, err)
                 break
         except asyncio.CancelledError:
-            if rec.status not in _TERMINAL:
-                why = PLAN_TIMEOUT if s.stopping == "timeout" else PLAN_CANCELLED
-                rec.error = ErrorInfo(why, "the plan hit its time limit" if why == PLAN_TIMEOUT
-                                      else stop_cause(s.stopping))
+            if rec.status not in _TERMINAL:  # the run's reason: time, memory, a budget, a cancel
+                rec.error = s.stop_error()
                 rec.reason = rec.error.cause
                 s.finish(i, "cancelled")
             return

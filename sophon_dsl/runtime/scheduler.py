@@ -692,6 +692,18 @@ class Scheduler:
             await self.invoker.aclose()
         return self._result()
 
+    def stop_error(self) -> ErrorInfo:
+        """Why the run is stopping, as the error its unfinished calls and the run end with."""
+        why = self._stopping
+        if why == "limit" and self._stop_error is not None:
+            return self._stop_error
+        if why == "timeout":
+            return ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
+        if why == "memory":
+            return ErrorInfo(PLAN_MEMORY_EXCEEDED, f"the run grew the process by more than "
+                                                   f"{self.opts.max_memory:,} bytes (max_memory)")
+        return ErrorInfo(PLAN_CANCELLED, stop_cause(why))
+
     async def _shutdown(self) -> None:
         why = self._stopping
         for t in self._tasks.values():
@@ -703,18 +715,7 @@ class Scheduler:
                 if not t.cancelled():
                     t.exception()
             self._abandoned = bool(left)
-        if why == "limit":
-            err = self._stop_error
-        elif why == "timeout":
-            err = ErrorInfo(PLAN_TIMEOUT, "the plan hit its time limit")
-        elif why == "memory":
-            err = ErrorInfo(PLAN_MEMORY_EXCEEDED, f"the run grew the process by more than "
-                                                  f"{self.opts.max_memory:,} bytes (max_memory)")
-            for rec in self.records:  # (the runner records its cancelled calls as cancelled by the run)
-                if rec.status == "cancelled" and rec.error is not None and rec.error.error == PLAN_CANCELLED:
-                    rec.error, rec.reason = err, err.cause
-        else:
-            err = ErrorInfo(PLAN_CANCELLED, stop_cause(why))
+        err = self.stop_error()
         self.plan_error = err
         # finish_call, not finish: a map driver's per-item accounting is moot once the run
         # stops (no item starts, no map ends), and a map that expanded 100,000 items leaves

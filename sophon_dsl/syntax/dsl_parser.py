@@ -11,6 +11,7 @@ reported in one pass.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -1104,11 +1105,68 @@ def parse_dsl(text: str, file: str | None = None, *, first_line: int = 1) -> tup
         plan, diags, comments = _parse_moved(text, file, first_line - 1)
         if not diags and not comments:
             return plan, diags
-        # diagnostics and comment trivia are placed by the text's own lines: parse it where
-        # it stands (rare: only statements with errors or comments)
-        plan, diags = parse_dsl("\n" * (first_line - 1) + text, file)
-        return replace(plan, source=text), diags
+        # diagnostics and comment trivia are placed by the text's own lines: parse the text
+        # alone and move what it gives down by the lines above it (parsing it below that many
+        # newlines would cost every line above, for each broken or commented statement of a
+        # long streamed reply: quadratic in the reply)
+        plan, diags = _parse(text, file)
+        return shift_lines(plan, first_line - 1), [shift_lines(d, first_line - 1) for d in diags]
     return _parse(text, file)
+
+
+_LINE_WORD = re.compile(r"\bline (\d+)")
+
+
+def shift_lines(obj: Any, offset: int) -> Any:
+    """``obj`` (a plan, a call, a diagnostic, any value of the model) with every
+    :class:`Span` moved ``offset`` lines down, and "line N" in a diagnostic's message and
+    related notes with it."""
+    if offset == 0:
+        return obj
+    return _Shifter(offset).visit(obj)
+
+
+class _Shifter:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.memo: dict[int, Any] = {}
+
+    def text(self, message: str) -> str:
+        return _LINE_WORD.sub(lambda m: f"line {int(m.group(1)) + self.offset}", message)
+
+    def visit(self, obj: Any) -> Any:
+        if isinstance(obj, Span):
+            return Span(obj.line + self.offset, obj.column, obj.end_line + self.offset, obj.end_column)
+        if isinstance(obj, (list, tuple)):
+            items = [self.visit(x) for x in obj]
+            if all(a is b for a, b in zip(items, obj)):
+                return obj
+            return type(obj)(items) if not hasattr(obj, "_fields") else type(obj)(*items)
+        if isinstance(obj, Diagnostic):
+            return replace(obj, span=self.visit(obj.span), message=self.text(obj.message),
+                           related=tuple(self.text(r) for r in obj.related))
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            key = id(obj)
+            if key in self.memo:
+                return self.memo[key]
+            changes = {}
+            for f in dataclasses.fields(obj):
+                if not f.init:
+                    continue
+                value = obj.__dict__.get(f.name, _MISSING_FIELD) if hasattr(obj, "__dict__") else \
+                    getattr(obj, f.name, _MISSING_FIELD)
+                if value is _MISSING_FIELD:
+                    continue
+                moved = self.visit(value)
+                if moved is not value:
+                    changes[f.name] = moved
+            out = replace(obj, **changes) if changes else obj
+            self.memo[key] = out
+            return out
+        return obj
+
+
+_MISSING_FIELD: Any = object()
 
 
 def _parse_moved(text: str, file: str | None, offset: int) -> tuple[Plan, list[Diagnostic], bool]:
