@@ -151,7 +151,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   stream_order=getattr(args, "stream_order", "any"), store=store, run_id=run_id,
                   reply_form=getattr(args, "reply_form", "dsl"),
                   store_meta=_meta(args) if store is not None else None,
-                  run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
+                  dispatch=getattr(args, "dispatch", "streamed"), run_options=_run_options(args, tool_executor))
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
         from ..planning.advisor import LLMAdvisor
 
@@ -200,6 +200,16 @@ def _report(args: argparse.Namespace, result: Any) -> int:
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
     return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+
+
+def _run_options(args: argparse.Namespace, tool_executor: Any) -> dict | None:
+    """The RunOptions the agent's turns get from the flags."""
+    options: dict[str, Any] = {}
+    if tool_executor is not None:
+        options["tool_executor"] = tool_executor
+    if getattr(args, "max_threads", None) is not None:
+        options["max_threads"] = args.max_threads
+    return options or None
 
 
 def _store(args: argparse.Namespace) -> tuple[Any, str | None]:

@@ -232,7 +232,7 @@ def _check_json(what: str, value: Any) -> None:
             from None
 
 
-_POSITIVE_INT = ("max_concurrency", "max_workers", "max_calls", "max_expanded_calls")
+_POSITIVE_INT = ("max_concurrency", "max_threads", "max_workers", "max_calls", "max_expanded_calls")
 _POSITIVE_NUMBER = ("timeout", "max_time")
 
 
@@ -242,6 +242,9 @@ def _check_options(opts: RunOptions) -> None:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be a positive integer or None, not {v!r}")
+    if opts.max_threads is not None and opts.max_workers is not None and opts.max_threads != opts.max_workers:
+        raise ValueError(f"max_threads ({opts.max_threads}) and max_workers, its older name ({opts.max_workers}), "
+                         "differ: give one of them")
     for name in _POSITIVE_NUMBER:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
@@ -450,7 +453,8 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
 
     Options: ``approve`` (True/False/"yes"/"no"/"ask"/async callable), ``approval_timeout``
     (600), ``approve_calls`` (per-call gate), ``approval_risk`` (Risk.MEDIUM),
-    ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s),
+    ``max_concurrency``, ``max_threads`` (threads for sync tools, default 64; ``max_workers`` is
+    its older name), ``timeout`` (per call, s), ``max_time`` (plan, s),
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),
     ``tool_executor`` (where tool calls run: a ``sophon_dsl.DaskExecutor``, docs/scale-out.md),
     ``on_event`` (callback or list), ``context`` ({kind: initial data}), ``plan_id``,
