@@ -236,9 +236,10 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let the model suggest one alternative call")
     p.add_argument("--stream-order", choices=("any", "written"), default="any",
-                   help="any: a streamed call reading another's result waits for the end of the reply "
-                        "(textual order does not matter); written: it goes once its writers end, and a "
-                        "writer arriving after its reader ran is refused (E212)")
+                   help="any: a streamed read goes once the writers written before it end (a read "
+                        "written before its writers waits for the end of the reply; a writer after an "
+                        "answered reader is refused, E212); written: also reads of earlier turns' data go "
+                        "at once, and a writer arriving after its reader ran is refused (E212)")
     p.add_argument("--reply-form", choices=("dsl", "json"), default="dsl",
                    help="the plan form the system prompt teaches (json: for JSON-mode models; "
                         "replies in either form are read)")

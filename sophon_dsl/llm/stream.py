@@ -283,9 +283,11 @@ class StreamScheduler:
 
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None) -> None:
+                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None,
+                 streamed: bool = True) -> None:
         opts = options or RunOptions()
-        self.feed = GrowingPlan(header, order)
+        # streamed=False: the whole plan is added before it runs (lazy, after_reply): reads wait for the close
+        self.feed = GrowingPlan(header, order, streamed)
         invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_threads or opts.max_workers), delegate, opts.executor)
         self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
                                    options=opts, bus=bus, plan_id=plan_id, invoker=invoker, store=store)
@@ -453,7 +455,7 @@ class StreamTurn:
                                       input=self.input, state=self.initial.get("state"),
                                       context=self._context(), options=self.options, bus=self.bus,
                                       plan_id=self.plan_id, delegate=self.delegate, order=self.order,
-                                      store=self.store)
+                                      store=self.store, streamed=self.dispatch)
         self._task = asyncio.ensure_future(self._run_scheduler(self._sched))
 
     async def _run_scheduler(self, sched: StreamScheduler) -> RunResult:
