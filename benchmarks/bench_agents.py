@@ -18,7 +18,9 @@ answer.  Each approach's model replies are derived from the DAG mechanically:
 * ``plan_execute``: sophon-dsl's agent (``--provider openai`` against the server) reading the
   whole reply before running anything (``Agent(dispatch="after_reply")``): the plan in the DSL;
 * ``sophon_stream``: sophon-dsl's agent with default settings: the same plan, each call
-  dispatched as its line streams.
+  dispatched as its line streams;
+* ``sophon_written`` (not run unless named): the same in written stream order
+  (``Agent(stream_order="written")``), the reference for the default order.
 
 The tools are real ``async`` functions: they sleep their latency, check that their arguments
 are the ones the DAG says (a reference resolved to the value it reads) and return the result.
@@ -60,6 +62,9 @@ if str(ROOT) not in sys.path:
 import yaml  # noqa: E402
 
 APPROACHES = ("react", "parallel_fc", "plan_execute", "sophon_stream")
+# also measurable (--approaches ...,sophon_written): the same agent in written stream order, the
+# reference of issue 30 item 6 (the default order within 2% of it)
+EXTRA_APPROACHES = ("sophon_written",)
 LANGGRAPH_PROMPT = "You are a helpful assistant. Use the tools to answer the user's question."
 
 
@@ -593,7 +598,8 @@ class Runner:
 
             provider = OpenAIProvider("sim-model", base_url=self.server.base_url, api_key="sk-bench")
             tools = [tool(f, name=f.__name__, description=f.__doc__) for f in self.fns]
-            kw = {"dispatch": "after_reply"} if approach == "plan_execute" else {}
+            kw = {"plan_execute": {"dispatch": "after_reply"},
+                  "sophon_written": {"stream_order": "written"}}.get(approach, {})
             self._agents[approach] = Agent(provider, tools=tools, stdlib=False, **kw)
         return self._agents[approach]
 
@@ -630,7 +636,7 @@ class Runner:
             error = f"calls not run {missing[:5]}; {box.errors[:3]}"
         served = list(srv.served)
         limit = None
-        if approach == "sophon_stream" and served and served[0].chunks:
+        if approach in ("sophon_stream", "sophon_written") and served and served[0].chunks:
             limit = stream_limit(task, served[0], t0)
         return Sample(latency, len(served), sum(s.input_tokens for s in served),
                       sum(s.output_tokens for s in served), limit, error)
@@ -675,7 +681,7 @@ async def bench(tasks: list[Task], approaches: list[str], model: LatencyModel, r
                  "llm_requests": int(median([s.llm_requests for s in ss])),
                  "input_tokens": int(median([s.input_tokens for s in ss])),
                  "output_tokens": int(median([s.output_tokens for s in ss]))}
-            if a == "sophon_stream":
+            if a in ("sophon_stream", "sophon_written"):
                 limits = [s.stream_limit_s for s in ss if s.stream_limit_s is not None]
                 if limits:
                     e["stream_limit_s"] = round(median(limits), 4)
@@ -778,9 +784,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1 or args.chunk_tokens < 1:
         ap.error("--repeat and --chunk-tokens must be at least 1")
     approaches = [a for a in args.approaches.split(",") if a]
-    bad = [a for a in approaches if a not in APPROACHES]
+    bad = [a for a in approaches if a not in APPROACHES + EXTRA_APPROACHES]
     if bad:
-        ap.error(f"unknown approach(es) {bad}; choose from {', '.join(APPROACHES)}")
+        ap.error(f"unknown approach(es) {bad}; choose from {', '.join(APPROACHES + EXTRA_APPROACHES)}")
     if any(a in ("react", "parallel_fc") for a in approaches):
         try:
             import langchain_openai  # noqa: F401
@@ -804,8 +810,13 @@ def main(argv: list[str] | None = None) -> int:
     res["load_average"] = round(os.getloadavg()[0], 2)
     print(table(res, approaches))
     checks = verdicts(res)
+    for name, e in res["tasks"].items():   # issue 30 item 6: the default order within 2% of written order
+        s, w = e.get("sophon_stream", {}), e.get("sophon_written", {})
+        if "latency_s" in s and "latency_s" in w:
+            r = s["latency_s"] / w["latency_s"]
+            checks.append((f"{name}: default order within 2% of written order", r <= 1.02, f"{r:.3f}"))
     if checks:
-        print("\ntargets (issue 30 item 5):")
+        print("\ntargets (issue 30 items 5, 6):")
         for what, ok, fig in checks:
             print(f"  [{'met' if ok else 'NOT MET'}] {what}: {fig}")
     res["targets"] = [{"target": w, "met": ok, "figure": f} for w, ok, f in checks]
