@@ -108,3 +108,28 @@ def test_lazy_plan_whose_map_is_over_the_limit_runs_nothing():
 def test_agent_options_are_validated(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Agent(FakeProvider([]), tools=[], stdlib=False, **kwargs)
+
+
+def test_after_reply_runs_the_plan_as_a_whole_plan_runs():
+    """Read whole before it runs, a reply keeps the whole plan's semantics: a reader between two
+    writers of its path waits for both (streamed, the second writer would be refused: E212)."""
+    seen: list = []
+
+    @tool
+    async def put(v: int) -> dict:
+        await asyncio.sleep(0.001)
+        return {"n": v}
+
+    @tool
+    def show(x: dict) -> dict:
+        seen.append(x)
+        return x
+
+    reply = ('$state.a = put(v=1)\n$state.s = show(x=$state.a)\n@after(c1) $state.a &= put(v=2)\n'
+             'return $state.s\n')
+    result = Agent(FakeProvider([reply, "return $state.s\n"]), tools=[put, show], stdlib=False,
+                   dispatch="after_reply").run("x")
+    assert result.ok and not result.turns[0].errors, result.turns[0].errors
+    assert seen == [{"n": 2}]
+    streamed = Agent(FakeProvider([reply, "return $state.s\n"]), tools=[put, show], stdlib=False).run("x")
+    assert [e["error"].get("code") for e in streamed.turns[0].errors] == ["E212"]
