@@ -44,7 +44,7 @@ from ..checks import Checker, deferred_codes
 from ..compiler import MAP_SPEC, effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
-from ..maps import MAP_TOOL
+from ..maps import MAP_TOOL, known_calls
 from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo
@@ -747,7 +747,7 @@ class StreamTurn:
         ``max_calls`` runs none of its calls: the calls written plus the items of every map whose
         list is known now (a literal, the input) are a lower bound of the calls it would run."""
         assert self.max_calls is not None
-        size = _known_size(self.calls, self.input)
+        size = known_calls(self.calls, self.input)
         if size <= self.max_calls:
             return
         d = Diagnostic("E305", f"the plan would run at least {size:,} calls (map items included), over the limit "
@@ -822,34 +822,6 @@ class StreamTurn:
                     lat[self.ids[self._turn_index[i]]] = t - arrived[i]
         return TurnOutcome(plan, self.text, self._form or "dsl", errors, list(self.diagnostics), result, output,
                            status, [self.ids[i] for i in sorted(self.refused)], lat)
-
-
-def _known_size(calls: Iterable[Call], input: Any) -> int:
-    """A lower bound of the calls a plan runs: each call, plus each map's items times its body
-    when the list is known before the run (a literal list, or a list in the input)."""
-    from ..values import NotLiteral, literal_json
-
-    total = 0
-    for call in calls:
-        total += 1
-        spec = call.map
-        if spec is None:
-            continue
-        over, items = spec.over, None
-        try:
-            value = literal_json(over)
-        except NotLiteral:
-            value = None
-            if getattr(over, "kind", None) == "input" and getattr(over, "query", None) is None and input is not None:
-                from ..runtime.state import MISSING, get_path
-
-                found = get_path(input, tuple(over.path))
-                value = None if found is MISSING else found
-        if isinstance(value, list):
-            items = len(value)
-        if items:
-            total += items * _known_size(spec.body, None)   # (nested lists read the item: unknown)
-    return total
 
 
 def _where(d: Diagnostic) -> tuple:

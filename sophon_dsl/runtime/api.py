@@ -405,6 +405,15 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
         raise PlanInvalid([Diagnostic("E305", f"the plan has {len(prep.plan.calls):,} calls, over the run's budget "
                                       f"of {opts.max_calls:,} (max_calls)", file=prep.plan.file,
                                       severity=Severity.ERROR)], prep.plan.source)
+    if opts.max_calls is not None:
+        from ..maps import known_calls
+
+        known = known_calls(prep.plan.calls, input)  # maps over known lists: their items count now
+        if known > opts.max_calls:
+            raise PlanInvalid([Diagnostic("E305", f"the plan would run at least {known:,} calls (the items of its "
+                                          f"maps over known lists included), over the run's budget of "
+                                          f"{opts.max_calls:,} (max_calls)", file=prep.plan.file,
+                                          severity=Severity.ERROR)], prep.plan.source)
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)
