@@ -9,10 +9,11 @@
     4-character pieces) with tools of 200-800 ms (seeded).  Target >= 1.3x faster.
     Several plan shapes are measured; the ratio depends on how much of the plan's
     critical path can overlap the stream.
-    Streamed reads are decided as textual order allows (issue 10 item 16): in the
-    default order ("any") a call that reads another's result waits for the end of the
-    reply; in "written" order (``Agent(stream_order="written")``) it goes as soon as
-    its writers have ended.  Both are measured.
+    Streamed reads are decided as textual order allows (issue 10 item 16, issue 30
+    item 6): in the default order ("any") a read whose writers were written before it
+    goes as soon as they have ended (a read written before its writers waits for the
+    end of the reply); in "written" order (``Agent(stream_order="written")``) also a
+    read of earlier turns' data goes at once.  Both are measured.
 (j) The same for JSON replies (issue 11 item 1): the seed's solution shape
     ``{"calls": [...], "output": ...}``, one call object per line, each dispatched
     when its closing brace arrives: (a)'s latency and (b)'s end to end.

@@ -31,6 +31,7 @@ __all__ = [
     "ItemTemplate",
     "instantiate",
     "item_kind",
+    "known_calls",
     "make_map_call",
     "outer_reads",
     "scope_names",
@@ -82,6 +83,38 @@ def make_map_call(spec: MapSpec, **fields: Any) -> Call:
 
 def item_kind(map_id: str, k: int) -> str:
     return f"{map_id}[{k}]"
+
+
+def known_calls(calls: Iterable[Call], input: Any = None) -> int:
+    """A lower bound of the calls a plan runs, known before it runs: each call, plus each map's
+    items times its body when its list is a literal or a list in ``input`` (a list another
+    call writes, or a nested map's list of the item, counts no items: not known yet)."""
+    from .values import NotLiteral, literal_json
+
+    total = 0
+    for call in calls:
+        total += 1
+        spec = call.map
+        if spec is None:
+            continue
+        over = spec.over
+        try:
+            value = literal_json(over)
+        except NotLiteral:
+            value = None
+            if isinstance(over, Reference) and over.kind == "input" and over.query is None:
+                value = input
+                for step in over.path:
+                    if isinstance(value, dict) and isinstance(step, str) and step in value:
+                        value = value[step]
+                    elif isinstance(value, list) and isinstance(step, int) and -len(value) <= step < len(value):
+                        value = value[step]
+                    else:
+                        value = None
+                        break
+        if isinstance(value, list) and value:
+            total += len(value) * known_calls(spec.body)
+    return total
 
 
 def tolerance_exceeded(spec: MapSpec, failed: int, total: int) -> bool:

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   reply_form=getattr(args, "reply_form", "dsl"),
                   **({"max_reply_bytes": args.max_reply_bytes} if getattr(args, "max_reply_bytes", None) else {}),
                   store_meta=_meta(args) if store is not None else None,
-                  run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
+                  dispatch=getattr(args, "dispatch", "streamed"), run_options=_run_options(args, tool_executor))
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
         from ..planning.advisor import LLMAdvisor
 
@@ -203,6 +203,16 @@ def _report(args: argparse.Namespace, result: Any) -> int:
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
     return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+
+
+def _run_options(args: argparse.Namespace, tool_executor: Any) -> dict | None:
+    """The RunOptions the agent's turns get from the flags."""
+    options: dict[str, Any] = {}
+    if tool_executor is not None:
+        options["tool_executor"] = tool_executor
+    if getattr(args, "max_threads", None) is not None:
+        options["max_threads"] = args.max_threads
+    return options or None
 
 
 def _store(args: argparse.Namespace) -> tuple[Any, str | None]:

@@ -140,6 +140,9 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
     p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
                    help="run at most N calls at once")
+    p.add_argument("--max-threads", type=positive_int, default=None, metavar="N",
+                   help="threads for synchronous tools (default 64, sized for I/O-bound tools; "
+                        "CPU-bound tools belong on --executor dask or in processes)")
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")
     p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
                    help="wall-clock limit for the whole plan (it ends within it plus one second)")
@@ -219,7 +222,14 @@ def agent_args(sub: argparse._SubParsersAction,
                         "wait: leave the recorded run waiting for 'sophon-dsl approve RUN_ID'")
     p.add_argument("--max-turns", type=int, default=None, metavar="N",
                    help="at most N requests (default 8; 100 with --planning, the seed's MaxToolIterations)")
-    p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
+    p.add_argument("--max-calls", type=int, default=100, metavar="N",
+                   help="at most N calls per turn, map items included (default 100)")
+    p.add_argument("--max-threads", type=positive_int, default=None, metavar="N",
+                   help="threads for synchronous tools (default 64, sized for I/O-bound tools; "
+                        "CPU-bound tools belong on --executor dask or in processes)")
+    p.add_argument("--dispatch", choices=("streamed", "after_reply"), default="streamed",
+                   help="streamed: each call starts as its line arrives; after_reply: the whole reply "
+                        "is read (and checked) before any call starts")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")
     add_executor_args(p)
@@ -229,9 +239,10 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let the model suggest one alternative call")
     p.add_argument("--stream-order", choices=("any", "written"), default="any",
-                   help="any: a streamed call reading another's result waits for the end of the reply "
-                        "(textual order does not matter); written: it goes once its writers end, and a "
-                        "writer arriving after its reader ran is refused (E212)")
+                   help="any: a streamed read goes once the writers written before it end (a read "
+                        "written before its writers waits for the end of the reply; a writer after an "
+                        "answered reader is refused, E212); written: also reads of earlier turns' data go "
+                        "at once, and a writer arriving after its reader ran is refused (E212)")
     p.add_argument("--reply-form", choices=("dsl", "json"), default="dsl",
                    help="the plan form the system prompt teaches (json: for JSON-mode models; "
                         "replies in either form are read)")

@@ -71,7 +71,8 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     options: dict[str, Any] = {"approve": prompt.ask if prompt is not None else approve}
     if view is not None:
         options["on_event"] = view
-    for name in ("max_concurrency", "timeout", "max_time", "max_memory", "max_calls", "max_expanded_calls"):
+    for name in ("max_concurrency", "max_threads", "timeout", "max_time", "max_memory", "max_calls",
+                 "max_expanded_calls"):
         value = getattr(args, name, None)  # (commands that share this runner may lack the budget flags)
         if value is not None:
             options[name] = value

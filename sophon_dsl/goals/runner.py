@@ -231,7 +231,8 @@ class GoalRunner:
         return Agent(a.provider, self.tools_for(hint), mode=a.mode, max_turns=self.subagent_turns, approve=a.approve,
                      max_calls=a.max_calls, model=a.model, on_event=a.on_event, latent_provider=a.latent_provider,
                      temperature=a.temperature, max_tokens=a.max_tokens, system=a.system,
-                     run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint, _depth=a._depth + 1)
+                     run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint,
+                     dispatch=getattr(a, "dispatch", "streamed"), _depth=a._depth + 1)
 
 
 def _provider(spec: Any) -> Any:

@@ -52,7 +52,13 @@ from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provid
                        close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
-__all__ = ["Agent", "AgentResult", "TurnRecord", "warm_up"]
+__all__ = ["Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "warm_up"]
+
+# Calls one turn may run, map items included.  20 (Sophon's PlanMaxSteps) broke plain plans: 20
+# fetches and a join written without `map` ran the fetches, then lost the join and a turn.
+DEFAULT_MAX_CALLS = 100
+# When an eager turn's calls start: as each one's text arrives, or once the whole reply is read
+DISPATCHES = ("streamed", "after_reply")
 
 _WARM = False
 
@@ -163,10 +169,14 @@ class Agent:
     ``max_reply_bytes`` (1 MiB; None: no limit): a reply is cut there, its complete calls
     kept, and the next turn is told why (``Reply.TooLarge``), so an endless reply (a stream
     of comments, a string that never closes) cannot grow the process without bound.
+    ``dispatch`` (eager mode): ``"streamed"`` (default) starts each call as its text arrives;
+    ``"after_reply"`` reads and checks the whole reply first, then starts its calls (a
+    plan-then-execute agent; a plan over ``max_calls`` then runs none of its calls).
+    ``max_calls``: calls one turn may run, map items included (default 100; None: no limit).
     """
 
     def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int | None = None,
-                 approve: Any = "no", max_calls: int | None = 20, model: str | None = None,
+                 approve: Any = "no", max_calls: int | None = DEFAULT_MAX_CALLS, model: str | None = None,
                  output_schema: Any = None, state_schema: Any = None, on_event: Any = None,
                  latent_provider: Any = None, delegates: dict | None = None,
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
@@ -175,7 +185,7 @@ class Agent:
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
                  run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
                  max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES, taint: TaintSet | None = None,
-                 _depth: int = 0):
+                 dispatch: str = "streamed", _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -193,7 +203,12 @@ class Agent:
         check_max_turns(max_turns)   # 1 .. the hard iteration limit (500)
         self.max_turns = max_turns
         self.approve = approve if approve is not None else "no"
+        if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+            raise ValueError(f"max_calls must be a positive integer or None, not {max_calls!r}")
         self.max_calls = max_calls
+        if dispatch not in DISPATCHES:
+            raise ValueError(f"dispatch must be one of {', '.join(map(repr, DISPATCHES))}, not {dispatch!r}")
+        self.dispatch = dispatch
         self.model = model
         self.output_schema = output_schema
         self.state_schema = state_schema
@@ -206,6 +221,7 @@ class Agent:
         self.max_tokens = max_tokens
         self.system = system
         self.run_options = dict(run_options or {})
+        _check_run_options(self.run_options)
         self.approval_risk = approval_risk
         self.stream_order = stream_order  # "any" or "written" (runtime.feed: when streamed reads are decided)
         if reply_form not in ("dsl", "json"):
@@ -356,11 +372,11 @@ class Agent:
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "system": self.system,
                 "output_schema": self.output_schema, "state_schema": self.state_schema,
                 "stream_order": self.stream_order, "approval_risk": self.approval_risk.label,
-                "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes}
+                "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes, "dispatch": self.dispatch}
 
     def _take_options(self, options: dict) -> None:
         for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
-                     "state_schema", "stream_order", "reply_form", "max_reply_bytes"):
+                     "state_schema", "stream_order", "reply_form", "max_reply_bytes", "dispatch"):
             if name in options:
                 setattr(self, name, options[name])
         if self.model is None:  # a model named for the resume wins (another provider may need another)
@@ -456,6 +472,9 @@ class Agent:
                     record: Any = None) -> tuple[TurnRecord, tuple[str, str] | None]:
         mode = mode or self.mode
         eager = mode is Mode.EAGER
+        # plan then execute: nothing starts while the reply streams (calls are still checked
+        # as they arrive); the whole reply's calls start together when it ends
+        after_reply = eager and self.dispatch == "after_reply"
         bus = EventBus(self.on_event if self.on_event else None)
         if self._spans is not None:  # the turn's calls become children of its span
             bus.add_callback(self._spans)
@@ -478,6 +497,7 @@ class Agent:
                           max_calls=self.max_calls, options=options, bus=bus, plan_id=f"turn{n}",
                           delegate=delegate, instance_inputs=inst_inputs, on_call=on_call,
                           order=self.stream_order, store=durable.journal if durable is not None else None,
+                          dispatch=eager and not after_reply,
                           on_start=durable.attach if durable is not None and recorded is None else None)
         stop: tuple[str, str] | None = None
         if recorded is not None:
@@ -518,9 +538,12 @@ class Agent:
                 if llm is not None:
                     llm.end(msgs)
         dry: dict | None = None
-        if eager or stop is not None:
-            outcome = await turn.finish() if (eager or turn.scheduler is not None) else _invalid(turn)
-            if not eager and stop is not None:
+        if after_reply and stop is None:
+            outcome = await turn.execute_reply()
+        elif eager or stop is not None:
+            streamed = eager and not after_reply
+            outcome = await turn.finish() if (streamed or turn.scheduler is not None) else _invalid(turn)
+            if not streamed and stop is not None:   # (a reply cut short runs none of its calls)
                 outcome.status = "provider_failed"
         else:
             plan = turn.close_stream()
@@ -613,6 +636,23 @@ class Agent:
         turn.options.approve_calls = False
         outcome = await turn.execute()
         return outcome, dry, None
+
+
+def _check_run_options(options: dict) -> None:
+    """``run_options`` names RunOptions fields, with values a run accepts (a clear error now,
+    not a failure in the middle of a turn)."""
+    from dataclasses import fields
+
+    from ..runtime.api import _check_options
+
+    names = {f.name for f in fields(RunOptions)}
+    unknown = sorted(k for k in options if k not in names)
+    if unknown:
+        raise ValueError(f"unknown run option(s) in run_options: {', '.join(unknown)}")
+    opts = RunOptions()
+    for k, v in options.items():
+        setattr(opts, k, v)
+    _check_options(opts)
 
 
 def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:

@@ -212,6 +212,7 @@ class DelegateExecutor:
                     # (a delegate is not recorded: it cannot wait for a person, its risky plans are refused)
                     approve="no" if self.parent.approve == "wait" else self.parent.approve,
                     max_calls=self.parent.max_calls,
+                    dispatch=getattr(self.parent, "dispatch", "streamed"),
                     model=config.get("model", self.parent.model), output_schema=out_schema,
                     state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
                     delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,

@@ -44,7 +44,7 @@ from ..checks import Checker, deferred_codes
 from ..compiler import MAP_SPEC, effective_registry
 from ..diagnostics import Diagnostic
 from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
-from ..maps import MAP_TOOL
+from ..maps import MAP_TOOL, known_calls
 from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call
 from ..runtime.errors import OUTPUT_INVALID, REF_UNRESOLVED, ErrorInfo, PlanInvalid
@@ -283,10 +283,12 @@ class StreamScheduler:
 
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None) -> None:
+                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None,
+                 streamed: bool = True) -> None:
         opts = options or RunOptions()
-        self.feed = GrowingPlan(header, order)
-        invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_workers), delegate, opts.executor)
+        # streamed=False: the whole plan is added before it runs (lazy, after_reply): reads wait for the close
+        self.feed = GrowingPlan(header, order, streamed)
+        invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_threads or opts.max_workers), delegate, opts.executor)
         self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
                                    options=opts, bus=bus, plan_id=plan_id, invoker=invoker, store=store)
         self.scheduler.on_dispatch = self._dispatched
@@ -385,7 +387,7 @@ class StreamTurn:
     """
 
     def __init__(self, registry: ToolRegistry, *, mode: Mode | str = Mode.EAGER, input: Any = None,
-                 initial: dict[str, Any] | None = None, state_schema: Any = None, max_calls: int | None = 20,
+                 initial: dict[str, Any] | None = None, state_schema: Any = None, max_calls: int | None = 100,
                  options: RunOptions | None = None, bus: EventBus | None = None, plan_id: str | None = None,
                  delegate: Any = None, instance_inputs: dict[str, Any] | None = None,
                  dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None,
@@ -454,7 +456,7 @@ class StreamTurn:
                                       input=self.input, state=self.initial.get("state"),
                                       context=self._context(), options=self.options, bus=self.bus,
                                       plan_id=self.plan_id, delegate=self.delegate, order=self.order,
-                                      store=self.store)
+                                      store=self.store, streamed=self.dispatch)
         self._task = asyncio.ensure_future(self._run_scheduler(self._sched))
 
     async def _run_scheduler(self, sched: StreamScheduler) -> RunResult:
@@ -742,6 +744,8 @@ class StreamTurn:
             self.errors.append({"call": _call_text(self.calls[idx]) if idx is not None else None,
                                 "id": self.ids[idx] if idx is not None else None,
                                 "error": diagnostic_error(d)})
+        if not self.dispatch and self.max_calls is not None:
+            self._over_budget(condemned)
         for j in sorted(condemned):
             if j in self.refused:
                 continue
@@ -751,6 +755,36 @@ class StreamTurn:
                 self._sched.refuse(self._at[j], err)
         self._closed = plan
         return plan
+
+    def _over_budget(self, condemned: dict[int, list[Diagnostic]]) -> None:
+        """A plan read whole before it runs (lazy, ``after_reply``) whose size is known to be over
+        ``max_calls`` runs none of its calls: the calls written plus the items of every map whose
+        list is known now (a literal, the input) are a lower bound of the calls it would run."""
+        assert self.max_calls is not None
+        size = known_calls(self.calls, self.input)
+        if size <= self.max_calls:
+            return
+        d = Diagnostic("E305", f"the plan would run at least {size:,} calls (map items included), over the limit "
+                               f"of {self.max_calls:,} calls per plan: none of its calls was started; write fewer "
+                               "calls (a map over a list is one call per item)", None)
+        self.diagnostics.append(d)
+        self.errors.append({"call": None, "error": diagnostic_error(d)})
+        for j in range(len(self.calls)):
+            condemned.setdefault(j, []).append(d)
+
+    async def execute_reply(self) -> TurnOutcome:
+        """Run a reply read whole before any of its calls starts (``Agent(dispatch="after_reply")``):
+        close the stream (the whole-plan checks), then start every call at once; calls the checks
+        refused are recorded failed, as in a streamed turn."""
+        plan = self.close_stream()
+        if self._sched is None:
+            self._start_scheduler()
+        assert self._sched is not None
+        for i in range(len(self._at), len(self.calls)):
+            self._add(i, route_instance(self.calls[i], self.instance_inputs), self.ids[i], refused=self.refused.get(i))
+        self._sched.close_stream(self.output)
+        result = await self._task
+        return self._outcome(plan, result, result.status)
 
     async def finish(self) -> TurnOutcome:
         """Close the stream (if not yet) and wait for the dispatched calls (eager mode)."""

@@ -232,7 +232,7 @@ def _check_json(what: str, value: Any) -> None:
             from None
 
 
-_POSITIVE_INT = ("max_concurrency", "max_workers", "max_calls", "max_expanded_calls")
+_POSITIVE_INT = ("max_concurrency", "max_threads", "max_workers", "max_calls", "max_expanded_calls")
 _POSITIVE_NUMBER = ("timeout", "max_time")
 
 
@@ -242,6 +242,9 @@ def _check_options(opts: RunOptions) -> None:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be a positive integer or None, not {v!r}")
+    if opts.max_threads is not None and opts.max_workers is not None and opts.max_threads != opts.max_workers:
+        raise ValueError(f"max_threads ({opts.max_threads}) and max_workers, its older name ({opts.max_workers}), "
+                         "differ: give one of them")
     for name in _POSITIVE_NUMBER:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
@@ -411,6 +414,15 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
         raise PlanInvalid([Diagnostic("E305", f"the plan has {len(prep.plan.calls):,} calls, over the run's budget "
                                       f"of {opts.max_calls:,} (max_calls)", file=prep.plan.file,
                                       severity=Severity.ERROR)], prep.plan.source)
+    if opts.max_calls is not None:
+        from ..maps import known_calls
+
+        known = known_calls(prep.plan.calls, input)  # maps over known lists: their items count now
+        if known > opts.max_calls:
+            raise PlanInvalid([Diagnostic("E305", f"the plan would run at least {known:,} calls (the items of its "
+                                          f"maps over known lists included), over the run's budget of "
+                                          f"{opts.max_calls:,} (max_calls)", file=prep.plan.file,
+                                          severity=Severity.ERROR)], prep.plan.source)
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)
@@ -466,7 +478,8 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
 
     Options: ``approve`` (True/False/"yes"/"no"/"ask"/async callable), ``approval_timeout``
     (600), ``approve_calls`` (per-call gate), ``approval_risk`` (Risk.MEDIUM),
-    ``max_concurrency``, ``max_workers``, ``timeout`` (per call, s), ``max_time`` (plan, s: the run
+    ``max_concurrency``, ``max_threads`` (threads for sync tools, default 64; ``max_workers`` is
+    its older name), ``timeout`` (per call, s), ``max_time`` (plan, s: the run
     ends within it plus one second, ``Plan.Timeout``), ``max_memory`` (bytes the run may grow the
     process by: ``Plan.MemoryExceeded``),
     ``retry`` (RetryPolicy or {tool: RetryPolicy}), ``executor`` (LatentExecutor),

@@ -4,15 +4,24 @@ A :class:`FixedPlan` hands over a whole checked plan at once.  A
 :class:`GrowingPlan` receives calls one by one while a model's reply streams
 in (``sophon_dsl.llm.stream``): each arriving call is wired into the plan's
 :class:`~sophon_dsl.dataflow.DataFlow` and announced to the scheduler, which
-dispatches it as soon as its inputs are decided.  While a growing plan is open,
-a read waits, because a writer may still arrive and the finished plan's read
-would wait for it wherever it stands in the text (``order="any"``, the default:
-a streamed run decides what a run of the whole plan decides).  With
-``order="written"`` the reply promises writers before readers: a read whose
-writers so far have all ended goes ahead (missing or broken reads still wait),
-and a call arriving later that writes what such a read already consumed is
-refused (:data:`LATE_WRITER`), so the run never silently differs from the whole
-plan's.  When the plan closes, every waiting read settles as in a fixed plan.
+dispatches it as soon as its inputs are decided.  While a growing plan is open:
+
+* ``order="any"`` (the default; issue 30 item 6): a read that had a writer when it
+  arrived (a writer written before it in the reply) goes ahead once its writers have
+  ended and it has a value; a read written before any of its writers waits for the
+  end of the reply (a writer may still arrive, and data of earlier turns is not its
+  final value).  A call arriving later that writes what such an *anchored* read reads
+  is refused (:data:`LATE_WRITER`), whatever has run: the rule depends on the text
+  alone, so a streamed run decides what a run of the whole plan decides, except for
+  the calls it refuses and names.  Write every writer of a path before the calls that
+  read it (or all of them after);
+* ``order="written"``: the reply promises writers before readers: a read whose writers
+  so far have all ended goes ahead, even with no writer (data of earlier turns); a
+  call arriving later that writes what such a read already consumed is refused;
+* a plan fed whole before it runs (``streamed=False``: a lazy plan, an agent turn with
+  ``dispatch="after_reply"``): every read waits for the close, as in a fixed plan.
+
+When the plan closes, every waiting read settles as in a fixed plan.
 
 A scheduler *attaches* to its feed and is told, through
 :class:`FeedListener`, about arrivals, refusals and the close.
@@ -98,10 +107,11 @@ class FixedPlan:
 class GrowingPlan:
     """A plan whose calls arrive one at a time (a streamed reply)."""
 
-    def __init__(self, header: Plan, order: str = "any") -> None:
+    def __init__(self, header: Plan, order: str = "any", streamed: bool = True) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         self.order = order
+        self.streamed = streamed  # False: every call arrives before any runs (reads wait for the close)
         self.late: dict[int, tuple[int, ...]] = {}  # refused call -> the decided readers it came too late for
         self._header = replace(header, calls=(), output=None)
         self.flow = DataFlow()
@@ -138,7 +148,27 @@ class GrowingPlan:
     @property
     def written_order(self) -> bool:
         """Reads may be decided while the plan is open (the reply writes writers first)."""
-        return self.order == "written"
+        return self.streamed and self.order == "written"
+
+    @property
+    def anchored_reads(self) -> bool:
+        """Reads that had a writer when they arrived may be decided while the plan is open."""
+        return self.streamed and self.order == "any"
+
+    def _anchored_for(self, r: int, i: int) -> bool:
+        """Does earlier call ``r`` read something new call ``i`` writes through a read that
+        already had a writer written before ``r`` (an anchored read, possibly decided)?"""
+        flow = self.flow
+        rw = flow.read_writers
+        for k in flow.read_range(r):
+            ws = rw[k]
+            if i in ws and ws[0] < r:   # (writer tuples are sorted)
+                return True
+        for read in flow.inline_reads.get(r) or ():
+            ws = read.writers
+            if i in ws and min(ws) < r:
+                return True
+        return False
 
     def add(self, call: Call, call_id: str, refused: ErrorInfo | None = None) -> int:
         """Append a call; a ``refused`` one is recorded as failed without running (and so is,
@@ -148,7 +178,7 @@ class GrowingPlan:
         self._arrived.append(call)
         self._plan = None
         i = len(self.flow.calls) - 1
-        if refused is None and edges and self.order == "written" and self._listener is not None:
+        if refused is None and edges and self.written_order and self._listener is not None:
             decided = self._listener.is_decided
             late = tuple(sorted({r for r, w in edges if w == i and r != i and decided(r)}))
             if late:
@@ -157,6 +187,16 @@ class GrowingPlan:
                 refused = ErrorInfo("Plan.Invalid", f"{LATE_WRITER} call {call_id} writes what "
                                     f"{', '.join(ids[r] for r in late)} already read while the reply streamed; "
                                     "write a call before the calls that read its output")
+        elif refused is None and edges and self.anchored_reads:
+            # (from the text alone, not from what has run: the same reply is refused the same way)
+            late = tuple(sorted({r for r, w in edges if w == i and r != i and self._anchored_for(r, i)}))
+            if late:
+                self.late[i] = late
+                ids = self.flow.ids
+                refused = ErrorInfo("Plan.Invalid", f"{LATE_WRITER} call {call_id} writes what "
+                                    f"{', '.join(ids[r] for r in late)} read(s), after a writer written before "
+                                    "them; reads go ahead while the reply streams, so write every writer of a "
+                                    "path before the calls that read it (or all of them after)")
         if self._listener is not None:
             self._listener.call_arrived(i, edges, refused)
         return i

@@ -125,6 +125,9 @@ class InputResolver:
         # a streamed reply that writes writers before readers (GrowingPlan order "written"):
         # a read with a value may be decided while the stream is open
         self.written_order = False
+        # order "any" (GrowingPlan.anchored_reads): a read that had a writer written before its
+        # call may be decided while the stream is open (a later writer of it is refused, E212)
+        self.anchored_reads = False
         # a map's item, index and local kinds (runtime/maps.py): only the item's own calls
         # write them, so their reads never wait for a streamed arrival
         self.item_kinds: set[str] | frozenset[str] = frozenset()
@@ -193,6 +196,12 @@ class InputResolver:
 
     def _streamed_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         if not ref.kind.startswith("input") and ref.kind not in self.item_kinds:
+            if self.anchored_reads:
+                writers = self.writers_of(i, ref)
+                if not writers or writers[0] > i:   # (sorted) no writer written before the reader:
+                    return _PENDING, None           # one may still come, as the finished plan's would
+                st, val = self._state_among(ref, writers)
+                return (_PENDING, None) if st is _MISSING or st is _BROKEN else (st, val)
             if not self.written_order:
                 # any call still to come may write this path (or one overlapping it), and a
                 # finished plan's read waits for every writer wherever it stands in the text

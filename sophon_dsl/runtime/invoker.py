@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import queue
 import threading
 from concurrent.futures import Executor, Future
@@ -37,8 +36,15 @@ from ..tools import CallContext, ToolSpec
 from .errors import TOOL_FAILED, RunError
 from .protocols import LatentRequest
 
-__all__ = ["DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_context", "call_in_thread",
-           "scoped_data"]
+__all__ = ["DEFAULT_MAX_THREADS", "DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_context",
+           "call_in_thread", "scoped_data"]
+
+# Sync tools are mostly I/O-bound (HTTP clients, databases, files): a thread waiting on I/O costs
+# no CPU, so the pool is sized for waiting, not for cores.  asyncio's and ThreadPoolExecutor's
+# min(32, CPUs + 4) gave 6 threads on 2 cores: 20 sync tools of 0.6 s took four waves (2.4 s).
+# CPU-bound tools gain nothing from more threads (the GIL): they belong on the Dask executor
+# or in processes (docs/runtime.md).
+DEFAULT_MAX_THREADS = 64
 
 
 @dataclass(slots=True)
@@ -120,7 +126,7 @@ class DaemonThreadPool(Executor):
     """
 
     def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "sophon-tool") -> None:
-        self._max = max_workers or min(32, (os.cpu_count() or 1) + 4)
+        self._max = max_workers or DEFAULT_MAX_THREADS
         self._prefix = thread_name_prefix
         self._work: queue.SimpleQueue = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
@@ -183,7 +189,8 @@ class LocalInvoker:
     """Runs calls in this process (see the module docstring).
 
     ``executor`` runs latent calls without an inline output; ``max_workers`` sizes the
-    thread pool for sync tools (created on first use, shut down by :meth:`close`).
+    thread pool for sync tools (the run option ``max_threads``; default :data:`DEFAULT_MAX_THREADS`;
+    created on first use, shut down by :meth:`close`).
     """
 
     def __init__(self, executor: Any = None, max_workers: int | None = None) -> None:

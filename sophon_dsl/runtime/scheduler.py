@@ -104,7 +104,8 @@ class RunOptions:
     """Every knob of a run (all optional). See docs/runtime.md."""
 
     max_concurrency: int | None = None        # concurrent tool invocations; None = unlimited
-    max_workers: int | None = None            # thread pool size for sync tools
+    max_threads: int | None = None            # thread pool for sync tools; None = invoker.DEFAULT_MAX_THREADS (64)
+    max_workers: int | None = None            # older name of max_threads (either may be given)
     timeout: float | None = None              # default per-call timeout (s); call @timeout wins
     max_time: float | None = None             # plan wall-clock limit (s) -> Plan.Timeout
     max_memory: int | None = None             # bytes the run may grow the process by -> Plan.MemoryExceeded
@@ -157,7 +158,7 @@ class Scheduler:
         # does nothing then: the two calls per call are skipped)
         self.store_hooks = type(self.store) is not MemoryStore
         self.run_id: str | None = getattr(self.store, "run_id", None)
-        self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_workers)
+        self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
         if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
             self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
         header = self.feed.plan
@@ -216,6 +217,7 @@ class Scheduler:
         if self.feed.is_open:
             self.inputs.stream_open = True
             self.inputs.written_order = getattr(self.feed, "written_order", False)
+            self.inputs.anchored_reads = getattr(self.feed, "anchored_reads", False)
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)

@@ -164,3 +164,19 @@ def test_enum_and_str_subclass_results_are_stored_as_plain_values():
     state = result.state["state"]
     assert state == {"p": {"color": "red", "level": 3, "levels": [3]}, "l": 3}
     assert type(state["l"]) is int and type(state["p"]["color"]) is str
+
+
+def test_a_plan_whose_known_size_is_over_max_calls_runs_nothing():
+    """issue 30 item 8: the items of a map over a literal list (or an input list) count before
+    anything runs, not when the map starts."""
+    ran.clear()
+    plan = ('$state.a = echo(value=1)\n'
+            '$state.m = map(over=[1,2,3,4],as=x) {$local.r = echo(value=$x);return $local.r}\n')
+    with pytest.raises(PlanInvalid, match="at least 6 calls"):
+        run(plan, [echo], max_calls=5)
+    plan_in = ('$state.a = echo(value=1)\n'
+               '$state.m = map($input.xs,as=x) {$local.r = echo(value=$x);return $local.r}\n')
+    with pytest.raises(PlanInvalid, match="at least 6 calls"):
+        run(plan_in, [echo], max_calls=5, input={"xs": [1, 2, 3, 4]})
+    assert ran == []
+    assert run(plan, [echo], max_calls=6).status == "succeeded"
