@@ -42,8 +42,9 @@ def test_run_sophon_plan_with_scripted_model(tmp_path, capsys):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(SOPHON), encoding="utf-8")
     replies = tmp_path / "replies.yaml"
-    replies.write_text("- '{\"summary\": \"acme\"}'\n- '{\"summary\": \"globex\"}'\n"
-                       "- '{\"summary\": \"sheet\"}'\n- '{\"summary\": \"sent\"}'\n", encoding="utf-8")
+    # each step is a sub-agent (issue 26): its reply is a solution whose output is the step's result
+    replies.write_text("- 'return {\"summary\": \"acme\"}'\n- 'return {\"summary\": \"globex\"}'\n"
+                       "- 'return {\"summary\": \"sheet\"}'\n- 'return {\"summary\": \"sent\"}'\n", encoding="utf-8")
     assert main(["run", str(plan), "--json"]) == 1  # latent steps and no model: refused up front
     assert "E206" in capsys.readouterr().err
     assert main(["run", str(plan), "--provider", f"scripted:{replies}", "--approve", "yes", "--json"]) == 0
