@@ -86,6 +86,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E108": (Severity.ERROR, "duplicate header field or parameter"),
     "E109": (Severity.ERROR, "malformed tool declaration"),
     "E110": (Severity.ERROR, "cannot load tools"),
+    "E111": (Severity.ERROR, "step list breaks the planner's rules (JarvisCore PlannedSteps)"),
     # E2xx: tools and parameters
     "E201": (Severity.ERROR, "unknown tool"),
     "E202": (Severity.ERROR, "missing required parameter"),

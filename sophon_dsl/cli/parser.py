@@ -159,6 +159,10 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let --provider suggest one alternative call (docs/planning.md)")
+    p.add_argument("--max-turns", type=positive_int, default=None, metavar="N",
+                   help="turns of each imported plan step's sub-agent (ExecutionPlan / step list; default 4)")
+    p.add_argument("--hinted-tools-only", action="store_true",
+                   help="offer an imported plan step's sub-agent only the tools its toolHints name")
     add_store_args(p)
     add_executor_args(p)
 

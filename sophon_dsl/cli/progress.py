@@ -81,6 +81,19 @@ class ProgressView:
         else:
             self._line(event)
 
+    def substep(self, step_id: str, event: Any) -> None:
+        """A call of an imported plan step's sub-agent (goals/plan_steps.py): a line under the
+        step, or the step's row detail on a terminal, so the step's tools are seen running."""
+        if not event.type.startswith("plan_step_") or not event.tool or event.type == "plan_step_queued":
+            return
+        status = _STEP_STATUS.get(event.type, event.type.removeprefix("plan_step_"))
+        if self.interactive:
+            if step_id in self.ids:
+                self.detail[self.ids.index(step_id)] = f"{event.tool}: {status}"
+                self._refresh(event)
+        else:
+            print(f"[{step_id}] > {event.tool}: {status}", file=self.stream)
+
     def done(self) -> int:
         return sum(1 for s in self.status if s in _ENDED)
 

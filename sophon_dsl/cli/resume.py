@@ -53,6 +53,7 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         from .run import latent_executor
 
         options["executor"] = latent_executor(provider, getattr(args, "model", None) or meta.get("model"), view)
+        _step_agents(row, registry, store, approve, options, view)
     try:
         outcome = asyncio.run(_resume(args.run_id, store, registry, approve, unknown, force, options))
     except StoreRunError as exc:
@@ -72,6 +73,26 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
 
         summarise(outcome)
     return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+
+
+def _step_agents(row: dict, registry: Any, store: Any, approve: str, options: dict, view: Any) -> None:
+    """A resumed ExecutionPlan / step list: its steps run as sub-agents again, each resuming
+    its recorded sub-agent (goals/plan_steps.py) rather than asking the model anew."""
+    from ..durable.planload import load_stored_plan
+    from .run import _has_steps
+
+    try:
+        plan = load_stored_plan(row["spec"]["plan"])
+    except Exception:  # noqa: BLE001 - aresume reports a plan it cannot load
+        return
+    if not _has_steps(plan):
+        return
+    from ..goals.plan_steps import StepAgents
+
+    latent = options["executor"]
+    options["executor"] = StepAgents(latent.provider, registry, model=latent.model, approve=approve,
+                                     on_event=view.substep if view is not None else None, store=store,
+                                     latent=latent)
 
 
 def _view(row: dict, registry: Any) -> Any:

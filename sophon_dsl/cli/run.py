@@ -87,6 +87,8 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     from ..durable.clistore import run_store_options
 
     run_store_options(args, options)  # recorded for resume unless --no-store (docs/runtime.md)
+    if args.provider and _has_steps(plan):
+        options["executor"] = step_agents(options, registry, args, view)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state, object_only=True), **options)
     if "store" in options:
@@ -99,6 +101,25 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
 
     with on_signals(interrupt):
         return await handle.result()
+
+
+def _has_steps(plan: Any) -> bool:
+    from ..syntax.documents import STEP_TOOL
+
+    return any(c.tool == STEP_TOOL for c in plan.calls)
+
+
+def step_agents(options: dict, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
+    """An imported ExecutionPlan's / step list's steps run as sub-agents with the run's tools
+    (goals/plan_steps.py); the other latent calls keep the latent executor built above."""
+    from ..goals.plan_steps import StepAgents
+
+    latent = options["executor"]
+    run_options = {"tool_executor": options["tool_executor"]} if "tool_executor" in options else {}
+    return StepAgents(latent.provider, registry, model=args.model, max_turns=getattr(args, "max_turns", None) or 4,
+                      strict_tool_hints=bool(getattr(args, "hinted_tools_only", False)), approve=options["approve"],
+                      on_event=view.substep if view is not None else None, run_options=run_options,
+                      store=options.get("store"), latent=latent)
 
 
 def latent_executor(spec: str, model: str | None, view: ProgressView | None = None) -> Any:

@@ -224,11 +224,13 @@ class GoalRunner:
         return ToolRegistry([registry[name] for name in registry
                              if any(fnmatch.fnmatchcase(name, p) for p in patterns)])
 
-    def subagent(self, hint: str | None) -> Any:
+    def subagent(self, hint: str | None, tools: ToolRegistry | None = None) -> Any:
+        """A sub-agent over the tools ``hint`` maps to, or over ``tools`` when given (an
+        imported plan step's hinted tools: goals/plan_steps.py)."""
         from ..llm.agent import Agent
 
         a = self.agent
-        return Agent(a.provider, self.tools_for(hint), mode=a.mode, max_turns=self.subagent_turns, approve=a.approve,
+        return Agent(a.provider, tools if tools is not None else self.tools_for(hint), mode=a.mode, max_turns=self.subagent_turns, approve=a.approve,
                      max_calls=a.max_calls, model=a.model, on_event=a.on_event, latent_provider=a.latent_provider,
                      temperature=a.temperature, max_tokens=a.max_tokens, system=a.system,
                      run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint,

@@ -35,6 +35,13 @@ _ALIASES = {
 }
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
+SNAKE_KEY = _SNAKE          # (the import of a JarvisCore step list applies the same rules: syntax/documents.py)
+MIN_STEPS, MAX_STEPS = 3, 10
+
+
+def same_text(a: str, b: str) -> bool:
+    """Do two texts say the same, up to case and spacing (a criterion that repeats its task)?"""
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
 class PlannerError(SophonError):

@@ -27,7 +27,7 @@ from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
-from .gate import ApprovalScope, plan_risky
+from .gate import ApprovalScope, TaintSet, plan_risky
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 
@@ -405,6 +405,9 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     if rest:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     _check_options(opts)
+    if opts.taint is None:  # sub-agents of the executor (goals/plan_steps.py) share the run's taint set
+        shared = getattr(opts.executor, "session_taint", None)
+        opts.taint = shared if isinstance(shared, TaintSet) else None
     if isinstance(plan, str):
         plan = _load(plan)  # read once: its initial data decides what the check below knows
     input, state = seeded(_load(plan), input, state)

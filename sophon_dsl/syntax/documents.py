@@ -380,12 +380,57 @@ class _Reader:
                 ids.append(str(idn.value))
             else:
                 ids.append(f"step{i}")
+        jarvis = any(item.is_object and item.get("task") is not None for item in node.value)
+        if jarvis:
+            self.planner_rules(node)
         out = []
         for i, item in enumerate(node.value):
-            call = self.step(item, ids[i], ids)
+            call = self.step(item, ids[i], ids, jarvis)
             if call is not None:
                 out.append(call)
         return out
+
+    def planner_rules(self, node: LocatedNode) -> None:
+        """A JarvisCore step list passes the checks the ``goal`` planner's reply passes
+        (goals/steps.py, seed 003): 3-10 steps, a non-empty task and success criterion that
+        is not the task again, snake_case expected findings; E111 at the node at fault.
+        (Dependencies: E103 / E304 / E302 as for any step list; hints are mapped in step().)"""
+        from ..goals.steps import MAX_STEPS, MIN_STEPS, SNAKE_KEY, same_text
+
+        n = len(node.value)
+        if not MIN_STEPS <= n <= MAX_STEPS:
+            self.err("E111", f"a step list has {MIN_STEPS} to {MAX_STEPS} steps; this one has {n}", node)
+        for i, item in enumerate(node.value, 1):
+            if not item.is_object:
+                continue
+            texts = {}
+            for key in ("task", "success_criterion"):
+                v = item.get(key)
+                if v is None and key == "success_criterion":
+                    v = item.get("successCriterion")
+                if v is None:
+                    self.err("E111", f"step {i} has no {key!r}: every step says what to do and how to tell "
+                                     "it is done", item)
+                elif not (v.is_string and v.value.strip()):
+                    got = "an empty one" if v.is_string else v.describe()
+                    self.err("E111", f"step {i}: {key!r} must be a non-empty string, got {got}", v)
+                else:
+                    texts[key] = v
+            if len(texts) == 2 and same_text(texts["task"].value, texts["success_criterion"].value):
+                self.err("E111", f"step {i}: the success_criterion repeats the task; say how to tell that the "
+                                 "task is done", texts["success_criterion"])
+            findings = item.get("expected_findings")
+            if findings is not None:
+                if not findings.is_array:
+                    self.err("E111", f"step {i}: expected_findings must be a list of snake_case keys, got "
+                                     f"{findings.describe()}", findings)
+                else:
+                    for k in findings.value:
+                        if not (k.is_string and SNAKE_KEY.match(k.value)):
+                            self.err("E111", f"step {i}: expected finding {k.value!r} is not a snake_case key "
+                                             "(e.g. api_base_url)" if k.is_string else
+                                             f"step {i}: an expected finding must be a snake_case key, got "
+                                             f"{k.describe()}", k)
 
     def _dep(self, n: LocatedNode, ids: list[str]) -> str | None:
         v = n.value
@@ -399,7 +444,7 @@ class _Reader:
         self.err("E103", f"a dependency must be a step id or a 1-based step number, got {n.describe()}", n)
         return None
 
-    def step(self, node: LocatedNode, step_id: str, ids: list[str]) -> Call | None:
+    def step(self, node: LocatedNode, step_id: str, ids: list[str], jarvis: bool = False) -> Call | None:
         if not node.is_object:
             self.err("E102", f"a step must be an object, got {node.describe()}", node)
             return None
@@ -446,6 +491,14 @@ class _Reader:
                 if s is None:
                     ok = False
                 kw["success_criterion"] = s
+            elif jarvis and key == "subagent_hint" and v.is_string:
+                # mapped as the goal planner maps it (aliases, close misspellings), else dropped:
+                # a routing hint is never a reason to refuse a plan (seed 003)
+                from ..goals.steps import normalize_hint
+
+                hint = normalize_hint(v.value)
+                if hint is not None:
+                    params.append(Param(key, Literal(hint, v.span), node.entry_span(key)))
             else:
                 val = self.value(v)
                 if val is None:
