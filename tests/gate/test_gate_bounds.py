@@ -36,12 +36,16 @@ def stall(x: int = 0) -> int:
     return x
 
 
+GROW_CAP = 40  # x 16 MiB: far past the 200 MiB budget, and an end for a copy nobody stops (a Dask worker's)
+
+
 @tool(name="grow", idempotent=True)
 async def grow(x: int = 0) -> int:
-    """Grows the process by 16 MiB every few milliseconds, for ever."""
-    while True:
+    """Grows the process by 16 MiB every few milliseconds, up to 640 MiB."""
+    for _ in range(GROW_CAP):
         HOLD.append(bytearray(16 << 20))
         await asyncio.sleep(0.005)
+    return x
 
 
 @tool(name="gpu_only", resources={"GPU": 8}, idempotent=True)
@@ -81,9 +85,7 @@ class StallingExecutor:
     async def execute(self, request: Any) -> Any:
         if request.call.tool == "latent_stall":
             await asyncio.to_thread(time.sleep, 30)
-        while True:
-            HOLD.append(bytearray(16 << 20))
-            await asyncio.sleep(0.005)
+        return await grow.func(x=1)
 
 
 @pytest.fixture(autouse=True)
