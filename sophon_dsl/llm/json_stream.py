@@ -60,7 +60,7 @@ def is_call_object(text: str) -> bool | None:
 
     try:
         value = from_json(text)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a lone surrogate (\udcff) cannot be UTF-8 encoded
         return None
     return isinstance(value, dict) and ("_tool" in value or "_map" in value)
 

@@ -229,6 +229,33 @@ def strip_fences(text: str) -> str:
     return "\n".join("" if ln.lstrip().startswith("```") else ln for ln in text.split("\n"))
 
 
+class _LeadScan:
+    """Whether a reply is still only blank lines and Markdown fence lines, so that
+    :func:`_detect_form` cannot tell its form yet, read one delta at a time (asking
+    ``_detect_form`` the whole reply at each delta would cost its square: 100 KB of
+    blank lines in 16-character deltas took minutes)."""
+
+    def __init__(self) -> None:
+        self.lead = ""  # the current line's first characters, from its first non-space one (<= 3)
+
+    def feed(self, delta: str) -> bool:
+        """True while the form is still unknown (``_detect_form`` would say None)."""
+        lead = self.lead
+        for k, line in enumerate(delta.split("\n")):
+            if k:  # a line ended: a fence line is blank to the reader, a line starting with ` is text
+                if lead and lead != "```":
+                    return False
+                lead = ""
+            if len(lead) < 3:
+                piece = line if lead else line.lstrip()
+                if piece:
+                    if not lead and piece[0] != "`":
+                        return False
+                    lead = (lead + piece)[:3]
+        self.lead = lead
+        return True
+
+
 def _detect_form(text: str) -> str | None:
     body = strip_fences(text).lstrip()
     if not body or (body[0] == "`" and "\n" not in body):
@@ -424,7 +451,7 @@ class StreamTurn:
         self.refused: dict[int, ErrorInfo] = {}
         self._text: list[str] = []
         self._form: str | None = None
-        self._head: list[str] = []  # the line still arriving while the form is not known (see feed)
+        self._lead = _LeadScan()  # decides when the form can be known, at the cost of each delta
         self._splitter = StatementSplitter()
         self._json: JsonReplyScanner | None = None
         self._known_kinds = {k for k in self.initial} | {"input", "state", "data"}
@@ -480,20 +507,9 @@ class StreamTurn:
         self._arrival = time.perf_counter()
         self._text.append(delta)
         if self._form is None:
-            # Until the form shows, every complete line was blank or a fence: only the line
-            # still arriving can decide it, so look at that line alone, without its leading
-            # blanks (the whole text at every delta made a reply of blank lines quadratic).
-            # A line that starts with a backtick decides nothing until it ends.
-            if self._head and "\n" not in delta:
-                self._head.append(delta)
+            if self._lead.feed(delta):  # still only blank and fence lines: the form is not known yet
                 return
-            head = "".join(self._head) + delta
-            self._form = _detect_form(head)
-            if self._form is None:
-                tail = head[head.rfind("\n") + 1:].lstrip()
-                self._head = [tail] if tail else []
-                return
-            self._head = []
+            self._form = _detect_form(self.text) or "dsl"
             if self._form == "dsl":
                 for st in self._splitter.feed(self.text):
                     self._statement(st)
@@ -512,6 +528,11 @@ class StreamTurn:
     def _plan_now(self, calls: Iterable[Call] | None = None, output: Value | None = None) -> Plan:
         return replace(self.header, calls=tuple(self.calls if calls is None else calls), output=output,
                        source=self.text, form=self._form or "dsl")
+
+    def _head_now(self) -> Plan:
+        """The header as the checker sees it: no calls, and no source text (the checker does not
+        read it; joining the reply so far at every header statement cost the reply's square)."""
+        return replace(self.header, calls=(), output=None, form=self._form or "dsl")
 
     def _statement(self, st: Statement) -> None:
         from ..syntax.dsl_parser import parse_dsl
@@ -561,7 +582,7 @@ class StreamTurn:
         if changes:
             self.header = replace(self.header, **changes)
             if self._checker is not None:
-                head = self._plan_now(calls=())
+                head = self._head_now()
                 self._checker.set_header(head, self._check_tools(head))
             if self._sched is not None:  # the run checks writes and the output against its schemas
                 self._sched.feed.set_header(self.header)
@@ -584,7 +605,7 @@ class StreamTurn:
         """The first map of the reply: the checker and the run learn the builtin map tool."""
         self._maps = True
         if self._checker is not None:
-            head = self._plan_now(calls=())
+            head = self._head_now()
             self._checker.set_header(head, self._check_tools(head))
         if self._sched is not None:
             self._sched.set_registry(self._run_tools())
@@ -592,7 +613,7 @@ class StreamTurn:
     def _check(self) -> Checker:
         """The checker the calls go through as they arrive (built on the first call)."""
         if self._checker is None:
-            head = self._plan_now(calls=())
+            head = self._head_now()
             self._checker = Checker(head, self._check_tools(head),
                                     require_executor=self.options.executor is None)
         return self._checker

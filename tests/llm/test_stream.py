@@ -233,3 +233,44 @@ def test_route_instance_rewrites_state_and_targeted_input():
     assert routed.output.paths[0].kind == "state@A"
     plain = parse_dsl('f(x=$state.a)\n')[0].calls[0]
     assert route_instance(plain, {}) is plain
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_form_is_known_at_the_same_delta_as_from_the_whole_reply(seed):
+    """Issue 24: the form of a reply that starts with blank or fence lines is decided one delta
+    at a time (asking the whole reply at each delta cost its square), and at the same delta."""
+    from sophon_dsl.llm.stream import _LeadScan, _detect_form
+
+    rng = random.Random(seed)
+    for _ in range(3000):
+        text = "".join(rng.choice([" ", "\n", "`", "```", "x", "\t", "{", "\r", "\u2028"])
+                       for _ in range(rng.randint(0, 14)))
+        scan, so_far = _LeadScan(), ""
+        k = 0
+        while k < len(text):
+            delta = text[k:k + rng.randint(1, 4)]
+            k += len(delta)
+            so_far += delta
+            pending = scan.feed(delta)
+            assert pending == (_detect_form(so_far) is None), (text, so_far)
+            if not pending:
+                break
+
+
+def test_a_reply_of_blank_lines_streams_in_time_linear_in_its_size():
+    text = "\n" * 200_000 + "```dsl\n" * 1000 + "$state.a = f(x=1)\n"
+    turn = StreamTurn(as_registry([]), mode="lazy", dispatch=False)
+    for k in range(0, len(text), 16):
+        turn.feed(text[k:k + 16])
+    turn.close_stream()
+    assert [c.tool for c in turn.calls] == ["f"]
+
+
+def test_a_json_reply_with_a_lone_surrogate_is_a_diagnostic_not_a_crash():
+    """Issue 24 (found by tests/test_security_fuzz_runtime.py): pydantic_core's from_json raised
+    TypeError on a closed list element holding a lone surrogate."""
+    text = '[{"_tool": "f", "x": \udcff[1]}]'
+    turn = StreamTurn(as_registry([]), mode="lazy", dispatch=False)
+    turn.feed(text)
+    turn.close_stream()
+    assert turn.errors and turn.calls == []
