@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, keep_last,
+from .common import (EXIT_FAIL, exit_for_status, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, keep_last,
                      parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 
@@ -199,7 +199,7 @@ def _report(args: argparse.Namespace, result: Any) -> int:
         if result.output is not None:
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
-    return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(result.status)
 
 
 def _store(args: argparse.Namespace) -> tuple[Any, str | None]:

@@ -23,13 +23,23 @@ from ..loader import LoadResult, format_for_path, parse, parse_file
 from ..model import Plan
 
 __all__ = [
-    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
+    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "exit_for_status", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
     "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "plan_files", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
     "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "read_stdin", "sniff_format",
     "write_file",
 ]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# a durable run left waiting for a person (`--approve wait`): not a failure, and a script
+# must tell it from one to know that `sophon-dsl approve RUN_ID` is the next step
+EXIT_WAITING = 3
+
+
+def exit_for_status(status: str) -> int:
+    """The exit code of a run that ended with ``status``: 0 succeeded, 3 waiting, else 1."""
+    if status == "succeeded":
+        return EXIT_OK
+    return EXIT_WAITING if status == "waiting" else EXIT_FAIL
 
 # --input / --state nest no deeper than plans may
 MAX_DEPTH = 200

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
+from .common import exit_for_status, EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
 from .registry import registry_for
 
 __all__ = ["continue_run", "run"]
@@ -71,7 +71,7 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         from .run import summarise
 
         summarise(outcome)
-    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(outcome.status)
 
 
 def _view(row: dict, registry: Any) -> Any:

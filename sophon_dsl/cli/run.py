@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
+from .common import (EXIT_FAIL, exit_for_status, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
                      provider_usage_error, read_plan, tool_executor_from_flags)
 from .progress import ProgressView
 from .registry import registry_for
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print(outcome.dumps())
     else:
         summarise(outcome)
-    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(outcome.status)
 
 
 async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
