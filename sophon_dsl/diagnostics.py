@@ -131,6 +131,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E509": (Severity.ERROR, "map body dependency cycle"),
     # W: warnings
     "W101": (Severity.WARNING, "text that looks like a reference but is not one"),
+    "W202": (Severity.WARNING, "call risk lower than its tool's risk"),
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),

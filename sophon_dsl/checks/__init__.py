@@ -23,6 +23,7 @@ from .outputs import OutputSchema
 from .params import ToolParams
 from .prescribed import PrescribedOutputs
 from .readonly import ReadOnlyWrites
+from .risk import RiskDowngrade
 from .rule import Rule, Scope, describe
 from .sources import ReadSources, UnknownKinds
 from .statewrites import StateWrites
@@ -42,6 +43,7 @@ RULES: tuple[type[Rule], ...] = (
     PrescribedOutputs,       # E210 E211
     ParamTypes,              # E204 E205
     ReferenceLikeText,       # W101
+    RiskDowngrade,           # W202
     OutputSchema,            # E208 (the plan's output)
     StateWrites,             # E308 E309
     UnknownKinds,            # E306
