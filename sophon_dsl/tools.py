@@ -247,12 +247,31 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     for prop in input_schema.get("properties", {}).values():
         prop.pop("title", None)
     input_schema.setdefault("properties", {})
-    input_schema["additionalProperties"] = False
+    input_schema["additionalProperties"] = _extra_arguments(sig, hints)
     output_schema = None
     if "return" in hints and hints["return"] is not type(None):
         output_schema = pydantic.TypeAdapter(pydantic_ready(hints["return"])).json_schema()
         output_schema.pop("title", None)
     return input_schema, output_schema
+
+
+def _extra_arguments(sig: inspect.Signature, hints: dict) -> Any:
+    """``additionalProperties`` of a tool's input: False, unless the function takes
+    ``**kwargs``, which accepts any other argument (of its annotation's type, when given)."""
+    import pydantic
+
+    for pname, param in sig.parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            ann = hints.get(pname, Any)
+            if ann is Any or ann is object:
+                return True
+            try:
+                extra = pydantic.TypeAdapter(pydantic_ready(ann)).json_schema()
+            except Exception:  # a type pydantic cannot describe: any value
+                return True
+            extra.pop("title", None)
+            return extra or True
+    return False
 
 
 # Annotations whose values arrive from JSON as they are: no conversion needed
