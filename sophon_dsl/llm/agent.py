@@ -45,6 +45,7 @@ from ..runtime.events import Event, EventBus
 from ..runtime.gate import ApprovalScope, TaintSet, plan_risky
 from ..runtime.scheduler import RunOptions
 from ..tools import ToolRegistry, ToolSpec, as_registry
+from ..toolsource import resolve_tools
 from .delegate import DelegateExecutor
 from .latent import LLMLatentExecutor
 from .prompt import build_messages
@@ -181,7 +182,7 @@ class Agent:
         # budget, context window, tool filter, loop detector (sophon_dsl.planning.guards)
         self.guards = guards if guards is not None else Guards()
         self.provider: Provider = self.guards.wrap(provider, model)
-        self.registry: ToolRegistry = as_registry(tools, stdlib=stdlib)
+        self.registry: ToolRegistry = as_registry(resolve_tools(tools), stdlib=stdlib)
         self.mode = Mode(mode)
         if max_turns is None:  # 8 for one request; the seed's MaxToolIterations (100) under planning
             max_turns = default_max_turns(planning)

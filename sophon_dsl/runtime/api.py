@@ -22,6 +22,7 @@ from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
 from ..instances import route_plan
 from ..tools import ToolRegistry, as_registry
+from ..toolsource import resolve_tools
 from ..dataflow import DataFlow
 from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
@@ -127,7 +128,7 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
     given = plan
     # calls with `_instance` X read and write X's own data (state@X, input@X): Acts 013
     plan = route_plan(_load(plan), context)
-    registry = as_registry(tools)
+    registry = as_registry(resolve_tools(tools))
     ids: list[str] | None = None
     diags: list[Diagnostic] = []
     compiled = None

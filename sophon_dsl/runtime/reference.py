@@ -22,6 +22,7 @@ from dataclasses import replace
 from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
+from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
 from .errors import (OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
@@ -119,7 +120,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                          retry: Any = None, executor: Any = None, validate_output: bool = True,
                          _context: dict | None = None, _messages: list | None = None) -> RunResult:
     # (_context: the data of one map item's run, by kind; _messages: that run's log, given back)
-    registry = as_registry(tools).with_plan_decls(plan.tools)
+    registry = as_registry(resolve_tools(tools)).with_plan_decls(plan.tools)
     calls = list(plan.calls)
     n = len(calls)
     ids = plan.call_ids()
