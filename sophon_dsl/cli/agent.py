@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, exit_for_status, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, keep_last,
+from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, exit_for_status, approver_for, excerpt_lines, keep_last,
                      parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 

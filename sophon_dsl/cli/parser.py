@@ -138,6 +138,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="answer for plans with risky calls (default: ask on a terminal, else no; "
                         "wait: leave the run waiting for 'sophon-dsl approve RUN_ID')")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to start when the checker has warnings (as check --strict fails on them)")
     p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
                    help="run at most N calls at once")
     p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS", help="timeout per call")

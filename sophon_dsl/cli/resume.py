@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from .common import exit_for_status, EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
+from .common import EXIT_FAIL, EXIT_USAGE, exit_for_status, approver_for, on_signals
 from .registry import registry_for
 
 __all__ = ["continue_run", "run"]

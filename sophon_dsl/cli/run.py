@@ -9,8 +9,8 @@ import json
 import sys
 from typing import Any
 
-from .common import (EXIT_FAIL, exit_for_status, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
-                     provider_usage_error, read_plan, tool_executor_from_flags)
+from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, approver_for, exit_for_status, on_signals, parse_json_arg,
+                     print_diagnostics, print_invalid, provider_usage_error, read_plan, tool_executor_from_flags)
 from .progress import ProgressView
 from .registry import registry_for
 
@@ -26,7 +26,18 @@ def load_runnable(args: argparse.Namespace) -> tuple | None:
         print_invalid(result.diagnostics, sources, getattr(args, "json", False))
         return None
     registry, _notes = registry_for(args)
+    # warnings the reader found (the checker's come from compile_plan): `run` shows both
+    args.load_warnings = [d for d in result.diagnostics if d.severity.value == "warning"]
     return plan, registry, sources
+
+
+def plan_warnings(args: argparse.Namespace, plan: Any, compiled: Any) -> list:
+    """The warnings ``check`` would print for this plan (reader's and checker's), with its file."""
+    seen = list(getattr(args, "load_warnings", ()))
+    for d in compiled.diagnostics:
+        if d.severity.value == "warning" and d not in seen:
+            seen.append(d)
+    return [d.with_file(plan.file) for d in seen]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +53,17 @@ def run(args: argparse.Namespace) -> int:
     if loaded is None:
         return EXIT_FAIL
     plan, registry, sources = loaded
-    view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
+    compiled = compile_plan(plan, registry)
+    # a warning is often the reason a run does the wrong thing (W101: text sent instead of a
+    # value), so `run` shows them as `check` does, before anything starts
+    # (a plan with errors is refused below with every diagnostic, these included)
+    warnings = plan_warnings(args, plan, compiled) if compiled.ok else []
+    if warnings and args.strict:
+        print_invalid(warnings, sources, args.json)
+        print("run --strict: the plan has warnings: nothing was started", file=sys.stderr)
+        return EXIT_FAIL
+    print_diagnostics(warnings, sources, False)
+    view = None if args.json else ProgressView(plan, list(compiled.ids))
     try:
         outcome = asyncio.run(_run_async(plan, registry, args, view))
     except PlanInvalid as exc:
@@ -55,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         if args.tool_executor is not None:
             args.tool_executor.close()
     if args.json:
-        print(outcome.dumps())
+        data = outcome.to_json()
+        data["warnings"] = [d.to_dict() for d in warnings]
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     else:
         summarise(outcome)
     return exit_for_status(outcome.status)
