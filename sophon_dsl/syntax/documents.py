@@ -210,9 +210,15 @@ class _Reader:
             self.err("E107", f"the calls must be an array, got {node.describe()}", node)
             return []
         out = []
-        for item in node.value:
+        for pos, item in enumerate(node.value, 1):
             call = self.call(item)
             if call is not None:
+                if call.id is None and pos != len(out) + 1:
+                    # a malformed call before it was left out: the id stays its position in
+                    # the file (c3 stays c3 once the first call is fixed), as in the DSL
+                    # (set in place: the call was made a moment ago and nothing else holds it
+                    # yet; a copy would read its deferred spans before they can be built)
+                    object.__setattr__(call, "id", f"c{pos}")
                 out.append(call)
         return out
 
