@@ -109,6 +109,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E307": (Severity.ERROR, "output path targets a read-only kind"),
     "E308": (Severity.ERROR, "output path the state schema does not allow"),
     "E309": (Severity.ERROR, "writer's type conflicts with the state schema"),
+    "E310": (Severity.ERROR, "read of an input path the run's input does not have"),
     # E4xx: modes
     "E401": (Severity.ERROR, "inline _output not allowed in lazy mode"),
     "E402": (Severity.ERROR, "inline _output on an activity call"),
@@ -136,6 +137,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),
     "W304": (Severity.WARNING, "path written both as a list and as an object"),
+    "W305": (Severity.WARNING, "reads of input paths without an input schema"),
     "W401": (Severity.WARNING, "branching output path collapsed in eager mode"),
     # N: notes
     "N201": (Severity.NOTE, "tool replaces a standard tool of the same name"),

@@ -25,7 +25,7 @@ from .prescribed import PrescribedOutputs
 from .readonly import ReadOnlyWrites
 from .risk import RiskDowngrade
 from .rule import Rule, Scope, describe
-from .sources import ReadSources, UnknownKinds
+from .sources import OpenInputReads, ReadSources, UnknownKinds
 from .statewrites import StateWrites
 from .strings import ReferenceLikeText
 from .types import ParamTypes
@@ -53,6 +53,7 @@ RULES: tuple[type[Rule], ...] = (
     MissingImplementations,  # E207
     MapBodies,               # E502-E509 (a map's list and body)
     ReadSources,             # E301 W303 (whole plan)
+    OpenInputReads,          # W305 (whole plan)
     Cycles,                  # E302 (whole plan)
     ConcurrentWriters,       # W301 (whole plan)
     ContainerShapes,         # W304 (whole plan)

@@ -34,8 +34,10 @@ def load_runnable(args: argparse.Namespace) -> tuple | None:
 def plan_warnings(args: argparse.Namespace, plan: Any, compiled: Any) -> list:
     """The warnings ``check`` would print for this plan (reader's and checker's), with its file."""
     seen = list(getattr(args, "load_warnings", ()))
+    # W305 asks for an input: when the run has one, the run checks each path itself (E310)
+    has_input = args.input is not None or (plan.initial is not None and plan.initial.input is not None)
     for d in compiled.diagnostics:
-        if d.severity.value == "warning" and d not in seen:
+        if d.severity.value == "warning" and d not in seen and not (d.code == "W305" and has_input):
             seen.append(d)
     return [d.with_file(plan.file) for d in seen]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from dataclasses import replace
 
-from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
+from ..maps import body_ids, outer_reads, outer_values, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..tools import as_registry
 from ..toolsource import resolve_tools
@@ -146,7 +146,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             for r in _refs(v):
                 d.update(writers(i, r.key))
         deps.append(d)
-    if plan.state_schema is None and _context is None:
+    if _context is None and (plan.state_schema is None or plan.input_schema is None):
         _refuse_unresolvable(plan, calls, writers, messages)
     # topological order, smallest position first
     order, done = [], set()
@@ -410,9 +410,15 @@ async def _map(plan: Plan, call: Any, cid: str, over: Any, messages: list, out_r
 def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:
     """Raise PlanInvalid (E301) when a parameter or the output reads a ``state`` path that no
     other call writes and the initial state does not hold (for ``||``: every alternative is
-    such a read; inline outputs are not checked)."""
+    such a read; inline outputs are not checked); E310 likewise for an ``input`` path the
+    run's input lacks when the plan has no input schema (a ``||`` only when every
+    alternative is an input read, as the checker's W305)."""
     def never(i: int | None, r: Reference) -> bool:
-        return r.kind == "state" and not writers(i, r.key) and _read(messages, "state", r.path) is _NOTHING
+        return (plan.state_schema is None and r.kind == "state" and not writers(i, r.key)
+                and _read(messages, "state", r.path) is _NOTHING)
+
+    def missing_input(r: Reference) -> bool:
+        return plan.input_schema is None and r.kind == "input" and _read(messages, "input", r.path) is _NOTHING
 
     def groups(v: Any):
         if isinstance(v, ListValue):
@@ -437,9 +443,13 @@ def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) 
     values = [(i, p.value) for i, c in enumerate(calls) for p in c.params]
     if plan.output is not None:
         values.append((None, plan.output))
-    for i, v in values:
+    outer = [(i, x, True) for i, c in enumerate(calls) if c.map is not None for x in outer_values(c.map)]
+    for i, v, in_map in [*((i, v, False) for i, v in values), *outer]:
         for refs, _any_of in groups(v):
-            if all(never(i, r) for r in refs):
+            if all(missing_input(r) for r in refs):
+                raise PlanInvalid([Diagnostic("E310", f"{refs[0].text()}: the run's input does not have it",
+                                              severity=Severity.ERROR)])
+            if not in_map and all(never(i, r) for r in refs):
                 raise PlanInvalid([Diagnostic("E301", f"{refs[0].text()} can never resolve", severity=Severity.ERROR)])
 
 

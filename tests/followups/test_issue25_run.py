@@ -63,3 +63,61 @@ def test_run_strict_refuses_to_start_on_a_warning(tmp_path, capsys):
     assert data["status"] == "invalid" and data["diagnostics"][0]["code"] == "W101"
     assert "nothing was started" in err
     assert not (tmp_path / "sent.txt").exists()     # notify never ran
+
+
+# item 2: an input read that cannot resolve is refused before any side effect
+NEEDS_INPUT = '$state.sent = notify(text="hello")\n$state.o = lookup(id=$input.order)\n'
+
+
+def test_check_warns_about_input_reads_without_a_schema(tmp_path, capsys):
+    argv = _files(tmp_path, NEEDS_INPUT)
+    assert main(["check", argv[0], "--tools", argv[2]]) == 0
+    out = capsys.readouterr().out
+    assert "p.plan:2:22: warning[W305]: the plan reads †input.order but declares no input schema" in out
+    assert main(["check", argv[0], "--tools", argv[2], "--strict"]) == 1
+
+
+def test_run_refuses_a_missing_input_before_any_side_effect(tmp_path, capsys):
+    argv = _files(tmp_path, NEEDS_INPUT)
+    assert main(["run", *argv]) == 1
+    err = capsys.readouterr().err
+    assert "p.plan:2:22: error[E310]: parameter 'id' of call c2 reads †input.order but no input was given" in err
+    assert "nothing was started" in err
+    assert not (tmp_path / "sent.txt").exists()
+    assert main(["run", *argv, "--input", '{"other": 1}', "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "invalid" and out["diagnostics"][0]["code"] == "E310"
+    assert "the run's input does not have it" in out["diagnostics"][0]["message"]
+    assert not (tmp_path / "sent.txt").exists()
+
+
+def test_run_with_the_input_runs_without_the_warning(tmp_path, capsys):
+    argv = _files(tmp_path, NEEDS_INPUT)
+    assert main(["run", *argv, "--input", '{"order": "A1"}', "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "succeeded" and out["warnings"] == []
+
+
+def test_the_python_api_refuses_a_missing_input():
+    import pytest
+    from sophon_dsl import loads, run, tool
+    from sophon_dsl.runtime import PlanInvalid
+
+    sent = []
+
+    @tool
+    def notify(text: str) -> str:
+        sent.append(text)
+        return text
+
+    @tool
+    def lookup(id: str) -> dict:
+        return {"id": id}
+
+    plan = loads(NEEDS_INPUT, format="dsl")
+    with pytest.raises(PlanInvalid) as exc:
+        run(plan, tools=[notify, lookup])
+    assert [d.code for d in exc.value.diagnostics] == ["E310"] and sent == []
+    # a fallback of input reads is refused only when no alternative is given
+    alt = loads('lookup(id=$input.a || $input.b)\n', format="dsl")
+    assert run(alt, tools=[notify, lookup], input={"b": "x"}).status == "succeeded"
