@@ -120,9 +120,18 @@ def plan_files(names: Sequence[str], command: str) -> list[str]:
         elif os.path.isdir(name):
             found = _walk_plans(name)
             if not found:
-                print(f"sophon-dsl {command}: warning: {name}: no plan files in this directory (a directory "
-                      "is searched for *.plan, *.sophon and *.dsl files; name JSON and YAML plans "
-                      "one by one)", file=sys.stderr)
+                others = _walk_plans(name, ("json", "yaml"))
+                if others:  # say what was skipped and the command that reads them
+                    shown = " ".join(sorted({os.path.join(os.path.dirname(p), "*" + os.path.splitext(p)[1])
+                                             for p in others})[:4])
+                    how = (f"{len(others)} JSON/YAML file(s) were not read, as a directory is searched only "
+                           f"for *.plan, *.sophon and *.dsl files; to check them, name them: "
+                           f"sophon-dsl {command} {shown}")
+                else:
+                    how = ("a directory is searched for *.plan, *.sophon and *.dsl files; name JSON and "
+                           "YAML plans one by one")
+                print(f"sophon-dsl {command}: warning: {name}: no plan files in this directory ({how})",
+                      file=sys.stderr)
             for path in found:
                 add(path)
         elif not os.path.exists(name):
@@ -132,12 +141,12 @@ def plan_files(names: Sequence[str], command: str) -> list[str]:
     return files
 
 
-def _walk_plans(directory: str) -> list[str]:
+def _walk_plans(directory: str, forms: tuple[str, ...] = ("dsl",)) -> list[str]:
     found = []
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(os.path.join(root, n) for n in sorted(names)
-                     if not n.startswith(".") and format_for_path(n) == "dsl")
+                     if not n.startswith(".") and format_for_path(n) in forms)
     return found
 
 

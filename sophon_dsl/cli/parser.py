@@ -30,6 +30,39 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{_did_you_mean(message)}\n")
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = super().parse_known_args(args, namespace)
+        # the innermost parser (the command's) returns first: it knows the flags to suggest
+        if extras and getattr(ns, _EXTRA_PARSER, None) is None:
+            setattr(ns, _EXTRA_PARSER, self)
+        return ns, extras
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = self.parse_known_args(args, namespace)
+        parser = vars(ns).pop(_EXTRA_PARSER, None) or self
+        if extras:
+            # argparse's own message, from the command's parser (its usage, its flags), with a
+            # did-you-mean for a misspelt flag as for a misspelt command
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_flag_hint(parser, extras)}")
+        return ns
+
+
+_EXTRA_PARSER = "_sophon_parser_of_extras"
+
+
+def _flag_hint(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """``; did you mean '--tools'?`` for the first unknown flag close to one of ``parser``'s."""
+    import difflib
+
+    # compared without the dashes, which every flag shares and would make any two look alike
+    known = {o[2:]: o for o in parser._option_string_actions if o.startswith("--")}
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0][2:], list(known), n=1, cutoff=0.7)
+            if close:
+                return f"; did you mean '{known[close[0]]}'?"
+    return ""
+
 
 def _did_you_mean(message: str) -> str:
     """``; did you mean 'check'?`` for argparse's "invalid choice: 'chek' (choose from ...)"."""
