@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
                   stream_order=getattr(args, "stream_order", "any"), store=store, run_id=run_id,
                   reply_form=getattr(args, "reply_form", "dsl"),
+                  max_time=args.max_time, max_tokens=args.max_tokens,
                   store_meta=_meta(args) if store is not None else None,
                   run_options={"tool_executor": tool_executor} if tool_executor is not None else None)
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)

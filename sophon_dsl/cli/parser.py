@@ -252,6 +252,10 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--max-turns", type=int, default=None, metavar="N",
                    help="at most N requests (default 8; 100 with --planning, the seed's MaxToolIterations)")
     p.add_argument("--max-calls", type=int, default=20, metavar="N", help="at most N calls per plan (default 20)")
+    p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="wall-clock limit for the whole agent run, replies and calls (default: none)")
+    p.add_argument("--max-tokens", type=positive_int, default=4096, metavar="N",
+                   help="tokens each reply may use, sent with every request (default 4096)")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")
     add_executor_args(p)
