@@ -322,7 +322,7 @@ def _store_only(p: argparse.ArgumentParser) -> None:
 
 
 def _runs_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list the recorded runs, or show one")
+    p = sub.add_parser("runs", help="list the recorded runs, show, delete or prune them")
     which = p.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
     which.required = True
     ls = which.add_parser("list", help="the recorded runs, newest first")
@@ -335,6 +335,18 @@ def _runs_args(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--log", action="store_true", help="print the committed log too")
     show.add_argument("--json", action="store_true", help="print JSON")
     _store_only(show)
+    delete = which.add_parser("delete", help="delete recorded runs with their logs and calls")
+    delete.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    delete.add_argument("--json", action="store_true", help='print {"deleted": [...], "missing": [...]}')
+    _store_only(delete)
+    prune = which.add_parser("prune", help="delete the runs last updated longer ago than an age")
+    prune.add_argument("--older-than", required=True, metavar="AGE",
+                       help="30d, 12h, 90m, 45s or 2w: runs last updated longer ago are deleted")
+    prune.add_argument("--status", default=None, metavar="S",
+                       help="only runs with this status (default: every finished run; never running or "
+                            "waiting ones unless named here)")
+    prune.add_argument("--json", action="store_true", help='print {"deleted": [...]}')
+    _store_only(prune)
 
 
 def _resume_args(sub: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ __all__ = ["continue_run", "run"]
 def run(args: argparse.Namespace) -> int:
     from ..durable.clistore import open_cli_store
 
-    store = open_cli_store(args.store)
+    store = open_cli_store(args.store, create=False)
     try:
         unknown = args.unknown or ("ask" if sys.stdin is not None and sys.stdin.isatty() else "fail")
         return continue_run(args, store, approver_for(args.approve), unknown, args.force)

@@ -18,10 +18,12 @@ def _iso(t: Any) -> Any:
     return iso_time(t) if isinstance(t, (int, float)) else t
 
 
-def run_summary(row: dict) -> dict:
-    """One line of ``runs list --json``."""
+def run_summary(row: dict, recorded: int = 0) -> dict:
+    """One line of ``runs list --json``: ``file`` the plan's file (None: not from a file, or
+    recorded before it was kept), ``calls`` the calls recorded so far and the plan's total."""
     return {"run_id": row["run_id"], "status": row["status"], "plan_id": row.get("plan_id"),
-            "goal": row.get("goal"), "created": _iso(row.get("created")), "updated": _iso(row.get("updated"))}
+            "goal": row.get("goal"), "created": _iso(row.get("created")), "updated": _iso(row.get("updated")),
+            "file": row.get("plan_file"), "calls": {"recorded": recorded, "total": row.get("calls_total")}}
 
 
 def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:

@@ -133,7 +133,7 @@ class DurableRun:
         """A new run: its row (status running, this process's lease)."""
         self.backend.create_run(self.run_id, plan_id=plan.id, goal=plan.goal, spec={"plan": plan_text, **spec},
                                 plan_hash=plan_hash(plan_text, registry, plan), owner=self.owner,
-                                lease_s=self.lease_s).result()
+                                lease_s=self.lease_s, plan_file=plan.file, calls_total=len(plan.calls)).result()
 
     def approver(self, base: Any) -> Any:
         """The run's approver: a stored decision is reused, a new one is stored."""

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from sophon_dsl.cli import main
+from sophon_dsl.durable import open_store
 
 from . import plans
 from .faults import FaultyStore, forget_lease
@@ -97,6 +98,7 @@ def test_in_doubt_call_shown_and_resumed_with_unknown_fail(tmp_path, capsys):
 
 def test_unknown_run_ids_exit_2(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'r.db'}"
+    open_store(url).close()  # an existing store (a missing one is its own usage error: issue 25)
     for argv in (["resume", "nope"], ["approve", "nope"], ["runs", "show", "nope"]):
         assert main([*argv, "--store", url]) == 2
         assert "no run 'nope'" in capsys.readouterr().err
