@@ -327,7 +327,8 @@ def _runs_args(sub: argparse._SubParsersAction) -> None:
     which.required = True
     ls = which.add_parser("list", help="the recorded runs, newest first")
     ls.add_argument("--status", default=None, metavar="S",
-                    help="only runs with this status (running, waiting, succeeded, failed, cancelled, rejected)")
+                    help="only runs with this status (running, interrupted, waiting, succeeded, failed, "
+                         "cancelled, rejected)")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     _store_only(ls)
     show = which.add_parser("show", help="one run: RunResult-shaped, with run_id and calls in doubt")

@@ -42,6 +42,11 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)
         return EXIT_FAIL
+    from ..durable.report import shown_status
+
+    if shown_status(row) == "interrupted":  # say what happened before continuing it
+        print(f"run {args.run_id} was interrupted (its process ended while it ran): continuing it",
+              file=sys.stderr)
     meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}

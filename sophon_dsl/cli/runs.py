@@ -69,7 +69,13 @@ def _prune(store, args: argparse.Namespace) -> int:
 def _list(store, args: argparse.Namespace) -> int:
     from ..durable.report import run_summary
 
-    listed = store.list_runs(status=args.status)
+    # `interrupted` is a shown status: a `running` row nobody runs any more (report.shown_status)
+    wanted = "running" if args.status == "interrupted" else args.status
+    listed = store.list_runs(status=wanted)
+    if args.status in ("running", "interrupted"):
+        from ..durable.report import shown_status
+
+        listed = [r for r in listed if shown_status(r) == args.status]
     counts = store.count_calls(r["run_id"] for r in listed)
     rows = [run_summary(r, counts.get(r["run_id"], 0)) for r in listed]
     if args.json:
@@ -103,10 +109,20 @@ def _show(store, args: argparse.Namespace) -> int:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
     print(f"run {data['run_id']}: {data['status']}")
+    items: dict[str, list] = {}
+    for it in data.get("items") or ():
+        items.setdefault(it["id"].split("[", 1)[0], []).append(it)
     for c in data["calls"]:
         extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
         err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
-        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}")
+        mine = items.get(c["id"], [])
+        done = sum(1 for it in mine if not it["in_doubt"])
+        progress = f" ({done} item call(s) recorded)" if mine else ""
+        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}{progress}")
+        for it in mine:  # per-item progress of a map (a run cut mid-map shows where it was)
+            doubt = " (in doubt: started, outcome unknown)" if it["in_doubt"] else ""
+            ierr = f" {it['error']['error']}" if it.get("error") else ""
+            print(f"    {it['id']}: {it['status']}{doubt}{ierr}")
     if data["waiting"]:
         from ..durable.report import waiting_lines
 
