@@ -141,6 +141,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "W401": (Severity.WARNING, "branching output path collapsed in eager mode"),
     # N: notes
     "N201": (Severity.NOTE, "tool replaces a standard tool of the same name"),
+    "N301": (Severity.NOTE, "read of a collecting branch alternative: [] when no writer takes it"),
 }
 
 

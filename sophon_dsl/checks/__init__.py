@@ -10,7 +10,7 @@ over a plan arriving call by call (``docs/design.md``, "How to add a rule").
 from __future__ import annotations
 
 from .after import UnknownAfter
-from .branches import CollapsedBranches, UnreadBranches
+from .branches import CollapsedBranches, CollectedBranches, UnreadBranches
 from .checker import RuleRunner
 from .containers import ContainerShapes
 from .context import CheckContext
@@ -58,6 +58,7 @@ RULES: tuple[type[Rule], ...] = (
     ConcurrentWriters,       # W301 (whole plan)
     ContainerShapes,         # W304 (whole plan)
     UnreadBranches,          # W302 (whole plan)
+    CollectedBranches,       # N301 (whole plan)
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from ..maps import body_ids, outer_reads, outer_values, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
+from ..refs import query_value
 from ..tools import as_registry
 from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
@@ -173,6 +174,9 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         def ref_value(r: Reference):
             ws = writers(i, r.key)
             if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
+                if all(_unwritten_accumulator(calls[j], recs[j], r) for j in ws):
+                    # every writer succeeded by another branch of an accumulating `||`
+                    return "has", [] if r.query is None else query_value(r.query, [])
                 return "broken", None
             v = _read_ref(messages, r)
             return ("missing", None) if v is _NOTHING else ("has", v)
@@ -405,6 +409,15 @@ async def _map(plan: Plan, call: Any, cid: str, over: Any, messages: list, out_r
         else:
             results.append(value)
     return results
+
+
+def _unwritten_accumulator(call: Any, rec: CallRecord, r: Reference) -> bool:
+    """``r`` is an alternative of ``call``'s accumulating ``||`` output (``<<=``, ``+=``)
+    and the call succeeded (so it took another alternative): ``r`` reads as []."""
+    out = call.output
+    return (rec.status == "succeeded" and out is not None and out.is_branching
+            and out.method in (OutputMethod.PUSH, OutputMethod.CONCAT)
+            and any(p.kind == r.kind and p.path == r.path for p in out.paths))
 
 
 def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:

@@ -121,3 +121,32 @@ def test_the_python_api_refuses_a_missing_input():
     # a fallback of input reads is refused only when no alternative is given
     alt = loads('lookup(id=$input.a || $input.b)\n', format="dsl")
     assert run(alt, tools=[notify, lookup], input={"b": "x"}).status == "succeeded"
+
+
+# item 4: the error-collecting pattern works on the happy path
+COLLECT_TOOLS = '''
+from sophon_dsl import tool
+
+@tool
+def charge(order: str) -> str:
+    if order == "X":
+        raise RuntimeError("declined")
+    return "charged " + order
+
+@tool
+def report(errors: list) -> int:
+    return len(errors)
+'''
+
+
+def test_the_error_collecting_pattern_reports_on_the_happy_path(tmp_path, capsys):
+    (tmp_path / "tools.py").write_text(COLLECT_TOOLS, encoding="utf-8")
+    for orders, errors in ((("A", "B"), 0), (("A", "X"), 1)):
+        plan = "".join(f'$state.ok || $state.errors <<= charge(order="{o}")\n' for o in orders)
+        (tmp_path / "p.plan").write_text(plan + "$state.sent = report(errors=$state.errors)\n", encoding="utf-8")
+        assert main(["check", str(tmp_path / "p.plan"), "--tools", str(tmp_path / "tools.py")]) == 0
+        assert "note[N301]: call c3 reads †state.errors" in capsys.readouterr().out
+        assert main(["run", str(tmp_path / "p.plan"), "--tools", str(tmp_path / "tools.py"), "--no-store",
+                     "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["status"] == "succeeded" and out["state"]["state"]["sent"] == errors
