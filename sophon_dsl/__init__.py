@@ -68,8 +68,9 @@ def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
     """
     from .compiler import check as _check
     from .tools import as_registry
+    from .toolsource import resolve_tools
 
-    registry = as_registry(tools, stdlib=stdlib)
+    registry = as_registry(resolve_tools(tools), stdlib=stdlib)
     return [*_check(plan, tools=registry, max_calls=max_calls), *registry.notes()]
 
 

@@ -58,6 +58,7 @@ from .maps import MAP_TOOL
 from .model import Call, Plan, Reference
 from .outputpath import prescribe_plan
 from .tools import ToolRegistry, ToolSpec, as_registry
+from .toolsource import resolve_tools
 
 __all__ = [
     "AGENT_STEP",
@@ -175,7 +176,7 @@ class CompiledPlan:
 
 def effective_registry(plan: Plan, tools: Any = None) -> ToolRegistry:
     """User tools + the builtin ``agent.step`` (unless overridden) + the plan's declarations."""
-    reg = as_registry(tools)
+    reg = as_registry(resolve_tools(tools))
     # Ask the tools given first: ``in`` on the registry itself may build a lazy standard
     # library only to learn it has no agent.step.
     if reg.given(AGENT_STEP.name) is None:

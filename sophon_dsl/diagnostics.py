@@ -110,6 +110,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E307": (Severity.ERROR, "output path targets a read-only kind"),
     "E308": (Severity.ERROR, "output path the state schema does not allow"),
     "E309": (Severity.ERROR, "writer's type conflicts with the state schema"),
+    "E310": (Severity.ERROR, "read of an input path the run's input does not have"),
     # E4xx: modes
     "E401": (Severity.ERROR, "inline _output not allowed in lazy mode"),
     "E402": (Severity.ERROR, "inline _output on an activity call"),
@@ -132,13 +133,16 @@ CODES: dict[str, tuple[Severity, str]] = {
     "E509": (Severity.ERROR, "map body dependency cycle"),
     # W: warnings
     "W101": (Severity.WARNING, "text that looks like a reference but is not one"),
+    "W202": (Severity.WARNING, "call risk lower than its tool's risk"),
     "W301": (Severity.WARNING, "unordered concurrent writers to one path"),
     "W302": (Severity.WARNING, "branch alternative never read"),
     "W303": (Severity.WARNING, "read of a state path nothing in the plan writes (no state schema)"),
     "W304": (Severity.WARNING, "path written both as a list and as an object"),
+    "W305": (Severity.WARNING, "reads of input paths without an input schema"),
     "W401": (Severity.WARNING, "branching output path collapsed in eager mode"),
     # N: notes
     "N201": (Severity.NOTE, "tool replaces a standard tool of the same name"),
+    "N301": (Severity.NOTE, "read of a collecting branch alternative: [] when no writer takes it"),
 }
 
 

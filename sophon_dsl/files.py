@@ -4,6 +4,7 @@ Used by ``fmt -w`` and by everything that keeps state in a file (saved tool chai
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = ["write_file"]
@@ -12,10 +13,13 @@ __all__ = ["write_file"]
 def write_file(path: str, text: str) -> bool:
     """Write ``text`` to ``path`` (UTF-8) atomically: a reader (or a crash) sees the old
     content or the new, never a truncated file.  False, writing nothing, when the file
-    already holds exactly ``text``.  OSError when it cannot be written."""
+    already holds exactly ``text``.  A symlink's target is written (the link stays); a
+    read-only file is not replaced (PermissionError).  OSError when it cannot be written."""
     import tempfile  # not at the top: ``--help`` imports this module
 
     data = text.encode("utf-8")  # before anything is touched: text that cannot be written fails here
+    # through a symlink: its target is written and the link stays a link (as black does)
+    path = os.path.realpath(path)
     try:
         with open(path, "rb") as fh:
             if fh.read(len(data) + 1) == data:
@@ -23,6 +27,11 @@ def write_file(path: str, text: str) -> bool:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
+    else:
+        # a rename would replace a read-only file as easily as any other: refuse, as an
+        # editor does (checked on the bits too: root passes every access check)
+        if not mode & 0o222 or not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, "the file is read-only (not replaced)", path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:

@@ -28,7 +28,7 @@ from .diagnostics import Diagnostic, Span, sort_key
 __all__ = ["check_loaded"]
 
 _LOST_STATEMENT = frozenset({"E001", "E002", "E003", "E004", "E005", "E006", "E101", "E102", "E106"})
-_NEEDS_EVERY_STATEMENT = frozenset({"E301", "W303", "W301", "W302", "E304"})
+_NEEDS_EVERY_STATEMENT = frozenset({"E301", "W303", "W305", "W301", "W302", "E304"})
 _MODE_RULES = frozenset({"E401", "E402", "W401"})
 _LOST_ARGUMENT = frozenset({"E001", "E006", "E104"})  # an argument left out (`_from` meant as one)
 

@@ -28,11 +28,16 @@ import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
+from .errors import SophonError
 from .model import Call, Risk, ToolDecl
 from .typed_dicts import pydantic_ready
 
-__all__ = ["CallContext", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter", "schemas_from_function",
+__all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter", "schemas_from_function",
            "stdlib_fallback", "tool"]
+
+
+class NotATool(SophonError, TypeError):
+    """Something given as a tool that is none (also a ``TypeError``, as before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,12 +252,31 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     for prop in input_schema.get("properties", {}).values():
         prop.pop("title", None)
     input_schema.setdefault("properties", {})
-    input_schema["additionalProperties"] = False
+    input_schema["additionalProperties"] = _extra_arguments(sig, hints)
     output_schema = None
     if "return" in hints and hints["return"] is not type(None):
         output_schema = pydantic.TypeAdapter(pydantic_ready(hints["return"])).json_schema()
         output_schema.pop("title", None)
     return input_schema, output_schema
+
+
+def _extra_arguments(sig: inspect.Signature, hints: dict) -> Any:
+    """``additionalProperties`` of a tool's input: False, unless the function takes
+    ``**kwargs``, which accepts any other argument (of its annotation's type, when given)."""
+    import pydantic
+
+    for pname, param in sig.parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            ann = hints.get(pname, Any)
+            if ann is Any or ann is object:
+                return True
+            try:
+                extra = pydantic.TypeAdapter(pydantic_ready(ann)).json_schema()
+            except Exception:  # a type pydantic cannot describe: any value
+                return True
+            extra.pop("title", None)
+            return extra or True
+    return False
 
 
 # Annotations whose values arrive from JSON as they are: no conversion needed
@@ -574,6 +598,11 @@ def as_registry(tools: Any, *, stdlib: Any = True) -> ToolRegistry:
         ]
     elif isinstance(tools, (ToolSpec, ToolDecl)) or callable(tools):
         items = [tools]
+    elif isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        # a path or module name reaches here only past the public API's resolve_tools
+        raise NotATool(f"tools must be a list of @tool functions / ToolSpecs, a mapping, a registry, "
+                       f"or (through sophon_dsl.check / run / Agent) a path, module or declarations "
+                       f"file; got {type(tools).__name__} {tools!r:.80}")
     else:
         items = tools
     specs = []
@@ -585,5 +614,6 @@ def as_registry(tools: Any, *, stdlib: Any = True) -> ToolRegistry:
         elif callable(t):
             specs.append(tool(t))
         else:
-            raise TypeError(f"not a tool: {t!r}")
+            raise NotATool(f"not a tool: {t!r:.80} ({type(t).__name__}); expected an @tool function, a "
+                           f"ToolSpec, a ToolDecl, or a path / module of tools")
     return ToolRegistry(specs, fallback=fallback)

@@ -31,10 +31,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
-from .diagnostics import Diagnostic, Span
+from .diagnostics import Diagnostic, DiagnosticError, Span
 from .tools import ToolSpec
 
-__all__ = ["load_tool_source", "load_tool_sources", "tools_in_module"]
+__all__ = ["ToolSourceError", "load_tool_source", "load_tool_sources", "resolve_tools", "tools_in_module"]
+
+
+class ToolSourceError(DiagnosticError):
+    """A tools source given to the Python API (a path, a module name, a declarations file,
+    an MCP spec) that cannot be loaded: its E110 diagnostics, as ``--tools`` prints them."""
 
 
 def tools_in_module(module: ModuleType) -> list[ToolSpec]:
@@ -218,3 +223,41 @@ def load_tool_sources(sources: Iterable[str]) -> tuple[list[ToolSpec], list[Diag
         tools.extend(t)
         diags.extend(d)
     return tools, diags
+
+
+def _is_source(item: object) -> bool:
+    return isinstance(item, (str, os.PathLike, ModuleType))
+
+
+def resolve_tools(tools: object) -> object:
+    """``tools`` as the Python API takes it, with what ``--tools`` accepts loaded by the one
+    loader: a path (``"shop_tools.py"``, a ``Path``), an importable module name, a
+    declarations file, an ``mcp:...`` spec, or a module object, alone or among the items
+    of a list / tuple.  Anything else is returned as it is (``as_registry`` takes it).
+    Raises :class:`ToolSourceError` (a ``SophonError``) with the E110 diagnostics when a
+    source cannot be loaded."""
+    if _is_source(tools):
+        items: list = [tools]
+    elif isinstance(tools, (list, tuple)) and any(_is_source(t) for t in tools):
+        items = list(tools)
+    else:
+        return tools
+    out: list = []
+    problems: list[Diagnostic] = []
+    for item in items:
+        if isinstance(item, ModuleType):
+            found = tools_in_module(item)
+            if not found:
+                problems.append(Diagnostic("E110", f"module {item.__name__!r} defines no tools: decorate "
+                                                   "functions with @sophon_dsl.tool", file=item.__name__))
+            out.extend(found)
+        elif isinstance(item, (str, os.PathLike)):
+            found, diags = load_tool_source(os.fspath(item))
+            problems.extend(d for d in diags if d.is_error)
+            out.extend(found)
+        else:
+            out.append(item)
+    if problems:
+        raise ToolSourceError(problems)
+    return out
+

@@ -72,7 +72,9 @@ SARIF_SHAPE = {
 def ws(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tools.py").write_text(ECHO_TOOLS, encoding="utf-8")
-    (tmp_path / "good.plan").write_text("$state.a = echo(x=$input.x)\n", encoding="utf-8")
+    # (its input schema keeps it free of W305: input reads without one are a warning)
+    (tmp_path / "good.plan").write_text('input = {"type": "object", "properties": {"x": {}}}\n'
+                                        "$state.a = echo(x=$input.x)\n", encoding="utf-8")
     (tmp_path / "bad.plan").write_text('$state.a = echo(x="a")\n$state.b = ecoh(x="b")\n', encoding="utf-8")
     # W303: a read of a state path nothing writes (a warning, not an error)
     (tmp_path / "warn.plan").write_text("$state.a = echo(x=$state.never)\n", encoding="utf-8")

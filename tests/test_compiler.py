@@ -292,7 +292,7 @@ def test_e204_other_keywords_and_refs_skipped():
     d = only(check(P(C("t", 1, {"mode": "c"})), t), "E204")[0]
     assert "'mode'" in d.message and "string" in d.message
     # a value containing a reference is not a literal: no E204 (types checked by E205)
-    assert codes(check(P(C("t", 1, {"obj": {"k": "†input.x"}})), t)) == []
+    assert codes(check(P(C("t", 1, {"obj": {"k": "†input.x"}})), t)) == ["W305"]  # (no input schema)
 
 
 class Point(BaseModel):
@@ -383,7 +383,8 @@ def test_e301_self_write_does_not_count():
 
 
 def test_e301_input_rules():
-    assert check(P(C("any", 1, {"x": "†input.anything.at.all"})), TOOLS) == []
+    # without an input schema any input read is accepted; W305 names it (a run must be given it)
+    assert codes(check(P(C("any", 1, {"x": "†input.anything.at.all"})), TOOLS)) == ["W305"]
     schema = {"type": "object", "properties": {"user": {"type": "object", "properties": {
         "name": {"type": "string"}}}, "tags": {"type": "array", "items": {"type": "string"}},
         "extra": {"type": "object"}}}

@@ -232,7 +232,9 @@ def test_items_expanded_together_make_the_run_one_by_one_makes(text, monkeypatch
     "$local.a = f(v=$i)",               # the index, stored per item
 ])
 def test_items_that_may_end_at_once_are_expanded_one_by_one(body, monkeypatch):
-    seen, _ = _run_record("$state.out = map($input.xs, index=i, tolerate='100%') { " + body + " }",
+    # (the input schema makes `missing` optional: without one the run is refused, E310)
+    head = 'input = {"type": "object", "properties": {"xs": {}, "missing": {}}}\n'
+    seen, _ = _run_record(head + "$state.out = map($input.xs, index=i, tolerate='100%') { " + body + " }",
                           monkeypatch, True)
     assert seen == [False]
 

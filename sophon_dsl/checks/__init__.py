@@ -10,7 +10,7 @@ over a plan arriving call by call (``docs/design.md``, "How to add a rule").
 from __future__ import annotations
 
 from .after import UnknownAfter
-from .branches import CollapsedBranches, UnreadBranches
+from .branches import CollapsedBranches, CollectedBranches, UnreadBranches
 from .checker import RuleRunner
 from .containers import ContainerShapes
 from .context import CheckContext
@@ -23,8 +23,9 @@ from .outputs import OutputSchema
 from .params import ToolParams
 from .prescribed import PrescribedOutputs
 from .readonly import ReadOnlyWrites
+from .risk import RiskDowngrade
 from .rule import Rule, Scope, describe
-from .sources import ReadSources, UnknownKinds
+from .sources import OpenInputReads, ReadSources, UnknownKinds
 from .statewrites import StateWrites
 from .strings import ReferenceLikeText
 from .types import ParamTypes
@@ -42,6 +43,7 @@ RULES: tuple[type[Rule], ...] = (
     PrescribedOutputs,       # E210 E211
     ParamTypes,              # E204 E205
     ReferenceLikeText,       # W101
+    RiskDowngrade,           # W202
     OutputSchema,            # E208 (the plan's output)
     StateWrites,             # E308 E309
     UnknownKinds,            # E306
@@ -51,10 +53,12 @@ RULES: tuple[type[Rule], ...] = (
     MissingImplementations,  # E207
     MapBodies,               # E502-E509 (a map's list and body)
     ReadSources,             # E301 W303 (whole plan)
+    OpenInputReads,          # W305 (whole plan)
     Cycles,                  # E302 (whole plan)
     ConcurrentWriters,       # W301 (whole plan)
     ContainerShapes,         # W304 (whole plan)
     UnreadBranches,          # W302 (whole plan)
+    CollectedBranches,       # N301 (whole plan)
 )
 
 

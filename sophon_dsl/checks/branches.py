@@ -1,13 +1,14 @@
-"""W302, W401: branching output paths (``†a || †b``) are read and kept."""
+"""W302, W401, N301: branching output paths (``†a || †b``) are read and kept; what reads of
+collecting alternatives get."""
 
 from __future__ import annotations
 
-from ..model import Call, Mode
+from ..model import Call, Mode, OutputMethod
 from ..values import references
 from .rule import Rule, Scope
 from .schema import descend
 
-__all__ = ["CollapsedBranches", "UnreadBranches"]
+__all__ = ["CollapsedBranches", "CollectedBranches", "UnreadBranches"]
 
 
 class UnreadBranches(Rule):
@@ -67,3 +68,40 @@ class CollapsedBranches(Rule):
         ctx.diag("W401", f"latent call {ctx.ids[i]} has a branching output path ({alts}) in eager mode; the "
                          f"branch collapses ({why}): write the single path taken, or use lazy mode to keep "
                          f"the branch", out.span or ctx.call_span(i), call=i)
+
+
+class CollectedBranches(Rule):
+    """N301: a read of an accumulating ``||`` alternative (``<<=``, ``+=``): [] when no writer takes it."""
+
+    codes = ("N301",)
+    scope = Scope.PLAN
+
+    def check_plan(self) -> None:
+        ctx = self.ctx
+        flow = ctx.flow
+        if not flow.writers.branching:
+            return
+        calls = ctx.calls
+        refs, wss, offs = flow.read_refs, flow.read_writers, flow.read_offs
+        told: set = set()
+        reader = 0
+        for slot, ws in enumerate(wss):
+            while offs[reader + 1] <= slot:
+                reader += 1
+            ref = refs[slot]
+            if not ws or (reader, ref.key) in told:
+                continue
+            if all(_collects(calls[j], ref) for j in ws):
+                told.add((reader, ref.key))
+                # the error-collecting pattern: say what the reader gets on the happy path
+                ctx.diag("N301", f"call {ctx.ids[reader]} reads {ref.text()}, which "
+                                 f"{'its writers collect' if len(ws) > 1 else f'{ctx.ids[ws[0]]} collects'} "
+                                 f"only when they take that branch: when none does (every writer succeeds "
+                                 f"another way) it reads as [] and the call still runs",
+                         ref.span or ctx.call_span(reader), call=reader)
+
+
+def _collects(call: Call, ref) -> bool:
+    out = call.output
+    return (out is not None and out.is_branching and out.method in (OutputMethod.PUSH, OutputMethod.CONCAT)
+            and any(p.kind == ref.kind and p.path == ref.path for p in out.paths))

@@ -106,7 +106,11 @@ class ToolTable:
             elif self.strict and not pattern_allows(self.schema, name):  # type: ignore[arg-type]
                 e = UNKNOWN_PARAM
             else:
-                e = None
+                # an undeclared name is checked against additionalProperties when that is a
+                # schema (a tool's `**kwargs: int`) and no patternProperties could claim it
+                extra = self.schema.get("additionalProperties") if self.schema is not None else None
+                e = (ParamEntry(name, extra) if isinstance(extra, dict) and extra
+                     and "patternProperties" not in self.schema else None)
             cache[name] = e
         return e
 

@@ -19,7 +19,7 @@ from ..model import Call, Reference, Value
 from ..values import ValueVisitor
 from .rule import Rule, Scope
 
-__all__ = ["ReadSources", "UnknownKinds", "read_groups"]
+__all__ = ["OpenInputReads", "ReadSources", "UnknownKinds", "read_groups"]
 
 
 class _Groups(ValueVisitor):
@@ -231,3 +231,73 @@ class ReadSources(Rule):
                         if p.kind == kind:
                             found.setdefault(p.text(), ctx.ids[j])
         return found
+
+
+class OpenInputReads(Rule):
+    """W305: reads of input paths in a plan without an input schema (a run needs them)."""
+
+    codes = ("W305",)
+    scope = Scope.PLAN
+
+    def check_plan(self) -> None:
+        ctx = self.ctx
+        if ctx.plan.input_schema is not None:
+            return  # E301 checks input reads against the schema
+        if not any(base_kind(r.kind) == "input" and "@" not in r.kind for r in ctx.flow.read_refs) and \
+                ctx.output is None:
+            return
+        reads: list[dict[str, Any]] = []
+        for i, call in enumerate(ctx.calls):
+            for value, where, fallback in _where_values(ctx, i, call):
+                self.collect(value, i, where, fallback, reads)
+        if ctx.output is not None:
+            self.collect(ctx.output, None, "the plan's output", None, reads)
+        if not reads:
+            return
+        names: list[str] = []
+        for r in reads:
+            for alt in r["alternatives"]:
+                if alt["text"] not in names:
+                    names.append(alt["text"])
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        first = reads[0]
+        # data: every read a run must be given an input for (the runtime refuses, E310, a
+        # run whose input lacks one, before anything starts)
+        ctx.diag("W305", f"the plan reads {shown} but declares no input schema: a run must be given "
+                         f"{'it' if len(names) == 1 else 'them'} (--input, input=), or it is refused before "
+                         f"anything starts; declare the input (`input = {{...}}`, inputSchema) to check them",
+                 first["span"], call=first["call"], data={"reads": reads})
+
+    def collect(self, value: Value, i: int | None, where: str, fallback: _Fallback | None,
+                out: list[dict[str, Any]]) -> None:
+        for node, group, any_of in read_groups(value):
+            inputs = [r for r in group if base_kind(r.kind) == "input" and "@" not in r.kind]
+            if not inputs:
+                continue
+            if any_of:
+                if len(inputs) < len(group):
+                    continue  # another kind may provide the value
+                alts = [inputs]
+            else:
+                alts = [[r] for r in inputs]
+            seeded = self.ctx.plan.initial.input if self.ctx.plan.initial is not None else None
+            for refs in alts:
+                if seeded is not None and any(_held(seeded, list(r.path)) for r in refs):
+                    continue  # the document's own input messages hold it (seed 004 context)
+                out.append({"call": i, "where": where, "span": refs[0].span or node.span or _fallback_span(fallback),
+                            "alternatives": [{"kind": r.kind, "path": list(r.path), "text": r.text()}
+                                             for r in refs]})
+
+
+def _held(value: Any, path: list) -> bool:
+    """Whether JSON data ``value`` has something at ``path``."""
+    for seg in path:
+        if isinstance(seg, int) and not isinstance(seg, bool) and isinstance(value, list) and \
+                -len(value) <= seg < len(value):
+            value = value[seg]
+        elif isinstance(seg, str) and isinstance(value, dict) and seg in value:
+            value = value[seg]
+        else:
+            return False
+    return True
+

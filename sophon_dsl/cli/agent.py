@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, excerpt_lines, keep_last,
+from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, exit_for_status, approver_for, excerpt_lines, keep_last,
                      parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 
@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   on_event=on_event, delegate_dir=args.delegate_dir, planning=getattr(args, "planning", None),
                   stream_order=getattr(args, "stream_order", "any"), store=store, run_id=run_id,
                   reply_form=getattr(args, "reply_form", "dsl"),
+                  max_time=args.max_time, max_tokens=args.max_tokens,
                   **({"max_reply_bytes": args.max_reply_bytes} if getattr(args, "max_reply_bytes", None) else {}),
                   store_meta=_meta(args) if store is not None else None,
                   dispatch=getattr(args, "dispatch", "streamed"), run_options=_run_options(args, tool_executor))
@@ -202,7 +203,7 @@ def _report(args: argparse.Namespace, result: Any) -> int:
         if result.output is not None:
             shown["output"] = result.output
         print(json.dumps(shown, ensure_ascii=False, indent=2, default=str))
-    return EXIT_OK if result.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(result.status)
 
 
 def _run_options(args: argparse.Namespace, tool_executor: Any) -> dict | None:

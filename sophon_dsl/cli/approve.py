@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from ..durable.session import shown
     from .resume import continue_run
 
-    store = open_cli_store(args.store)
+    store = open_cli_store(args.store, create=False)
     try:
         row = store.get_run(args.run_id)
         if row is None:

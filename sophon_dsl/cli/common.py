@@ -23,13 +23,23 @@ from ..loader import LoadResult, format_for_path, parse, parse_file
 from ..model import Plan
 
 __all__ = [
-    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
+    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "exit_for_status", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
     "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "plan_files", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
     "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "read_stdin", "sniff_format",
     "write_file",
 ]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# a durable run left waiting for a person (`--approve wait`): not a failure, and a script
+# must tell it from one to know that `sophon-dsl approve RUN_ID` is the next step
+EXIT_WAITING = 3
+
+
+def exit_for_status(status: str) -> int:
+    """The exit code of a run that ended with ``status``: 0 succeeded, 3 waiting, else 1."""
+    if status == "succeeded":
+        return EXIT_OK
+    return EXIT_WAITING if status == "waiting" else EXIT_FAIL
 
 # --input / --state nest no deeper than plans may
 MAX_DEPTH = 200
@@ -121,9 +131,18 @@ def plan_files(names: Sequence[str], command: str) -> list[str]:
         elif os.path.isdir(name):
             found = _walk_plans(name)
             if not found:
-                print(f"sophon-dsl {command}: warning: {name}: no plan files in this directory (a directory "
-                      "is searched for *.plan, *.sophon and *.dsl files; name JSON and YAML plans "
-                      "one by one)", file=sys.stderr)
+                others = _walk_plans(name, ("json", "yaml"))
+                if others:  # say what was skipped and the command that reads them
+                    shown = " ".join(sorted({os.path.join(os.path.dirname(p), "*" + os.path.splitext(p)[1])
+                                             for p in others})[:4])
+                    how = (f"{len(others)} JSON/YAML file(s) were not read, as a directory is searched only "
+                           f"for *.plan, *.sophon and *.dsl files; to check them, name them: "
+                           f"sophon-dsl {command} {shown}")
+                else:
+                    how = ("a directory is searched for *.plan, *.sophon and *.dsl files; name JSON and "
+                           "YAML plans one by one")
+                print(f"sophon-dsl {command}: warning: {name}: no plan files in this directory ({how})",
+                      file=sys.stderr)
             for path in found:
                 add(path)
         elif not os.path.exists(name):
@@ -133,12 +152,12 @@ def plan_files(names: Sequence[str], command: str) -> list[str]:
     return files
 
 
-def _walk_plans(directory: str) -> list[str]:
+def _walk_plans(directory: str, forms: tuple[str, ...] = ("dsl",)) -> list[str]:
     found = []
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(os.path.join(root, n) for n in sorted(names)
-                     if not n.startswith(".") and format_for_path(n) == "dsl")
+                     if not n.startswith(".") and format_for_path(n) in forms)
     return found
 
 

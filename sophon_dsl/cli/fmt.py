@@ -42,10 +42,13 @@ def _one(args: argparse.Namespace, name: str) -> int:
     text = dumps(plan, target)
     if not text.endswith("\n"):
         text += "\n"
+    original = _raw_text(name)
+    if original is not None:
+        text = _same_conventions(text, original)
     if args.check:
         if target != source_form:
             raise UsageError("--check compares a file with its own form; drop --to or make it match")
-        if plan.source != text:
+        if (original if original is not None else plan.source) != text:
             print(f"{name}: not formatted (run 'sophon-dsl fmt -w {name}')", file=sys.stderr)
             return EXIT_FAIL
         return EXIT_OK
@@ -63,6 +66,29 @@ def _one(args: argparse.Namespace, name: str) -> int:
         return EXIT_OK
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _raw_text(name: str) -> str | None:
+    """The file as it is on disk (line endings and byte order mark kept), or None (stdin,
+    unreadable: the plan read already reported that)."""
+    if name == "-":
+        return None
+    try:
+        with open(name, "rb") as fh:
+            return fh.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _same_conventions(text: str, original: str) -> str:
+    """``text`` (LF line endings, no BOM) with the file's own conventions, as black keeps
+    them: CRLF line endings when most of its lines end so, and its UTF-8 byte order mark."""
+    crlf = original.count("\r\n")
+    if crlf and crlf * 2 >= original.count("\n"):
+        text = text.replace("\n", "\r\n")
+    if original.startswith("\ufeff"):
+        text = "\ufeff" + text
+    return text
 
 
 def _data_without_dsl_spelling(plan) -> str:

@@ -30,6 +30,39 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{_did_you_mean(message)}\n")
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = super().parse_known_args(args, namespace)
+        # the innermost parser (the command's) returns first: it knows the flags to suggest
+        if extras and getattr(ns, _EXTRA_PARSER, None) is None:
+            setattr(ns, _EXTRA_PARSER, self)
+        return ns, extras
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, extras = self.parse_known_args(args, namespace)
+        parser = vars(ns).pop(_EXTRA_PARSER, None) or self
+        if extras:
+            # argparse's own message, from the command's parser (its usage, its flags), with a
+            # did-you-mean for a misspelt flag as for a misspelt command
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_flag_hint(parser, extras)}")
+        return ns
+
+
+_EXTRA_PARSER = "_sophon_parser_of_extras"
+
+
+def _flag_hint(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """``; did you mean '--tools'?`` for the first unknown flag close to one of ``parser``'s."""
+    import difflib
+
+    # compared without the dashes, which every flag shares and would make any two look alike
+    known = {o[2:]: o for o in parser._option_string_actions if o.startswith("--")}
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0][2:], list(known), n=1, cutoff=0.7)
+            if close:
+                return f"; did you mean '{known[close[0]]}'?"
+    return ""
+
 
 def _did_you_mean(message: str) -> str:
     """``; did you mean 'check'?`` for argparse's "invalid choice: 'chek' (choose from ...)"."""
@@ -138,6 +171,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="answer for plans with risky calls (default: ask on a terminal, else no; "
                         "wait: leave the run waiting for 'sophon-dsl approve RUN_ID')")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON, no progress view")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to start when the checker has warnings (as check --strict fails on them)")
     p.add_argument("--max-concurrency", type=positive_int, default=None, metavar="N",
                    help="run at most N calls at once")
     p.add_argument("--max-threads", type=positive_int, default=None, metavar="N",
@@ -234,6 +269,10 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--dispatch", choices=("streamed", "after_reply"), default="streamed",
                    help="streamed: each call starts as its line arrives; after_reply: the whole reply "
                         "is read (and checked) before any call starts")
+    p.add_argument("--max-time", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="wall-clock limit for the whole agent run, replies and calls (default: none)")
+    p.add_argument("--max-tokens", type=positive_int, default=4096, metavar="N",
+                   help="tokens each reply may use, sent with every request (default 4096)")
     p.add_argument("--delegate-dir", default=None, metavar="DIR",
                    help="where saved requests named by @delegate(...) are looked up (default: .)")
     add_executor_args(p)
@@ -303,12 +342,13 @@ def _store_only(p: argparse.ArgumentParser) -> None:
 
 
 def _runs_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list the recorded runs, or show one")
+    p = sub.add_parser("runs", help="list the recorded runs, show, delete or prune them")
     which = p.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
     which.required = True
     ls = which.add_parser("list", help="the recorded runs, newest first")
     ls.add_argument("--status", default=None, metavar="S",
-                    help="only runs with this status (running, waiting, succeeded, failed, cancelled, rejected)")
+                    help="only runs with this status (running, interrupted, waiting, succeeded, failed, "
+                         "cancelled, rejected)")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     _store_only(ls)
     show = which.add_parser("show", help="one run: RunResult-shaped, with run_id and calls in doubt")
@@ -316,6 +356,18 @@ def _runs_args(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--log", action="store_true", help="print the committed log too")
     show.add_argument("--json", action="store_true", help="print JSON")
     _store_only(show)
+    delete = which.add_parser("delete", help="delete recorded runs with their logs and calls")
+    delete.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    delete.add_argument("--json", action="store_true", help='print {"deleted": [...], "missing": [...]}')
+    _store_only(delete)
+    prune = which.add_parser("prune", help="delete the runs last updated longer ago than an age")
+    prune.add_argument("--older-than", required=True, metavar="AGE",
+                       help="30d, 12h, 90m, 45s or 2w: runs last updated longer ago are deleted")
+    prune.add_argument("--status", default=None, metavar="S",
+                       help="only runs with this status (default: every finished run; never running or "
+                            "waiting ones unless named here)")
+    prune.add_argument("--json", action="store_true", help='print {"deleted": [...]}')
+    _store_only(prune)
 
 
 def _resume_args(sub: argparse._SubParsersAction) -> None:

@@ -128,7 +128,9 @@ class ProgressView:
     def _line(self, event: Any) -> None:
         if event.type == "plan_resumed":  # (sophon-dsl resume: restored calls send no events)
             d = event.data or {}
-            print(f"resuming run {d.get('run_id')}: {d.get('restored', 0)} call(s) restored from the store, "
+            items = d.get("restored_items") or 0
+            of = f" ({items} of them map item calls)" if items else ""
+            print(f"resuming run {d.get('run_id')}: {d.get('restored', 0)} call(s) restored from the store{of}, "
                   f"{d.get('in_doubt', 0)} in doubt", file=self.stream)
         elif event.type == "plan_step_unknown" and event.step_index is not None:
             i = event.step_index

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, approver_for, on_signals
+from .common import EXIT_FAIL, EXIT_USAGE, exit_for_status, approver_for, on_signals
 from .registry import registry_for
 
 __all__ = ["continue_run", "run"]
@@ -16,7 +16,7 @@ __all__ = ["continue_run", "run"]
 def run(args: argparse.Namespace) -> int:
     from ..durable.clistore import open_cli_store
 
-    store = open_cli_store(args.store)
+    store = open_cli_store(args.store, create=False)
     try:
         unknown = args.unknown or ("ask" if sys.stdin is not None and sys.stdin.isatty() else "fail")
         return continue_run(args, store, approver_for(args.approve), unknown, args.force)
@@ -42,6 +42,11 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         print(f"sophon-dsl {args.command}: {args.run_id} is a goal: it continues when a person answers "
               f"(sophon-dsl approve {args.run_id} [--reject])", file=sys.stderr)
         return EXIT_FAIL
+    from ..durable.report import shown_status
+
+    if shown_status(row) == "interrupted":  # say what happened before continuing it
+        print(f"run {args.run_id} was interrupted (its process ended while it ran): continuing it",
+              file=sys.stderr)
     meta = stored_config(args, row)  # what the row may configure (durable/trust.py), before any import
     registry, _notes = registry_for(tool_args(args, meta))
     options: dict[str, Any] = {}
@@ -72,7 +77,7 @@ def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: st
         from .run import summarise
 
         summarise(outcome)
-    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(outcome.status)
 
 
 def _step_agents(row: dict, registry: Any, store: Any, approve: str, options: dict, view: Any) -> None:

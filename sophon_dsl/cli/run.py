@@ -8,8 +8,8 @@ import json
 import sys
 from typing import Any
 
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, approver_for, on_signals, parse_json_arg, print_invalid,
-                     provider_usage_error, read_plan, tool_executor_from_flags)
+from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, approver_for, exit_for_status, on_signals, parse_json_arg,
+                     print_diagnostics, print_invalid, provider_usage_error, read_plan, tool_executor_from_flags)
 from .progress import ProgressView
 from .registry import registry_for
 
@@ -25,7 +25,20 @@ def load_runnable(args: argparse.Namespace) -> tuple | None:
         print_invalid(result.diagnostics, sources, getattr(args, "json", False))
         return None
     registry, _notes = registry_for(args)
+    # warnings the reader found (the checker's come from compile_plan): `run` shows both
+    args.load_warnings = [d for d in result.diagnostics if d.severity.value == "warning"]
     return plan, registry, sources
+
+
+def plan_warnings(args: argparse.Namespace, plan: Any, compiled: Any) -> list:
+    """The warnings ``check`` would print for this plan (reader's and checker's), with its file."""
+    seen = list(getattr(args, "load_warnings", ()))
+    # W305 asks for an input: when the run has one, the run checks each path itself (E310)
+    has_input = args.input is not None or (plan.initial is not None and plan.initial.input is not None)
+    for d in compiled.diagnostics:
+        if d.severity.value == "warning" and d not in seen and not (d.code == "W305" and has_input):
+            seen.append(d)
+    return [d.with_file(plan.file) for d in seen]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +54,17 @@ def run(args: argparse.Namespace) -> int:
     if loaded is None:
         return EXIT_FAIL
     plan, registry, sources = loaded
-    view = None if args.json else ProgressView(plan, list(compile_plan(plan, registry).ids))
+    compiled = compile_plan(plan, registry)
+    # a warning is often the reason a run does the wrong thing (W101: text sent instead of a
+    # value), so `run` shows them as `check` does, before anything starts
+    # (a plan with errors is refused below with every diagnostic, these included)
+    warnings = plan_warnings(args, plan, compiled) if compiled.ok else []
+    if warnings and args.strict:
+        print_invalid(warnings, sources, args.json)
+        print("run --strict: the plan has warnings: nothing was started", file=sys.stderr)
+        return EXIT_FAIL
+    print_diagnostics(warnings, sources, False)
+    view = None if args.json else ProgressView(plan, list(compiled.ids))
     try:
         from ..runtime.watchdog import run_sync  # (asyncio.run, but a call the run abandoned does not hold it)
 
@@ -56,10 +79,12 @@ def run(args: argparse.Namespace) -> int:
         if args.tool_executor is not None:
             args.tool_executor.close()
     if args.json:
-        print(outcome.dumps())
+        data = outcome.to_json()
+        data["warnings"] = [d.to_dict() for d in warnings]
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     else:
         summarise(outcome)
-    return EXIT_OK if outcome.status == "succeeded" else EXIT_FAIL
+    return exit_for_status(outcome.status)
 
 
 async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:

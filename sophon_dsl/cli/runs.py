@@ -1,12 +1,13 @@
-"""``sophon-dsl runs list|show``: the runs recorded in a store."""
+"""``sophon-dsl runs list|show|delete|prune``: the runs recorded in a store."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from .common import EXIT_OK, EXIT_USAGE
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["run"]
 
@@ -14,25 +15,79 @@ __all__ = ["run"]
 def run(args: argparse.Namespace) -> int:
     from ..durable.clistore import open_cli_store
 
-    store = open_cli_store(args.store)
+    store = open_cli_store(args.store, create=False)
     try:
         if args.runs_command == "list":
             return _list(store, args)
+        if args.runs_command == "delete":
+            return _delete(store, args)
+        if args.runs_command == "prune":
+            return _prune(store, args)
         return _show(store, args)
     finally:
         store.close()
 
 
+def _delete(store, args: argparse.Namespace) -> int:
+    from ..durable.base import StoreError
+
+    try:
+        gone = store.delete_runs(args.run_ids)
+    except StoreError as exc:
+        print(f"sophon-dsl runs delete: error: {exc}; nothing was deleted", file=sys.stderr)
+        return EXIT_FAIL
+    missing = [r for r in dict.fromkeys(args.run_ids) if r not in gone]
+    if args.json:
+        print(json.dumps({"deleted": gone, "missing": missing}, indent=2))
+    else:
+        print(f"{len(gone)} run(s) deleted from {store.url}", file=sys.stderr)
+        for r in missing:
+            print(f"  no run {r!r}", file=sys.stderr)
+    return EXIT_USAGE if missing else EXIT_OK  # (a missing run: as `runs show` does)
+
+
+def _prune(store, args: argparse.Namespace) -> int:
+    from ..durable import parse_age
+    from ..durable.base import StoreError
+
+    try:
+        age = parse_age(args.older_than)
+    except ValueError as exc:
+        raise UsageError(f"--older-than: {exc}") from None
+    try:
+        gone = store.prune_runs(age, args.status)
+    except StoreError as exc:
+        print(f"sophon-dsl runs prune: error: {exc}; nothing was deleted", file=sys.stderr)
+        return EXIT_FAIL
+    if args.json:
+        print(json.dumps({"deleted": gone}, indent=2))
+    else:
+        print(f"{len(gone)} run(s) deleted from {store.url}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _list(store, args: argparse.Namespace) -> int:
     from ..durable.report import run_summary
 
-    rows = [run_summary(r) for r in store.list_runs(status=args.status)]
+    # `interrupted` is a shown status: a `running` row nobody runs any more (report.shown_status)
+    wanted = "running" if args.status == "interrupted" else args.status
+    listed = store.list_runs(status=wanted)
+    if args.status in ("running", "interrupted"):
+        from ..durable.report import shown_status
+
+        listed = [r for r in listed if shown_status(r) == args.status]
+    counts = store.count_calls(r["run_id"] for r in listed)
+    rows = [run_summary(r, counts.get(r["run_id"], 0)) for r in listed]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return EXIT_OK
     for r in rows:
         what = r["goal"] or r["plan_id"] or ""
-        print(f"{r['run_id']}  {r['status']:<9}  {r['created']}  {what}")
+        where = f"{os.path.basename(r['file'])}  " if r.get("file") else ""
+        calls = r["calls"]
+        n = f"{calls['recorded']}/{calls['total']} calls" if calls["total"] is not None else \
+            f"{calls['recorded']} calls"
+        print(f"{r['run_id']}  {r['status']:<11}  {r['created']}  {where}{n}  {what}".rstrip())
     if not rows:
         print("no runs recorded" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
     return EXIT_OK
@@ -54,10 +109,20 @@ def _show(store, args: argparse.Namespace) -> int:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
     print(f"run {data['run_id']}: {data['status']}")
+    items: dict[str, list] = {}
+    for it in data.get("items") or ():
+        items.setdefault(it["id"].split("[", 1)[0], []).append(it)
     for c in data["calls"]:
         extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
         err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
-        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}")
+        mine = items.get(c["id"], [])
+        done = sum(1 for it in mine if not it["in_doubt"])
+        progress = f" ({done} item call(s) recorded)" if mine else ""
+        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}{progress}")
+        for it in mine:  # per-item progress of a map (a run cut mid-map shows where it was)
+            doubt = " (in doubt: started, outcome unknown)" if it["in_doubt"] else ""
+            ierr = f" {it['error']['error']}" if it.get("error") else ""
+            print(f"    {it['id']}: {it['status']}{doubt}{ierr}")
     if data["waiting"]:
         from ..durable.report import waiting_lines
 

@@ -12,7 +12,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .current import CurrentCall, current_call
 
-__all__ = ["CurrentCall", "current_call", "default_store_url", "open_store"]
+__all__ = ["CurrentCall", "current_call", "default_store_url", "delete_runs", "open_store", "parse_age",
+           "prune_runs", "sqlite_path"]
 
 
 def open_store(url: Any) -> Any:
@@ -36,6 +37,64 @@ def open_store(url: Any) -> Any:
 
         return PostgresRunStore(url)
     raise ValueError(f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://...")
+
+
+def sqlite_path(url: Any) -> str | None:
+    """The file a ``sqlite://`` store URL names (None for another kind of store)."""
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite":
+        return None
+    return unquote(parts.path[1:] if parts.path.startswith("/") else parts.path) or None
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or a number of seconds) -> seconds."""
+    t = str(text).strip().lower()
+    unit = _AGE_UNITS.get(t[-1:]) if t else None
+    try:
+        value = float(t[:-1] if unit else t)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"expected an age such as 30d, 12h, 90m or 45s, got {text!r}")
+    return value * (unit or 1)
+
+
+def _opened(store: Any) -> tuple[Any, bool]:
+    """(the store, whether we opened it and so close it): a URL, None (the default) or a store."""
+    if store is None or isinstance(store, str):
+        return open_store(store or default_store_url()), True
+    return store, False
+
+
+def delete_runs(run_ids: Any, *, store: Any = None) -> list[str]:
+    """Delete recorded runs (``sophon-dsl runs delete``): each with its log, calls and
+    sub-runs; returns the ids that existed.  A run running now is refused (``StoreError``)."""
+    st, mine = _opened(store)
+    try:
+        return st.delete_runs([run_ids] if isinstance(run_ids, str) else list(run_ids))
+    finally:
+        if mine:
+            st.close()
+
+
+def prune_runs(older_than: Any, *, status: str | None = None, store: Any = None) -> list[str]:
+    """Delete the runs last updated longer ago than ``older_than`` (seconds, or ``"30d"``):
+    those with ``status``, else every finished one (``sophon-dsl runs prune``)."""
+    age = parse_age(older_than) if isinstance(older_than, str) else float(older_than)
+    if not age >= 0:
+        raise ValueError(f"older_than must be >= 0, not {older_than!r}")
+    st, mine = _opened(store)
+    try:
+        return st.prune_runs(age, status)
+    finally:
+        if mine:
+            st.close()
 
 
 def default_store_url() -> str:

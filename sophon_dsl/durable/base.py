@@ -62,10 +62,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             run_id TEXT NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL,
             final INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, turn, seq))""",
     )),
+    (4, (
+        # what `runs list` shows of a run without reading its spec (the plan text): the plan's
+        # file name and number of calls (NULL in runs recorded before)
+        "ALTER TABLE runs ADD COLUMN plan_file TEXT",
+        "ALTER TABLE runs ADD COLUMN calls_total INTEGER",
+    )),
 )
 
 _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
-                "last_seq", "lease_owner", "lease_until")
+                "last_seq", "lease_owner", "lease_until", "plan_file", "calls_total")
 
 
 class StoreError(SophonError):
@@ -291,7 +297,7 @@ class RunStore:
 
     def create_run(self, run_id: str, *, plan_id: str | None, goal: str | None, spec: dict, plan_hash: str,
                    entries: Iterable[tuple] = (), status: str = "running", owner: str | None = None,
-                   lease_s: float = 60.0) -> Future:
+                   lease_s: float = 60.0, plan_file: str | None = None, calls_total: int | None = None) -> Future:
         """Register a new run with its initial log entries (``(seq, entry dict)``) and, when
         ``owner`` is given, its lease."""
         spec_text, rows = dumps(spec), [(run_id, seq, dumps(e)) for seq, e in entries]
@@ -300,9 +306,10 @@ class RunStore:
         def op(cur: Any) -> None:
             now = time.time()
             cur.execute(self.sql("INSERT INTO runs (run_id, plan_id, goal, status, created, updated, plan_hash, "
-                                 "spec, last_seq, lease_owner, lease_until) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+                                 "spec, last_seq, lease_owner, lease_until, plan_file, calls_total) "
+                                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
                         (run_id, plan_id, goal, status, now, now, plan_hash, spec_text, last, owner,
-                         now + lease_s if owner else None))
+                         now + lease_s if owner else None, plan_file, calls_total))
             if rows:
                 cur.executemany(self.sql("INSERT INTO log (run_id, seq, entry) VALUES (?,?,?)"), rows)
 
@@ -398,6 +405,64 @@ class RunStore:
         rows = self._wait(lambda cur: _all(cur, stmt, params))
         names = [c for c in _RUN_COLUMNS if c != "spec"]
         return [_run_row(r, names) for r in rows]
+
+    def count_calls(self, run_ids: Iterable[str]) -> dict[str, int]:
+        """The number of calls recorded (ended) per run, for ``runs list``."""
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        out: dict[str, int] = {}
+        for k in range(0, len(ids), 500):  # (bounded IN lists)
+            part = ids[k:k + 500]
+            stmt = self.sql(f"SELECT run_id, COUNT(*) FROM calls WHERE run_id IN ({', '.join('?' * len(part))}) "
+                            "GROUP BY run_id")
+            out.update(dict(self._wait(lambda cur, stmt=stmt, part=part: _all(cur, stmt, tuple(part)))))
+        return out
+
+    def delete_runs(self, run_ids: Iterable[str]) -> list[str]:
+        """Delete each run with everything recorded for it (log, calls, intents, decisions,
+        replies) and its sub-runs (an agent's turns, ``RUN_ID/t1``...), in one transaction;
+        returns the ids of the runs that existed.  A run whose lease another process holds
+        (running now) is not deleted: a ``StoreError`` names it and nothing is deleted."""
+        ids = list(dict.fromkeys(run_ids))
+        tables = ("log", "calls", "intents", "decisions", "agent_replies", "runs")
+        # a sub-run's id starts with its run's id and "/" (substr: no LIKE escaping needed)
+        kids = self.sql("SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ?")
+        found = self.sql("SELECT run_id, status, lease_owner, lease_until FROM runs WHERE run_id = ?")
+
+        def op(cur: Any) -> list[str]:
+            now = time.time()
+            gone: list[str] = []
+            doomed: list[str] = []
+            for rid in ids:
+                row = _one(cur, found, (rid,))
+                if row is None:
+                    continue
+                if row[2] is not None and row[3] is not None and row[3] >= now:
+                    raise StoreError(f"run {rid} is running (its lease is held until "
+                                     f"{time.strftime('%H:%M:%S', time.localtime(row[3]))}): not deleted")
+                gone.append(rid)
+                doomed.append(rid)
+                doomed.extend(r[0] for r in _all(cur, kids, (len(rid) + 1, rid + "/")))
+            for table in tables:
+                stmt = self.sql(f"DELETE FROM {table} WHERE run_id = ?")
+                cur.executemany(stmt, [(r,) for r in doomed])
+            return gone
+
+        return self._wait(op)
+
+    def prune_runs(self, older_than_s: float, status: str | None = None) -> list[str]:
+        """Delete the runs last updated more than ``older_than_s`` seconds ago: those with
+        ``status``, else every finished one (not running, not waiting); returns their ids."""
+        if status:
+            where, params = "status = ?", (status,)
+        else:
+            where, params = "status NOT IN ('running', 'waiting')", ()
+        stmt = self.sql(f"SELECT run_id FROM runs WHERE {where} AND updated < ?")
+        rows = self._wait(lambda cur: _all(cur, stmt, (*params, time.time() - older_than_s)))
+        # sub-runs (RUN_ID/t1) go with their run (delete_runs), never on their own
+        ids = [r[0] for r in rows if "/" not in r[0]]
+        return self.delete_runs(ids) if ids else []
 
     def load_log(self, run_id: str) -> list[dict]:
         """The committed log, oldest first (each entry with its ``seq``)."""

@@ -8,7 +8,7 @@ import argparse
 import os
 from typing import Any
 
-from . import default_store_url, open_store
+from . import default_store_url, open_store, sqlite_path
 from .trust import check_meta, seal_meta
 
 __all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "stored_config", "tool_args", "tool_meta"]
@@ -17,13 +17,20 @@ __all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "stored_config",
 TOOL_FLAGS = ("tools", "no_stdlib", "stdlib", "sandbox", "stdlib_config", "allow_host")
 
 
-def open_cli_store(url: str | None) -> Any:
+def open_cli_store(url: str | None, *, create: bool = True) -> Any:
     """The store ``url`` names (default: the per-user one); a bad URL or an unreachable
-    server is a usage error (exit 2), not a traceback."""
+    server is a usage error (exit 2), not a traceback.  ``create=False`` (the commands that
+    only read or continue runs): a SQLite file that does not exist is a usage error naming
+    it, not a new empty database (a typo in the path would otherwise look like "no runs")."""
     from ..cli.common import UsageError
 
+    url = url or default_store_url()
+    path = sqlite_path(url)
+    if not create and path is not None and not os.path.exists(path):
+        raise UsageError(f"--store: no run store at {path} (nothing was recorded there; "
+                         "'sophon-dsl run' creates it)")
     try:
-        return open_store(url or default_store_url())
+        return open_store(url)
     except Exception as exc:  # noqa: BLE001 - a URL we cannot use, a server that is down
         raise UsageError(f"--store: {exc}") from None
 

@@ -9,7 +9,7 @@ from ..model import OutputMethod
 from ..runtime.state import StateLog, iso_time
 from .planload import load_stored_plan
 
-__all__ = ["run_summary", "stored_result", "waiting_lines", "waiting_view"]
+__all__ = ["run_summary", "shown_status", "stored_result", "waiting_lines", "waiting_view"]
 
 _METHODS = {m.value: m for m in OutputMethod}
 
@@ -18,10 +18,29 @@ def _iso(t: Any) -> Any:
     return iso_time(t) if isinstance(t, (int, float)) else t
 
 
-def run_summary(row: dict) -> dict:
-    """One line of ``runs list --json``."""
-    return {"run_id": row["run_id"], "status": row["status"], "plan_id": row.get("plan_id"),
-            "goal": row.get("goal"), "created": _iso(row.get("created")), "updated": _iso(row.get("updated"))}
+def shown_status(row: dict, now: float | None = None) -> str:
+    """The status a person should see: a run recorded as ``running`` whose lease has
+    expired, or whose lease names a process of this host that is gone, is ``interrupted``
+    (its process crashed or was killed; ``resume`` continues it).  Else the stored status."""
+    status = row.get("status")
+    if status != "running":
+        return status
+    import time
+
+    until = row.get("lease_until")
+    if row.get("lease_owner") is None or until is None or until < (time.time() if now is None else now):
+        return "interrupted"
+    from .resume import _dead_owner
+
+    return "interrupted" if _dead_owner(row.get("lease_owner")) else status
+
+
+def run_summary(row: dict, recorded: int = 0) -> dict:
+    """One line of ``runs list --json``: ``file`` the plan's file (None: not from a file, or
+    recorded before it was kept), ``calls`` the calls recorded so far and the plan's total."""
+    return {"run_id": row["run_id"], "status": shown_status(row), "plan_id": row.get("plan_id"),
+            "goal": row.get("goal"), "created": _iso(row.get("created")), "updated": _iso(row.get("updated")),
+            "file": row.get("plan_file"), "calls": {"recorded": recorded, "total": row.get("calls_total")}}
 
 
 def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
@@ -46,9 +65,31 @@ def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
                           "reason": "started; outcome unknown" if doubt else None, "started_at": None,
                           "ended_at": None, "in_doubt": doubt})
     summary = row.get("summary") or {}
-    return {"status": row["status"], "state": log.resolved(exclude=("input",)), "output": summary.get("output"),
+    return {"status": shown_status(row), "state": log.resolved(exclude=("input",)), "output": summary.get("output"),
             "calls": calls, "error": summary.get("error"), "log": log.to_json() if with_log else [],
-            "run_id": run_id, "waiting": waiting_view(summary.get("waiting"), plan)}
+            "run_id": run_id, "waiting": waiting_view(summary.get("waiting"), plan),
+            "items": _item_calls(committed, intents)}
+
+
+def _item_calls(committed: dict, intents: dict) -> list[dict]:
+    """The calls of map items the store holds (``c1[2].translate``): each committed one
+    with its status, and each started one whose outcome is unknown (``in_doubt``)."""
+    out = []
+    for cid in sorted({c for c in (*committed, *intents) if "[" in c}, key=_item_order):
+        rec = committed.get(cid)
+        if rec is not None:
+            out.append({"id": cid, "status": rec["status"], "attempts": rec.get("attempts"),
+                        "error": rec.get("error"), "in_doubt": False})
+        else:
+            out.append({"id": cid, "status": "pending", "attempts": 0, "error": None, "in_doubt": True})
+    return out
+
+
+def _item_order(cid: str) -> tuple:
+    """``c1[10].f`` after ``c1[2].f``: the numbers in an item call id compared as numbers."""
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"\[(\d+)\]", cid))
 
 
 def _safe(value: Any, limit: int = 0) -> str:

@@ -133,7 +133,7 @@ class DurableRun:
         """A new run: its row (status running, this process's lease)."""
         self.backend.create_run(self.run_id, plan_id=plan.id, goal=plan.goal, spec={"plan": plan_text, **spec},
                                 plan_hash=plan_hash(plan_text, registry, plan), owner=self.owner,
-                                lease_s=self.lease_s).result()
+                                lease_s=self.lease_s, plan_file=plan.file, calls_total=len(plan.calls)).result()
 
     def approver(self, base: Any) -> Any:
         """The run's approver: a stored decision is reused, a new one is stored."""
@@ -173,12 +173,17 @@ class DurableRun:
         if not self.resumed:
             return
         restored = len(self.restore_joined(sched, range(len(sched.records))))
+        # item calls of maps that did not end are restored as their maps expand again: counted
+        # here too (a run cut mid-map restores them), as are their calls in doubt
+        top = {cid for cid in self.committed if "[" not in cid}
+        items = sum(1 for cid in self.committed if "[" in cid and cid.split("[", 1)[0] not in top)
         if sched.maps is not None:  # the replayed items' kinds stay out of the run's state
             sched.maps.hide_restored(self.replayed_kinds)
         rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(sched, cid)))
         self.journal.write = self._expansions_once(self.expansions) if self.expansions else self.journal.log.write
-        sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored,
-                                                     "in_doubt": len(self.doubt), "rerun": rerun})
+        sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored + items,
+                                                     "restored_items": items, "in_doubt": len(self.doubt),
+                                                     "rerun": rerun})
 
     def _expansions_once(self, replayed: set) -> Any:
         """The journal's ``write`` while maps expand again the items an earlier process

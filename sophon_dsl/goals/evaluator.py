@@ -3,7 +3,8 @@
 One nano-tier request per step returns a verdict (pass / partial / fail / hitl) with a
 confidence, a note and the facts the step established. No request is sent where the
 answer is already known: a sub-agent that failed is ``fail``, one that ran out of turns
-is ``partial`` (replan with smaller steps rather than ask a person), an approval the
+is ``partial`` (replan with smaller steps rather than ask a person; one that produced
+nothing, no call succeeded and no output, is reported as failed), an approval the
 person refused is ``hitl``. An answer that cannot be read raises
 :class:`EvaluatorError` at once; it never defaults to a verdict.
 """

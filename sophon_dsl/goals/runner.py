@@ -428,6 +428,12 @@ class _Loop:
                                result.error if result.status == "rejected" else "an approval the step needed was refused")
         if result.provider_error is None and len(result.turns) >= agent.max_turns and \
                 (result.error or "").startswith("no final output"):
+            if result.output is None and not _any_call_succeeded(result):
+                # nothing came of the step (every call failed, no output): a failure, so its
+                # dependents are skipped and the loop replans; `partial` is for a step that
+                # produced something short of its criterion
+                return StepOutcome(SubAgentStatus.FAILED, None,
+                                   f"{result.error}, and no call succeeded: the step produced nothing")
             return StepOutcome(SubAgentStatus.OUT_OF_TURNS, result.output, result.error)
         return StepOutcome(SubAgentStatus.FAILED, result.output, result.error or f"the step's agent {result.status}")
 
@@ -491,3 +497,9 @@ def _skip_note(result: Any, step_id: str) -> str:
     except KeyError:
         return "not run"
     return str(rec.error) if getattr(rec, "error", None) else f"not run ({rec.status})"
+
+
+def _any_call_succeeded(result: Any) -> bool:
+    """Whether any turn of a sub-agent's run had a call that succeeded."""
+    return any(c.get("status") == "succeeded" for t in result.turns for c in (t.calls or ()))
+

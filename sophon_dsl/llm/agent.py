@@ -45,6 +45,7 @@ from ..runtime.events import Event, EventBus
 from ..runtime.gate import ApprovalScope, TaintSet, plan_risky
 from ..runtime.scheduler import RunOptions
 from ..tools import ToolRegistry, ToolSpec, as_registry
+from ..toolsource import resolve_tools
 from .delegate import DelegateExecutor
 from .latent import LLMLatentExecutor
 from .prompt import build_messages
@@ -59,6 +60,10 @@ __all__ = ["Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecor
 DEFAULT_MAX_CALLS = 100
 # When an eager turn's calls start: as each one's text arrives, or once the whole reply is read
 DISPATCHES = ("streamed", "after_reply")
+
+# what each turn may reply, sent with every request (seed 002's MaxTokens): a provider's
+# own default can be far lower (a cut reply is a broken plan) or unbounded (cost)
+DEFAULT_MAX_TOKENS = 4096
 
 _WARM = False
 
@@ -180,7 +185,8 @@ class Agent:
                  output_schema: Any = None, state_schema: Any = None, on_event: Any = None,
                  latent_provider: Any = None, delegates: dict | None = None,
                  delegate_dir: str | Path | None = None, max_delegate_depth: int = 3,
-                 temperature: float | None = None, max_tokens: int | None = None, system: str | None = None,
+                 temperature: float | None = None, max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                 system: str | None = None, max_time: float | None = None,
                  run_options: dict | None = None, approval_risk: Risk = Risk.MEDIUM, stdlib: Any = True,
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
                  run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
@@ -196,7 +202,7 @@ class Agent:
         # budget, context window, tool filter, loop detector (sophon_dsl.planning.guards)
         self.guards = guards if guards is not None else Guards()
         self.provider: Provider = self.guards.wrap(provider, model)
-        self.registry: ToolRegistry = as_registry(tools, stdlib=stdlib)
+        self.registry: ToolRegistry = as_registry(resolve_tools(tools), stdlib=stdlib)
         self.mode = Mode(mode)
         if max_turns is None:  # 8 for one request; the seed's MaxToolIterations (100) under planning
             max_turns = default_max_turns(planning)
@@ -219,6 +225,9 @@ class Agent:
         self.max_delegate_depth = max_delegate_depth
         self.temperature = temperature
         self.max_tokens = max_tokens
+        if max_time is not None and not max_time > 0:  # (also refuses nan)
+            raise ValueError(f"max_time must be a number of seconds > 0, not {max_time!r}")
+        self.max_time = max_time
         self.system = system
         self.run_options = dict(run_options or {})
         _check_run_options(self.run_options)
@@ -366,6 +375,9 @@ class Agent:
         return await self._loop(spec["request"], spec.get("input"), spec.get("state"), spec.get("instances"),
                                 Mode(spec["mode"]), spec.get("planning"), record)
 
+    def _time_up(self) -> str:
+        return f"Agent.Timeout: the agent's time limit ({self.max_time:g} s, max_time) passed"
+
     def _loop_options(self) -> dict:
         """What a recorded run keeps of the loop's options (a resume takes them back)."""
         return {"max_turns": self.max_turns, "max_calls": self.max_calls, "model": self.model,
@@ -413,8 +425,14 @@ class Agent:
             if record.resumed:
                 self._emit(_agent_event("agent_resumed", 0, "running", data={
                     "run_id": run_id, "recorded_turns": len(record.replies)}))
+        loop = asyncio.get_running_loop()
+        deadline = None if self.max_time is None else loop.time() + self.max_time
         try:
             for n in range(1, self.max_turns + 1):
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    status, error = "failed", self._time_up()
+                    break
                 msgs = build_messages(
                     request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
@@ -422,7 +440,14 @@ class Agent:
                     system=self.system, max_calls=self.max_calls, form=self.reply_form)
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
-                rec, stop = await self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
+                turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
+                try:
+                    # the wall-clock limit covers the model's replies and the calls they run:
+                    # past it the turn is cancelled (its running calls with it)
+                    rec, stop = await (turn if left is None else asyncio.wait_for(turn, left))
+                except TimeoutError:
+                    status, error = "failed", self._time_up()
+                    break
                 turns.append(rec)
                 self._emit(_agent_event("agent_turn_end", n, rec.status, data=rec))
                 if rec.state_after is not None:

@@ -22,6 +22,7 @@ from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
 from ..instances import route_plan
 from ..tools import ToolRegistry, as_registry
+from ..toolsource import resolve_tools
 from ..dataflow import DataFlow
 from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
@@ -115,19 +116,21 @@ _NOT_RUNNING: Any = object()  # prepare(initial_state=...) not given: the plan i
 
 def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
             initial_kinds: Any = (), context: dict | None = None,
-            initial_state: Any = _NOT_RUNNING) -> Prepared:
+            initial_state: Any = _NOT_RUNNING, initial_input: Any = _NOT_RUNNING) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
 
     Uses :func:`sophon_dsl.compiler.compile_plan` when it is available (E206,
     latent call without executor, is ignored when an ``executor`` is given).
     ``initial_state`` (the run's initial ``†state``, None for none) says the plan is
     about to run: a read nothing writes (W303) that this state does not hold either can
-    never resolve, and is an error (E301) before anything runs.
+    never resolve, and is an error (E301) before anything runs.  ``initial_input`` (the
+    run's input) likewise: an input path read without an input schema (W305) that it does
+    not hold is E310.
     """
     given = plan
     # calls with `_instance` X read and write X's own data (state@X, input@X): Acts 013
     plan = route_plan(_load(plan), context)
-    registry = as_registry(tools)
+    registry = as_registry(resolve_tools(tools))
     ids: list[str] | None = None
     diags: list[Diagnostic] = []
     compiled = None
@@ -153,6 +156,8 @@ def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool =
               and not (d.code == "E301" and initial_kinds)]
     if initial_state is not _NOT_RUNNING:
         errors += _never_resolved(diags, initial_state)
+    if initial_input is not _NOT_RUNNING:
+        errors += _missing_input(diags, initial_input, plan.file)
     prepared = Prepared(plan, registry, ids, diags, compiled)
     if errors:
         raise PlanInvalid(errors, plan.source)
@@ -174,6 +179,26 @@ def _never_resolved(diags: list[Diagnostic], state: Any) -> list[Diagnostic]:
             continue  # another instance's state (seeded by the caller), or the state holds it
         msg = f"{d.message}, and this run's initial state does not hold it: the read can never resolve"
         out.append(replace(d, code="E301", message=msg, severity=Severity.ERROR))
+    return out
+
+
+def _missing_input(diags: list[Diagnostic], input: Any, file: str | None) -> list[Diagnostic]:
+    """E310 for each input read W305 lists (a ``||`` of input reads: all of them) that
+    ``input`` does not hold: input is read-only, so the read could never resolve, and the
+    run would stop at it after the calls before it had their side effects."""
+    out = []
+    for d in diags:
+        if d.code != "W305" or not d.data:
+            continue
+        for read in d.data.get("reads") or ():
+            alts = read["alternatives"]
+            if any(_holds(input, a["path"]) for a in alts):
+                continue
+            texts = " || ".join(a["text"] for a in alts)
+            given = "no input was given" if input is None else "the run's input does not have it"
+            out.append(Diagnostic("E310", f"{read['where']} reads {texts} but {given} (the plan declares "
+                                          f"no input schema): give it (--input, input=)",
+                                  read["span"], file, severity=Severity.ERROR))
     return out
 
 
@@ -334,7 +359,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
             try:
                 prep = prepare(decision.plan, prep.registry, executor=opts.executor,
                                initial_kinds=[k for k in ("state",) if state is not None] + list(context or ()),
-                               context=context, initial_state=state)
+                               context=context, initial_state=state, initial_input=input)
             except PlanInvalid as exc:
                 bus.emit(Event("approval_rejected", plan_id, plan_obj.goal, None, len(plan_obj.calls), "rejected",
                                reason="the edited plan has errors"))
@@ -412,7 +437,8 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
         plan = _load(plan)  # read once: its initial data decides what the check below knows
     input, state = seeded(_load(plan), input, state)
     kinds = [k for k, v in (("state", state), *((context or {}).items())) if v is not None]
-    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context, initial_state=state)
+    prep = prepare(plan, tools, executor=opts.executor, initial_kinds=kinds, context=context, initial_state=state,
+                   initial_input=input)
     if opts.max_calls is not None and len(prep.plan.calls) > opts.max_calls:  # the budget, before anything runs
         raise PlanInvalid([Diagnostic("E305", f"the plan has {len(prep.plan.calls):,} calls, over the run's budget "
                                       f"of {opts.max_calls:,} (max_calls)", file=prep.plan.file,

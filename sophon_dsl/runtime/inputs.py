@@ -32,7 +32,7 @@ from typing import Any
 from ..dataflow import DataFlow
 from ..jmes_bounded import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
 from ..maps import outer_reads
-from ..model import Expression, ListValue, Literal, ObjectValue, Reference, Template
+from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Reference, Template
 from ..refs import query_value
 from ..values import ValueVisitor, template_to_string
 from .errors import REF_TOO_EXPENSIVE, REF_UNRESOLVED, ErrorInfo
@@ -64,6 +64,9 @@ _NO_WRITERS: tuple = ()
 _ATOMIC = frozenset({str, int, float, bool, type(None)})  # JSON values json_copy returns as they are
 # above this many reads, a call's reads are looked up through a map instead of a scan
 _SCAN_LIMIT = 16
+# output methods that collect (a list that grows): a `||` alternative written with one of
+# them that no writer took reads as the empty list once its writers succeeded
+_ACCUMULATING = frozenset({OutputMethod.PUSH, OutputMethod.CONCAT})
 
 
 def render_text_value(value: Any) -> str:
@@ -224,8 +227,29 @@ class InputResolver:
                 if not ended[j]:
                     return _PENDING, None
             if not self._written_by(ref, writers):
+                if self._unwritten_accumulator(ref, writers):
+                    # the error-collecting pattern (`†state.ok || †state.errors <<= f()`):
+                    # no writer took this branch, so nothing was collected: the empty list
+                    empty: list = []
+                    return _HAS, empty if ref.query is None else query_value(ref.query, empty)
                 return _BROKEN, self._broken_reason(ref, writers)
         return _MISSING, ref.text()
+
+    def _unwritten_accumulator(self, ref: Reference, writers: tuple[int, ...]) -> bool:
+        """Whether every writer of ``ref`` succeeded taking another branch of a ``||`` output
+        whose alternatives accumulate (``<<=``, ``+=``), ``ref``'s path being one of them:
+        then the read is the empty list (spec/language.md, Output methods)."""
+        calls = self.flow.calls
+        records = self.records
+        for j in writers:
+            if j >= len(calls) or records[j].status != "succeeded":
+                return False
+            out = calls[j].output
+            if out is None or not out.is_branching or out.method not in _ACCUMULATING:
+                return False
+            if not any(p.kind == ref.kind and p.path == ref.path for p in out.paths):
+                return False
+        return bool(writers)
 
     def _value_among(self, ref: Reference, writers: tuple[int, ...]) -> Any:
         """The value a read of ``ref`` has now (its JMESPath query applied), its writers

@@ -20,10 +20,12 @@ from typing import Any
 from dataclasses import replace
 
 from ..jmes_bounded import DEFAULT_LIMITS, QueryTooExpensive
-from ..maps import body_ids, outer_reads, plain_outer_reads, tolerance_exceeded
+from ..maps import body_ids, outer_reads, outer_values, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
+from ..refs import query_value
 from ..values import template_to_string
 from ..tools import as_registry
+from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
 from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
@@ -125,7 +127,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                          retry: Any = None, executor: Any = None, validate_output: bool = True,
                          _context: dict | None = None, _messages: list | None = None) -> RunResult:
     # (_context: the data of one map item's run, by kind; _messages: that run's log, given back)
-    registry = as_registry(tools).with_plan_decls(plan.tools)
+    registry = as_registry(resolve_tools(tools)).with_plan_decls(plan.tools)
     calls = list(plan.calls)
     n = len(calls)
     ids = plan.call_ids()
@@ -151,7 +153,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             for r in _refs(v):
                 d.update(writers(i, r.key))
         deps.append(d)
-    if plan.state_schema is None and _context is None:
+    if _context is None and (plan.state_schema is None or plan.input_schema is None):
         _refuse_unresolvable(plan, calls, writers, messages)
     # topological order, smallest position first
     order, done = [], set()
@@ -180,6 +182,9 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
         def ref_value(r: Reference):
             ws = writers(i, r.key)
             if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
+                if all(_unwritten_accumulator(calls[j], recs[j], r) for j in ws):
+                    # every writer succeeded by another branch of an accumulating `||`
+                    return "has", [] if r.query is None else query_value(r.query, [])
                 return "broken", None
             try:
                 v = _read_ref(messages, r)
@@ -441,12 +446,27 @@ async def _map(plan: Plan, call: Any, cid: str, over: Any, messages: list, out_r
     return results
 
 
+def _unwritten_accumulator(call: Any, rec: CallRecord, r: Reference) -> bool:
+    """``r`` is an alternative of ``call``'s accumulating ``||`` output (``<<=``, ``+=``)
+    and the call succeeded (so it took another alternative): ``r`` reads as []."""
+    out = call.output
+    return (rec.status == "succeeded" and out is not None and out.is_branching
+            and out.method in (OutputMethod.PUSH, OutputMethod.CONCAT)
+            and any(p.kind == r.kind and p.path == r.path for p in out.paths))
+
+
 def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:
     """Raise PlanInvalid (E301) when a parameter or the output reads a ``state`` path that no
     other call writes and the initial state does not hold (for ``||``: every alternative is
-    such a read; inline outputs are not checked)."""
+    such a read; inline outputs are not checked); E310 likewise for an ``input`` path the
+    run's input lacks when the plan has no input schema (a ``||`` only when every
+    alternative is an input read, as the checker's W305)."""
     def never(i: int | None, r: Reference) -> bool:
-        return r.kind == "state" and not writers(i, r.key) and _read(messages, "state", r.path) is _NOTHING
+        return (plan.state_schema is None and r.kind == "state" and not writers(i, r.key)
+                and _read(messages, "state", r.path) is _NOTHING)
+
+    def missing_input(r: Reference) -> bool:
+        return plan.input_schema is None and r.kind == "input" and _read(messages, "input", r.path) is _NOTHING
 
     def groups(v: Any):
         if isinstance(v, ListValue):
@@ -471,9 +491,13 @@ def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) 
     values = [(i, p.value) for i, c in enumerate(calls) for p in c.params]
     if plan.output is not None:
         values.append((None, plan.output))
-    for i, v in values:
+    outer = [(i, x, True) for i, c in enumerate(calls) if c.map is not None for x in outer_values(c.map)]
+    for i, v, in_map in [*((i, v, False) for i, v in values), *outer]:
         for refs, _any_of in groups(v):
-            if all(never(i, r) for r in refs):
+            if all(missing_input(r) for r in refs):
+                raise PlanInvalid([Diagnostic("E310", f"{refs[0].text()}: the run's input does not have it",
+                                              severity=Severity.ERROR)])
+            if not in_map and all(never(i, r) for r in refs):
                 raise PlanInvalid([Diagnostic("E301", f"{refs[0].text()} can never resolve", severity=Severity.ERROR)])
 
 

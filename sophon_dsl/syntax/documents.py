@@ -210,9 +210,15 @@ class _Reader:
             self.err("E107", f"the calls must be an array, got {node.describe()}", node)
             return []
         out = []
-        for item in node.value:
+        for pos, item in enumerate(node.value, 1):
             call = self.call(item)
             if call is not None:
+                if call.id is None and pos != len(out) + 1:
+                    # a malformed call before it was left out: the id stays its position in
+                    # the file (c3 stays c3 once the first call is fixed), as in the DSL
+                    # (set in place: the call was made a moment ago and nothing else holds it
+                    # yet; a copy would read its deferred spans before they can be built)
+                    object.__setattr__(call, "id", f"c{pos}")
                 out.append(call)
         return out
 
@@ -230,12 +236,14 @@ class _Reader:
         parts = [p.strip() for p in text.split(op)] if op else [text]
         paths = []
         for part in parts:
+            # an output path is always a path, never text, so a leading `$` can only mean
+            # the ASCII alias of `†` (as outside quotes in the DSL); values keep W101
+            ref_text = "†" + part[1:] if part.startswith("$") and not part.startswith("$$") else part
             try:
-                paths.append(self.reference(part, self.lazy or node.span))
+                paths.append(self.reference(ref_text, self.lazy or node.span))
             except ReferenceSyntaxError:
-                hint = " (write '†', not '$', in JSON/YAML)" if part.startswith("$") else ""
-                self.err("E106", f"malformed output path {part!r}: expected †kind.name[.name|[index]]..."
-                                 f"{hint}", node)
+                self.err("E106", f"malformed output path {part!r}: expected †kind.name[.name|[index]]... "
+                                 f"(or $kind.name...)", node)
                 return None
             if paths[-1].query is not None:
                 self.err("E106", f"output path {part!r} has a JMESPath expression: a call writes at a "

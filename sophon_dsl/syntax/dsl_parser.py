@@ -1279,6 +1279,23 @@ def _run(parser: Lark, builder: _Builder, text: str) -> None:
 # Comments
 
 
+class _Body:
+    """The anchor key of a map body call (the comment fields are set on the call itself)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+
+def _body_anchors(spec: Any, anchors: list) -> None:
+    for b in spec.body:
+        if b.span is not None:
+            anchors.append((b.span.line, b.span.column, b.span.end_line, _Body(b)))
+            if b.map is not None:
+                _body_anchors(b.map, anchors)
+
+
 def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str, Any]]:
     """Attach the collected comments to statements by line position.
 
@@ -1299,6 +1316,8 @@ def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str,
     for i, c in enumerate(ctx.calls):
         if c.span is not None:
             anchors.append((c.span.line, c.span.column, c.span.end_line, i))
+            if c.map is not None:  # a map's body calls keep their own comments (nested maps too)
+                _body_anchors(c.map, anchors)
     for name, sp in ctx.header_spans.items():
         if name in ctx.header:
             anchors.append((sp.line, sp.column, sp.end_line, name))
@@ -1335,6 +1354,9 @@ def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str,
         while j + 1 < n and anchors[j + 1][0] <= line and anchors[j + 1][2] >= line:
             j += 1
         start, _, end, key = anchors[j]
+        if start <= line and j + 1 < n and anchors[j + 1][0] > line and anchors[j + 1][2] <= end:
+            # inside a map, on a line before one of its body calls: that call's comment
+            start, _, end, key = anchors[j + 1]
         if start > line:  # before the statement
             if j == 0 and line < first_blank:
                 head.append(text)
@@ -1352,9 +1374,13 @@ def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str,
     for key, lead in leading.items():
         if type(key) is int:
             setattr_(calls[key], "comments", tuple(lead))
+        elif type(key) is _Body:
+            setattr_(key.call, "comments", tuple(lead))
     for key, text in trailing.items():
         if type(key) is int:
             setattr_(calls[key], "trailing_comment", text)
+        elif type(key) is _Body:
+            setattr_(key.call, "trailing_comment", text)
     fields = []
     for _, _, _, key in anchors:
         if type(key) is str and (key in leading or key in trailing):

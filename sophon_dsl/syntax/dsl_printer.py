@@ -233,9 +233,10 @@ def _arg(name: str, value: Value, dagger: str) -> str:
 
 
 def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WIDTH,
-                comments: bool = True) -> str:
+                comments: bool = True, body_comments: bool | None = None) -> str:
     """One call statement (decorator line and, unless ``comments=False``, its comments
-    included) without a trailing newline."""
+    included) without a trailing newline.  ``body_comments`` (default: as ``comments``):
+    the comments of a map's body calls, kept at their calls."""
     label_ok = call.id is not None and _is_name(call.id)
     lines = []
     decos = _decorators(call, label_ok)
@@ -259,7 +260,8 @@ def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WID
     if call.map is not None:
         lines[-1] += " {"
         for b in call.map.body:
-            lines += [INDENT + line for line in format_call(b, dagger, width - len(INDENT), comments).split("\n")]
+            inner = comments if body_comments is None else body_comments
+            lines += [INDENT + line for line in format_call(b, dagger, width - len(INDENT), inner).split("\n")]
         if call.map.result is not None:
             lines.append(INDENT + "return " + format_value(call.map.result, dagger))
         lines.append("}")
@@ -300,7 +302,7 @@ def print_dsl(plan: Plan, dagger: str = CANONICAL_DAGGER) -> str:
         stmt(key, None)
     body: list[str] = []
     for c in plan.calls:
-        text = format_call(c, dagger, comments=False)
+        text = format_call(c, dagger, comments=False, body_comments=True)  # (its own: below)
         lead = c.comments
         if pending:
             lead = (*pending, *lead)

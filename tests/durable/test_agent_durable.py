@@ -339,7 +339,7 @@ def test_an_agent_run_left_waiting_is_continued_by_sophon_dsl_approve(tmp_path, 
     script = tmp_path / "r.json"
     script.write_text(json.dumps({"turns": ["$state.a = act(n=1)\nreturn $state.a\n"]}), encoding="utf-8")
     argv = ["--tools", str(tools), "--no-stdlib", "--store", url, "--provider", f"scripted:{script}"]
-    assert main(["agent", "go", *argv, "--mode", "lazy", "--approve", "wait"]) == 1
+    assert main(["agent", "go", *argv, "--mode", "lazy", "--approve", "wait"]) == 3
     err = capsys.readouterr().err
     rid = next(x for x in err.splitlines() if x.startswith("run id: ")).removeprefix("run id: ")
     assert "agent waiting after 1 turn(s)" in err and f"sophon-dsl approve {rid}" in err

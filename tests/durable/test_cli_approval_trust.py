@@ -100,7 +100,7 @@ def test_approve_and_runs_show_show_each_waiting_call_with_its_arguments(tmp_pat
     (tmp_path / "go-on").write_text("", encoding="utf-8")
     long_note = "\u202eevil\x1b[2J" + "x" * 1000  # a bidi override, an escape sequence, a long tail
     plan = _plan(tmp_path, f"$state.a = pay(amount=5, note={json.dumps(long_note)})\n$state.c = wipe(x=$state.a)\n")
-    assert main(["run", plan, "--tools", tools, "--store", url, "--approve", "wait"]) == 1
+    assert main(["run", plan, "--tools", tools, "--store", url, "--approve", "wait"]) == 3
     rid = _run_id(capsys.readouterr().err)
 
     assert main(["runs", "show", rid, "--store", url]) == 0
@@ -131,7 +131,7 @@ def test_a_tampered_waiting_record_is_shown_escaped(tmp_path, capsys):
     db = tmp_path / "r.db"
     url = f"sqlite:///{db}"
     assert main(["run", _plan(tmp_path, "$state.a = pay(amount=5)\n"), "--tools", _tools(tmp_path), "--store", url,
-                 "--approve", "wait"]) == 1
+                 "--approve", "wait"]) == 3
     rid = _run_id(capsys.readouterr().err)
     with sqlite3.connect(db) as conn:
         summary = json.loads(conn.execute("SELECT summary FROM runs WHERE run_id = ?", (rid,)).fetchone()[0])
@@ -148,7 +148,7 @@ def test_a_tampered_waiting_record_is_shown_escaped(tmp_path, capsys):
         assert main(["runs", "show", rid, "--json", "--store", url]) == 0
         code = main(["approve", rid, "--store", url, "--json"])
         err = capsys.readouterr().err
-        assert "Traceback" not in err and code in (0, 1), (broken, err)
+        assert "Traceback" not in err and code in (0, 1, 3), (broken, err)
 
 
 def test_a_call_gate_wait_shows_the_values_read_at_run_time(tmp_path, capsys):
@@ -239,7 +239,7 @@ def _waiting_run(tmp_path, url, capsys):
     (tmp_path / "go-on").write_text("", encoding="utf-8")
     tools = _tools(tmp_path)
     assert main(["run", _plan(tmp_path, "$state.a = pay(amount=5)\n"), "--tools", tools, "--store", url,
-                 "--approve", "wait"]) == 1
+                 "--approve", "wait"]) == 3
     return _run_id(capsys.readouterr().err), tools
 
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from sophon_dsl.cli import main
+from sophon_dsl.durable import open_store
 
 from . import plans
 from .faults import FaultyStore, forget_lease
@@ -48,7 +49,7 @@ def test_default_store_env_override_and_no_store(tmp_path, capsys, monkeypatch):
 def test_waiting_run_is_approved_from_another_command(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'r.db'}"
     plan = _plan(tmp_path)
-    assert main(["run", plan, "--tools", TOOLS, "--approve", "wait", "--store", url]) == 1
+    assert main(["run", plan, "--tools", TOOLS, "--approve", "wait", "--store", url]) == 3
     err = capsys.readouterr().err
     rid = _run_id(err)
     assert f"sophon-dsl approve {rid}" in err
@@ -68,7 +69,7 @@ def test_waiting_run_is_approved_from_another_command(tmp_path, capsys):
 
 def test_rejected_with_a_reason(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    assert main(["run", _plan(tmp_path), "--tools", TOOLS, "--approve", "wait", "--store", url]) == 1
+    assert main(["run", _plan(tmp_path), "--tools", TOOLS, "--approve", "wait", "--store", url]) == 3
     rid = _run_id(capsys.readouterr().err)
     assert main(["approve", rid, "--reject", "--reason", "too risky", "--store", url, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
@@ -97,6 +98,7 @@ def test_in_doubt_call_shown_and_resumed_with_unknown_fail(tmp_path, capsys):
 
 def test_unknown_run_ids_exit_2(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'r.db'}"
+    open_store(url).close()  # an existing store (a missing one is its own usage error: issue 25)
     for argv in (["resume", "nope"], ["approve", "nope"], ["runs", "show", "nope"]):
         assert main([*argv, "--store", url]) == 2
         assert "no run 'nope'" in capsys.readouterr().err

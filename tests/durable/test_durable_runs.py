@@ -145,7 +145,7 @@ def test_in_doubt_calls_follow_the_unknown_policy(tmp_path):
     assert failed.state["state"]["err"]["error"] == "Call.OutcomeUnknown"
     types = [e.type for e in failed.events]
     assert types[0] == "plan_resumed" and types.count("plan_step_unknown") == 1
-    assert failed.events[0].data == {"run_id": "r", "restored": 0, "in_doubt": 1, "rerun": 0}
+    assert failed.events[0].data == {"run_id": "r", "restored": 0, "restored_items": 0, "in_doubt": 1, "rerun": 0}
 
 
 def test_in_doubt_rerun_and_ask(tmp_path):

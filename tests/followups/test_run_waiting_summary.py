@@ -16,7 +16,7 @@ def test_waiting_run_summary(tmp_path, capsys):
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     argv = ["run", str(EXAMPLES / "competitors.plan"), "--tools", str(EXAMPLES / "competitors_tools.py"),
             "--input", f"@{EXAMPLES / 'competitors_input.json'}", "--store", store]
-    assert main([*argv, "--approve", "wait"]) == 1
+    assert main([*argv, "--approve", "wait"]) == 3
     err = capsys.readouterr().err
     assert "plan waiting: no call started\n" in err
     assert "waiting for approval: sophon-dsl approve " in err

@@ -123,9 +123,11 @@ def test_limits_come_from_the_environment(monkeypatch):
 
 
 def test_no_evaluator_request_where_the_outcome_is_known():
-    # one sub-agent fails (its provider refuses), one runs out of turns (no final output)
+    # one sub-agent fails (its provider refuses), one runs out of turns (no final output, but
+    # its calls succeeded: partial; without any success it would fail, see the next test)
     sub = keyed((r"Request: .*\[one\]", {"error": {"status": 400, "message": "bad request"}}),
-                (r"Request: .*\[two\]", 'return null'), (r"Request: .*\[three\]", 'return 3'))
+                (r"Request: .*\[two\]", '$state.n = noop(x="a")\nreturn null'),
+                (r"Request: .*\[three\]", 'return 3'))
     evaluator = keyed((r"Task:", verdict("pass")))
     planner = keyed((r"Completed steps", plan_reply(step("Other route [three]", "done"))), (r"Goal:", _three()))
     result = GoalRunner(_agent(sub), planner_provider=planner, evaluator_provider=evaluator,
@@ -135,6 +137,41 @@ def test_no_evaluator_request_where_the_outcome_is_known():
     assert by_id["s2"].verdict == "partial" and "no final output" in by_id["s2"].note
     # only s3 (after s2's partial pass) and the replanned s4 asked the evaluator
     assert len(evaluator.calls) == 2 and result.status is GoalStatus.COMPLETE
+
+
+@tool
+def always_fails(order: str) -> str:
+    """Always raises."""
+    raise RuntimeError("the payment service is down")
+
+
+def test_a_step_without_a_successful_call_or_output_fails_and_is_replanned():
+    # issue 25 item 1: the step's only tool always raises, the sub-agent runs out of turns;
+    # the step fails, its dependent is skipped (nothing sent), and the loop replans
+    sent = []
+
+    @tool
+    def notify(text: str) -> str:
+        """Sends a notification."""
+        sent.append(text)
+        return "sent"
+
+    sub = keyed((r"Request: .*\[charge\]", '$state.r = always_fails(order="A1")'),
+                (r"Request: .*\[notify\]", '$state.s = notify(text="you were charged")\nreturn "ok"'),
+                (r"Request: .*\[other\]", 'return "refund filed"'))
+    planner = keyed((r"Completed steps", plan_reply(step("File a refund instead [other]", "filed"))),
+                    (r"Goal:", plan_reply(step("Charge the order [charge]", "charged"),
+                                          step("Tell the customer [notify]", "told", depends_on=[1]),
+                                          step("Log it [other]", "logged"))))
+    evaluator = keyed((r"Task:", verdict("pass")))
+    result = GoalRunner(_agent(sub, (always_fails, notify)), planner_provider=planner, evaluator_provider=evaluator,
+                        subagent_turns=2).run("g")
+    by_id = {s.id: s for s in result.steps}
+    assert "s1" in by_id, (result.status, result.error, result.to_json())
+    assert by_id["s1"].verdict == "fail" and by_id["s1"].status.value == "failed"
+    assert "no call succeeded" in by_id["s1"].note
+    assert by_id["s2"].status.value == "skipped" and sent == []
+    assert result.replans == 1 and result.status is GoalStatus.COMPLETE
 
 
 def test_unreadable_verdict_is_an_evaluator_error_at_once():

@@ -156,7 +156,9 @@ def test_iteration_hard_limit_and_progress_every_ten_turns(capsys):
 def test_budget_refuses_before_sending_and_reports_usage():
     provider = keyed(("Request: ", '$state.a = web.search(query="x")\n'))
     budget = Budget([BudgetLimit(daily_tokens=3000)])
-    agent = Agent(provider, tools=[search], stdlib=False, max_turns=5, guards=Guards(budget=budget))
+    # (a request counts as its prompt plus max_tokens: the default 4096 alone is over 3000)
+    agent = Agent(provider, tools=[search], stdlib=False, max_turns=5, guards=Guards(budget=budget),
+                  max_tokens=1024)
     result = agent.run("search")
     sent = len(provider.calls)
     assert result.status == "failed" and "Budget.Exceeded" in result.error

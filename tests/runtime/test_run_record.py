@@ -126,8 +126,10 @@ def test_records_keep_no_dict_of_their_own():
 
 def test_writer_that_fails_in_the_first_pass_settles_earlier_readers():
     # `early` comes first in the plan but reads what `late` writes; `late` fails without
-    # starting (its own input is missing), so `early` is skipped and `other` runs.
+    # starting (its own input is missing), so `early` is skipped and `other` runs.  (The
+    # input schema makes `missing` optional: without one the run would be refused, E310.)
     text = """
+    input = {"type": "object", "properties": {"missing": {}}}
     early: $state.early = echo(value=$state.late)
     late: $state.late = echo(value=$input.missing)
     other: $state.other = echo(value=3)
