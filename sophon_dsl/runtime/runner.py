@@ -526,7 +526,8 @@ class CallRunner:
                 if err is not None:
                     return err
         rec.output = value
-        s.gate.observe(call.tool, s.specs[i], value)  # local data joins the session's taint set
+        if s.gate.local_sources.get(call.tool, True):  # local data joins the session's taint set
+            s.gate.observe(call.tool, s.specs[i], value)
         if out is not None:
             if op == "||" and len(out.paths) > 1:
                 rec.branch = targets[0].text()
