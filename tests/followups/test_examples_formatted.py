@@ -20,8 +20,9 @@ DSL_PLANS = sorted(p for ext in ("plan", "sophon", "dsl") for p in EXAMPLES.rglo
 # JSON / YAML files under examples/ that are not plans: an input, tool declarations, the
 # scripted replies of models (their DSL replies are checked below)
 NOT_PLANS = {"competitors_input.json", "seed004_tools.yaml", "agent/competitors_replies.yaml",
-             "goals/agents.yaml", "goals/planner.yaml", "goals/evaluator.yaml"}
-VERBATIM = {p.relative_to(EXAMPLES).as_posix() for p in (EXAMPLES / "seed004").glob("*.json")}
+             "goals/agents.yaml", "goals/planner.yaml", "goals/evaluator.yaml", "seed000/replies.yaml"}
+# the seeds' own documents, kept as the seeds write them (seed 000's ExecutionPlan, seed 004's)
+VERBATIM = {p.relative_to(EXAMPLES).as_posix() for p in (EXAMPLES / "seed004").glob("*.json")} | {"seed000/plan.json"}
 DATA_PLANS = sorted(p for ext in ("json", "yaml", "yml") for p in EXAMPLES.rglob(f"*.{ext}")
                     if p.relative_to(EXAMPLES).as_posix() not in NOT_PLANS | VERBATIM)
 SCRIPTS = [EXAMPLES / "agent" / "competitors_replies.yaml", EXAMPLES / "goals" / "agents.yaml"]

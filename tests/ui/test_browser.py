@@ -104,7 +104,7 @@ def test_approve_a_waiting_run_from_its_page(page, tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     plan = make_plan(tmp_path, "risky.plan", '†state.s = send(to="bob")\n†state.t = echo(x=†state.s)\n')
     waiting = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--approve", "wait", "--json", cwd=tmp_path)
-    assert waiting.returncode == 1, waiting.stderr
+    assert waiting.returncode == 3, waiting.stderr  # left waiting for a person
     run_id = json.loads(waiting.stdout)["run_id"]
     server, base = start_ui(url, tmp_path)
     try:
