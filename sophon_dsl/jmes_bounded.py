@@ -117,6 +117,10 @@ def search(compiled: Any, value: Any, limits: QueryLimits = DEFAULT_LIMITS) -> A
     except RecursionError:  # comparing or sorting values nested deeper than Python recurses
         raise QueryTooExpensive("depth", "the values the JMESPath expression compares are nested too "
                                          "deeply") from None
+    except ValueError as exc:  # a slice step of 0 (`[1:2:0]`): JMESPath's invalid-value error
+        from jmespath.exceptions import JMESPathError
+
+        raise JMESPathError(f"invalid value: {exc}") from None
     interp.measure(result)
     return result
 

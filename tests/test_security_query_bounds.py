@@ -261,3 +261,16 @@ def test_random_pipelines_end_within_their_bounds(stages, value):
         return
     size = json_size(result, limits.max_bytes)
     assert size is not None and size <= limits.max_bytes
+
+
+def test_a_slice_step_of_zero_is_an_expression_error_not_a_crash():
+    """Found by tests/test_security_fuzz_runtime.py: `[1:2:0]` raised ValueError out of run()."""
+    @sophon_dsl.tool(name="echo0")
+    def echo0(v: object = None) -> object:
+        return v
+
+    plan = "$state.r = echo0(v=${input.d | contains(@[1:2:0], 'x')})\nreturn $state.r\n"
+    result = sophon_dsl.run(plan, tools=[echo0], input={"d": [1, 2, 3]})
+    assert result.status == "succeeded" and result.output is None  # an expression error reads as null
+    query = sophon_dsl.run('$state.r = data.query(value=[1, 2, 3], expression="[1:2:0]")', approve=True)
+    assert query.calls[0].error is not None and query.calls[0].error.error.startswith("Data.")
