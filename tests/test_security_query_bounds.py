@@ -120,10 +120,15 @@ BUSY = "†{state.xs | [*].to_string(@) | [*].length(@) | [*].to_string(@) | [*]
 def test_a_busy_reference_stops_at_the_runs_time_limit():
     plan = f"†state.xs = make(n=200000)\n†state.n = size(v={BUSY.replace('†', '$', 1)})\n"
     result = finishes(lambda: sophon_dsl.run(plan, [make, size], max_time=0.5), 60, "the run never ended")
-    assert result.status == "failed" and result.error.error == "Plan.Timeout"
+    assert result.status == "failed"
     rec = _call(result, "c2")
-    assert rec.status == "failed" and rec.error.error == "Ref.TooExpensive"
-    assert "max_time" in rec.error.cause
+    # the evaluation stops at the deadline (Ref.TooExpensive naming max_time, the run
+    # Plan.Timeout); on a loaded machine the deadline may pass before c2 starts, and c2 is
+    # then cancelled by the run's time limit: either way it never runs to its end
+    if rec.status == "failed":
+        assert rec.error.error == "Ref.TooExpensive" and "max_time" in rec.error.cause
+    else:
+        assert rec.status == "cancelled" and rec.error.error == "Plan.Timeout", rec
 
 
 # --------------------------------------------------------------------------- nesting
