@@ -162,6 +162,26 @@ def query_value(query: str, value: Any, limits: Any = None) -> Any:
         return None
 
 
+def has_path(data: Any, path: list | tuple) -> bool:
+    """Whether JSON data ``data`` has something at ``path`` (``None`` data has nothing).
+
+    Shared by the checker (the document's own input messages hold a read) and the
+    runtime's preflight (the given state or input holds it), so both agree on what
+    "present" means: a negative index counts from the end, a bool is never an index.
+    """
+    if data is None:
+        return False
+    for seg in path:
+        if isinstance(seg, int) and not isinstance(seg, bool) and isinstance(data, list) and \
+                -len(data) <= seg < len(data):
+            data = data[seg]
+        elif isinstance(seg, str) and isinstance(data, dict) and seg in data:
+            data = data[seg]
+        else:
+            return False
+    return True
+
+
 def parse_reference(text: str, span: Span | None = None, dagger_aliases: str = "†") -> Reference:
     """Parse exactly one reference such as ``†state.items[0].name``.
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..dataflow import BUILTIN_KINDS, base_kind
 from ..maps import outer_values
 from ..model import Call, Reference, Value
+from ..refs import has_path
 from ..values import ValueVisitor
 from .rule import Rule, Scope
 
@@ -280,22 +281,9 @@ class OpenInputReads(Rule):
                 alts = [[r] for r in inputs]
             seeded = self.ctx.plan.initial.input if self.ctx.plan.initial is not None else None
             for refs in alts:
-                if seeded is not None and any(_held(seeded, list(r.path)) for r in refs):
+                if seeded is not None and any(has_path(seeded, list(r.path)) for r in refs):
                     continue  # the document's own input messages hold it (seed 004 context)
                 out.append({"call": i, "where": where, "span": refs[0].span or node.span or _fallback_span(fallback),
                             "alternatives": [{"kind": r.kind, "path": list(r.path), "text": r.text()}
                                              for r in refs]})
-
-
-def _held(value: Any, path: list) -> bool:
-    """Whether JSON data ``value`` has something at ``path``."""
-    for seg in path:
-        if isinstance(seg, int) and not isinstance(seg, bool) and isinstance(value, list) and \
-                -len(value) <= seg < len(value):
-            value = value[seg]
-        elif isinstance(seg, str) and isinstance(value, dict) and seg in value:
-            value = value[seg]
-        else:
-            return False
-    return True
 

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator
 
 from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
+from ..refs import has_path
 from ..instances import route_plan
 from ..tools import ToolRegistry, as_registry
 from ..toolsource import resolve_tools
@@ -175,7 +176,7 @@ def _never_resolved(diags: list[Diagnostic], state: Any) -> list[Diagnostic]:
         if d.code != "W303" or not data or "path" not in data:
             continue
         reads = data.get("alternatives") or [data]
-        if any(r["kind"] != "state" or _holds(state, r["path"]) for r in reads):
+        if any(r["kind"] != "state" or has_path(state, r["path"]) for r in reads):
             continue  # another instance's state (seeded by the caller), or the state holds it
         msg = f"{d.message}, and this run's initial state does not hold it: the read can never resolve"
         out.append(replace(d, code="E301", message=msg, severity=Severity.ERROR))
@@ -192,7 +193,7 @@ def _missing_input(diags: list[Diagnostic], input: Any, file: str | None) -> lis
             continue
         for read in d.data.get("reads") or ():
             alts = read["alternatives"]
-            if any(_holds(input, a["path"]) for a in alts):
+            if any(has_path(input, a["path"]) for a in alts):
                 continue
             texts = " || ".join(a["text"] for a in alts)
             given = "no input was given" if input is None else "the run's input does not have it"
@@ -200,21 +201,6 @@ def _missing_input(diags: list[Diagnostic], input: Any, file: str | None) -> lis
                                           f"no input schema): give it (--input, input=)",
                                   read["span"], file, severity=Severity.ERROR))
     return out
-
-
-def _holds(value: Any, path: list) -> bool:
-    """Whether JSON data ``value`` has something at ``path``."""
-    if value is None:
-        return False
-    for seg in path:
-        if isinstance(seg, int) and not isinstance(seg, bool) and isinstance(value, list) and \
-                -len(value) <= seg < len(value):
-            value = value[seg]
-        elif isinstance(seg, str) and isinstance(value, dict) and seg in value:
-            value = value[seg]
-        else:
-            return False
-    return True
 
 
 def _split_options(options: dict) -> tuple[RunOptions, dict]:
