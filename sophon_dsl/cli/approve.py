@@ -13,7 +13,7 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace) -> int:
     from ..durable.clistore import open_cli_store, stored_config
-    from ..durable.report import _safe, waiting_lines, waiting_view
+    from ..durable.report import shown_text, waiting_lines, waiting_view
     from ..durable.session import shown
     from .resume import continue_run
 
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         stored_config(args, row)
         waiting = waiting_view(waiting, _stored_plan(row))
         what = "rejecting" if args.reject else "approving"
-        print(f"sophon-dsl approve: {what} {_safe(waiting.get('decision'), 200)} of run {args.run_id}:",
+        print(f"sophon-dsl approve: {what} {shown_text(waiting.get('decision'), 200)} of run {args.run_id}:",
               file=sys.stderr)
         for line in waiting_lines(waiting):  # what is approved, as the prompt would show it
             print("  " + line, file=sys.stderr)

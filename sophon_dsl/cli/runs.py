@@ -83,11 +83,11 @@ def _list(store, args: argparse.Namespace) -> int:
         return EXIT_OK
     for r in rows:
         what = r["goal"] or r["plan_id"] or ""
-        where = f"{os.path.basename(r['file'])}  " if r.get("file") else ""
+        where = f"{_safe(os.path.basename(r['file']))}  " if r.get("file") else ""
         calls = r["calls"]
         n = f"{calls['recorded']}/{calls['total']} calls" if calls["total"] is not None else \
             f"{calls['recorded']} calls"
-        print(f"{r['run_id']}  {r['status']:<11}  {r['created']}  {where}{n}  {what}".rstrip())
+        print(f"{_safe(r['run_id'])}  {r['status']:<11}  {r['created']}  {where}{n}  {_safe(what)}".rstrip())
     if not rows:
         print("no runs recorded" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
     return EXIT_OK
@@ -114,33 +114,40 @@ def _show(store, args: argparse.Namespace) -> int:
         items.setdefault(it["id"].split("[", 1)[0], []).append(it)
     for c in data["calls"]:
         extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
-        err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
+        err = f" {_safe(c['error']['error'])}: {_safe(c['error'].get('cause'))}" if c.get("error") else ""
         mine = items.get(c["id"], [])
         done = sum(1 for it in mine if not it["in_doubt"])
         progress = f" ({done} item call(s) recorded)" if mine else ""
-        print(f"  {c['id']}: {c['tool']} {c['status']}{extra}{err}{progress}")
+        print(f"  {_safe(c['id'])}: {_safe(c['tool'])} {c['status']}{extra}{err}{progress}")
         for it in mine:  # per-item progress of a map (a run cut mid-map shows where it was)
             doubt = " (in doubt: started, outcome unknown)" if it["in_doubt"] else ""
-            ierr = f" {it['error']['error']}" if it.get("error") else ""
-            print(f"    {it['id']}: {it['status']}{doubt}{ierr}")
+            ierr = f" {_safe(it['error']['error'])}" if it.get("error") else ""
+            print(f"    {_safe(it['id'])}: {it['status']}{doubt}{ierr}")
     if data["waiting"]:
         from ..durable.report import waiting_lines
 
         print(f"  waiting for approval ({_safe(data['waiting'].get('decision'))}): sophon-dsl approve {data['run_id']}")
         for line in waiting_lines(data["waiting"]):  # what is being approved: nobody approves blind
             print("    " + line)
-    print(json.dumps(data["state"], ensure_ascii=False, indent=2, default=str))
+    print(_json(data["state"]))
     if args.log:
         for m in data["log"]:
-            print(f"  #{m['seq']} {m['call'] or '-'}: {m['kind']}.{'.'.join(map(str, m['path']))} "
-                  f"{m['method']} {json.dumps(m['value'], ensure_ascii=False, default=str)}")
+            print(f"  #{m['seq']} {_safe(m['call'] or '-')}: {_safe(m['kind'] + ''.join('.' + str(p) for p in m['path']))} "
+                  f"{m['method']} {_safe(json.dumps(m['value'], ensure_ascii=False, default=str))}")
     return EXIT_OK
 
 
 def _safe(text: object) -> str:
-    from ..durable.report import _safe as safe
+    """Row text for a terminal line (escaped, bounded): a row is data anyone with the store can write."""
+    from ..durable.report import shown_text
 
-    return safe(text, 200)
+    return shown_text(text, 200)
+
+
+def _json(value: object) -> str:
+    from ..durable.report import shown_json
+
+    return shown_json(value)
 
 
 def _show_goal(row: dict, args: argparse.Namespace) -> int:
@@ -151,11 +158,11 @@ def _show_goal(row: dict, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
-    print(f"goal {row['run_id']}: {row['status']}  {row.get('goal') or ''}")
+    print(f"goal {_safe(row['run_id'])}: {row['status']}  {_safe(row.get('goal') or '')}")
     for s in (data.get("goal_execution") or {}).get("steps", []):
-        print(f"  {s['id']}: {s['status']} ({s.get('verdict')}) {s['task']}")
+        print(f"  {_safe(s['id'])}: {s['status']} ({_safe(s.get('verdict'))}) {_safe(s['task'])}")
     if data["waiting"]:
-        print(f"  waiting for a person (steps {', '.join(data['waiting'].get('steps', []))}): "
+        print(f"  waiting for a person (steps {_safe(', '.join(map(str, data['waiting'].get('steps', []))))}): "
               f"sophon-dsl approve {row['run_id']} [--reject]")
     return EXIT_OK
 
@@ -170,20 +177,19 @@ def _show_agent(store, row: dict, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
-    print(f"agent {data['run_id']}: {data['status']}  {data['request'] or ''}")
+    print(f"agent {_safe(data['run_id'])}: {data['status']}  {_safe(data['request'] or '')}")
     for t in data["recorded_turns"]:
         how = "complete" if t["complete"] else f"cut after {len(t['reply'])} characters"
         print(f"  turn {t['turn']}: reply {how}")
         for c in t["calls"]:
             extra = " (in doubt: started, outcome unknown)" if c.get("in_doubt") else ""
-            err = f" {c['error']['error']}: {c['error'].get('cause')}" if c.get("error") else ""
-            print(f"    {c['id']}: {c['status']}{extra}{err}")
+            err = f" {_safe(c['error']['error'])}: {_safe(c['error'].get('cause'))}" if c.get("error") else ""
+            print(f"    {_safe(c['id'])}: {c['status']}{extra}{err}")
     if data["waiting"]:
         print(f"  waiting for approval ({_safe(data['waiting'].get('decision'))}, "
               f"{_safe(data['waiting'].get('decision_run'))}): sophon-dsl approve {data['run_id']} [--reject]")
         for line in waiting_lines(data["waiting"]):
             print("    " + line)
     if data["state"] is not None:
-        print(json.dumps({**data["state"], **({"output": data["output"]} if data["output"] is not None else {})},
-                         ensure_ascii=False, indent=2, default=str))
+        print(_json({**data["state"], **({"output": data["output"]} if data["output"] is not None else {})}))
     return EXIT_OK

@@ -3,6 +3,7 @@ built from the store alone, with ``run_id`` and the calls found in doubt flagged
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..model import OutputMethod
@@ -92,13 +93,22 @@ def _item_order(cid: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"\[(\d+)\]", cid))
 
 
-def _safe(value: Any, limit: int = 0) -> str:
+def shown_text(value: Any, limit: int = 0) -> str:
     """Text from the row as the prompt shows text: control and bidi characters escaped, one
     line, bounded (a row is data anyone with the store can write: it must not drive the terminal)."""
-    from ..runtime.approval import MAX_ARGS_CHARS, _bounded
+    from ..runtime.approval import MAX_ARGS_CHARS, bounded_text
 
     # (stored arguments were cut to MAX_ARGS_CHARS already, with a note of the rest: kept whole)
-    return _bounded(value if isinstance(value, str) else str(value), limit or MAX_ARGS_CHARS + 40)
+    return bounded_text(value if isinstance(value, str) else str(value), limit or MAX_ARGS_CHARS + 40)
+
+
+def shown_json(value: Any) -> str:
+    """``value`` as indented JSON for a terminal: non-ASCII text kept readable, but control and
+    bidirectional characters written as ``\\uXXXX`` escapes (still valid JSON), so a stored value
+    cannot reorder or recolour what ``runs show`` prints."""
+    from ..runtime.approval import escape_hidden
+
+    return escape_hidden(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
 def waiting_view(waiting: Any, plan: Any = None) -> Any:
@@ -116,7 +126,7 @@ def waiting_view(waiting: Any, plan: Any = None) -> Any:
         args = c.get("args")
         if not isinstance(args, str):
             args = _plan_args(waiting, c, plan)
-        calls.append({**c, "args": None if args is None else _safe(args)})
+        calls.append({**c, "args": None if args is None else shown_text(args)})
     return {**waiting, "calls": calls}
 
 
@@ -136,12 +146,12 @@ def waiting_lines(waiting: Any) -> list[str]:
     lines = []
     kind = waiting.get("kind")
     if kind == "unknown":
-        lines.append(f"call {_safe(waiting.get('call_id'))} started before the run was interrupted and its "
+        lines.append(f"call {shown_text(waiting.get('call_id'))} started before the run was interrupted and its "
                      "outcome is unknown: approving runs it again")
     for c in waiting.get("calls") or ():
-        lines.append(f"{_safe(c.get('id'), 200)}: {_safe(c.get('tool'), 200)} (risk {_safe(c.get('risk'), 40)})")
+        lines.append(f"{shown_text(c.get('id'), 200)}: {shown_text(c.get('tool'), 200)} (risk {shown_text(c.get('risk'), 40)})")
         if c.get("why"):
-            lines.append(f"    why: {_safe(c['why'])}")
+            lines.append(f"    why: {shown_text(c['why'])}")
         if c.get("args"):
             lines.append(f"    {c['args']}")
         elif c.get("args") is None and kind != "plan":

@@ -161,9 +161,9 @@ def verify_meta(meta: dict) -> tuple[str, str] | None:
 
 
 def _show(value: Any) -> str:
-    from ..runtime.approval import _bounded  # the prompt's escaping: a row's text is never interpreted
+    from ..runtime.approval import bounded_text  # the prompt's escaping: a row's text is never interpreted
 
-    return _bounded(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str), 200)
+    return bounded_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str), 200)
 
 
 def _unset(value: Any) -> bool:

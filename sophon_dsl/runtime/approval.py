@@ -221,7 +221,7 @@ def describe_request(request: ApprovalRequest) -> list[str]:
     else:
         lines = [f"Call {request.call_id} needs approval (risk {request.max_risk.label}):"]
     if goal:
-        lines.append(f"  goal: {_bounded(goal)}")
+        lines.append(f"  goal: {bounded_text(goal)}")
     calls = request.calls
     for c in calls[:MAX_SHOWN_CALLS]:
         lines.append(f"  {c['id']}: {c['tool']} (risk {c['risk']})")
@@ -247,7 +247,7 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
 
     if request.kind in ("call", "unknown") and request.args is not None:
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in request.args.items())
-        return _bounded(text)
+        return bounded_text(text)
     index = entry.get("index")
     calls = request.plan.calls
     if not isinstance(index, int) or not 0 <= index < len(calls):
@@ -264,7 +264,7 @@ def _arguments(request: ApprovalRequest, entry: dict) -> str:
         parts.append(f"{param.name}={format_value(param.value, '†')}")
         if sum(map(len, parts)) > MAX_ARGS_CHARS:
             break
-    return _bounded(", ".join(parts))
+    return bounded_text(", ".join(parts))
 
 
 # control characters (C0, DEL, C1) and bidirectional overrides / isolates: written to a
@@ -277,7 +277,7 @@ def escape_hidden(text: str) -> str:
     return _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _bounded(text: str, limit: int = MAX_ARGS_CHARS) -> str:
+def bounded_text(text: str, limit: int = MAX_ARGS_CHARS) -> str:
     text = escape_hidden(text)
     text = " ".join(text.split())  # one line: a newline in a value must not break the prompt
     if len(text) <= limit:

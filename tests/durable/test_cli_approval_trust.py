@@ -323,3 +323,37 @@ def test_the_run_key_is_private(tmp_path, capsys):
 
     _waiting_run(tmp_path, f"sqlite:///{tmp_path / 'r.db'}", capsys)
     assert os.stat(key_path()).st_mode & 0o777 == 0o600
+
+
+def test_runs_list_and_show_escape_every_row_text_in_text_mode(tmp_path, capsys):
+    """Every text a row holds (the goal, plan file, tool, error, state values) is shown escaped by
+    `runs list` / `runs show`: a stored run is data and must not drive the terminal."""
+    db = tmp_path / "r.db"
+    url = f"sqlite:///{db}"
+    hostile = "\u202eevil\x1b[31m\x07"
+    tools = _tools(tmp_path, extra=f'''
+
+@tool
+def echo(x: str) -> str:
+    """Returns its text."""
+    return x
+
+@tool
+def boom() -> int:
+    """Fails with a hostile message."""
+    raise RuntimeError({hostile!r})
+''')
+    plan = _plan(tmp_path, f"$state.a = echo(x={json.dumps(hostile)})\n$state.b = boom()\n")
+    assert main(["run", plan, "--tools", tools, "--store", url]) == 1
+    rid = _run_id(capsys.readouterr().err)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET plan_id = ? WHERE run_id = ?", (hostile, rid))
+    for argv in (["runs", "list"], ["runs", "show", rid], ["runs", "show", rid, "--log"]):
+        assert main([*argv, "--store", url]) == 0
+        out = capsys.readouterr().out
+        for ch in ("\u202e", "\x1b", "\x07"):
+            assert ch not in out, (argv, out)
+        assert "\\u202eevil" in out, (argv, out)
+    assert main(["runs", "show", rid, "--json", "--store", url]) == 0
+    shown = json.loads(capsys.readouterr().out)  # --json stays exact data (escaping is JSON's own)
+    assert shown["state"]["state"]["a"] == hostile
