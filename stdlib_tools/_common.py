@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import importlib.util
 import inspect
+import json
+import os
+import sys
+import threading
 import warnings
 from typing import Any, Callable
 
@@ -13,7 +19,7 @@ from sophon_dsl.tools import ToolSpec, schemas_from_function
 
 from .errors import ToolError
 
-__all__ = ["make_tool", "clean_schema"]
+__all__ = ["Field", "make_tool", "clean_schema"]
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -58,20 +64,157 @@ def clean_schema(schema: dict | None) -> dict | None:
     return _strip(_inline_refs(body, defs))
 
 
+_DERIVING = threading.local()
+
+
+def Field(**kwargs: Any) -> Any:  # noqa: N802 - pydantic's name, used the same way
+    """``pydantic.Field(**kwargs)`` while a schema is derived; elsewhere (the runtime reading
+    a tool's hints to convert its arguments) a :class:`_LaterField` that becomes one only if
+    pydantic is asked for a schema of it.  The tool modules' hints are text (postponed
+    annotations), evaluated on first use: with the schemas in the cache, a run imports no
+    pydantic for the standard tools."""
+    if getattr(_DERIVING, "on", False):
+        from pydantic import Field as pydantic_field
+
+        return pydantic_field(**kwargs)
+    return _LaterField(kwargs)
+
+
+class _LaterField:
+    """``Field(**kwargs)`` not made yet (see :func:`Field`)."""
+
+    __slots__ = ("kwargs",)
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        return f"Field({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from typing import Annotated
+
+        from pydantic import Field as pydantic_field
+
+        return handler(Annotated[source, pydantic_field(**self.kwargs)])
+
+
+class _SchemaCache:
+    """The standard tools' cleaned schemas, kept in the per-user cache directory
+    (``sophon_dsl.cachedir``) as JSON: deriving them with pydantic costs ~50 ms per tool and
+    importing pydantic more than every other start-up step of a one-call run.
+
+    One file per version of what the schemas come from (this package's and the deriving
+    code's files, pydantic's, Python's), found by their sizes and modification times; an
+    entry per tool and signature (its annotations' text and defaults), so a tool that
+    changes with the configuration gets its own entry.  An unreadable file is a miss."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, list] | None = None
+        self._path: str | None = None
+        self._lock = threading.Lock()
+
+    def _file(self) -> str | None:
+        from sophon_dsl import tools as core_tools
+        from sophon_dsl import typed_dicts
+        from sophon_dsl.cachedir import cache_dir
+
+        directory = cache_dir()
+        if directory is None:
+            return None
+        here = os.path.dirname(os.path.abspath(__file__))
+        sources = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
+        sources += [core_tools.__file__, typed_dicts.__file__]
+        for package in ("pydantic", "pydantic_core"):
+            spec = importlib.util.find_spec(package)
+            if spec is not None and spec.origin:
+                sources.append(spec.origin)
+        stamp = [sys.version_info[:3]]
+        for source in sources:
+            st = os.stat(source)
+            stamp.append((source, st.st_size, st.st_mtime_ns))
+        digest = hashlib.sha256(repr(stamp).encode("utf-8")).hexdigest()[:32]
+        return str(directory / f"stdlib-schemas-{digest}.json")
+
+    def _load(self) -> dict[str, list]:
+        if self._entries is None:
+            entries: dict[str, list] = {}
+            try:
+                self._path = self._file()
+                if self._path is not None and os.path.exists(self._path):
+                    with open(self._path, encoding="utf-8") as fh:
+                        data = json.load(fh)
+                    if isinstance(data, dict):
+                        entries = {k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2}
+            except (OSError, ValueError):
+                pass
+            self._entries = entries
+        return self._entries
+
+    def get(self, key: str) -> tuple[dict | None, dict | None] | None:
+        with self._lock:
+            found = self._load().get(key)
+        return None if found is None else (found[0], found[1])
+
+    def put(self, key: str, value: tuple[dict | None, dict | None]) -> None:
+        from sophon_dsl.files import write_file
+
+        with self._lock:
+            entries = self._load()
+            entries[key] = [value[0], value[1]]
+            if self._path is None:
+                return
+            try:
+                write_file(self._path, json.dumps(entries, sort_keys=True))
+            except (OSError, TypeError, ValueError):  # no cache this time
+                pass
+
+
+_CACHE = _SchemaCache()
+
+
+def _cache_key(fn: Callable[..., Any], name: str, given: tuple[dict | None, dict | None]) -> str | None:
+    """What the derived schemas of ``fn`` depend on, as text; None when that text would differ
+    from one process to the next (a default whose repr names an address)."""
+    try:
+        key = repr((name, fn.__module__, fn.__qualname__, fn.__code__.co_firstlineno, fn.__annotations__,
+                    fn.__defaults__, fn.__kwdefaults__, json.dumps(given, sort_keys=True)))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return None if " at 0x" in key else key
+
+
 def make_tool(fn: Callable[..., Any], name: str, risk: Risk, description: str, *,
               input_schema: dict | None = None, output_schema: dict | None = None,
               placement: str = "any") -> ToolSpec:
     """A standard tool whose schemas are derived from ``fn``'s hints and cleaned on first read
-    (building every tool's pydantic schemas at start cost more than a second)."""
-    def schemas() -> tuple[dict | None, dict | None]:
+    (building every tool's pydantic schemas at start cost more than a second), or read from
+    the per-user cache (:class:`_SchemaCache`)."""
+    def derive() -> tuple[dict | None, dict | None]:
         derived_in = derived_out = None
         if input_schema is None or output_schema is None:
             with warnings.catch_warnings():
                 # parameters named "schema" / "json" shadow BaseModel attributes: harmless here
                 warnings.filterwarnings("ignore", message=".*shadows an attribute.*")
-                derived_in, derived_out = schemas_from_function(fn)
+                _DERIVING.on = True
+                try:
+                    derived_in, derived_out = schemas_from_function(fn)
+                finally:
+                    _DERIVING.on = False
         return (clean_schema(input_schema if input_schema is not None else derived_in),
                 clean_schema(output_schema if output_schema is not None else derived_out))
+
+    def schemas() -> tuple[dict | None, dict | None]:
+        if input_schema is not None and output_schema is not None:
+            return derive()  # nothing to derive
+        key = _cache_key(fn, name, (input_schema, output_schema))
+        found = _CACHE.get(key) if key is not None else None
+        if found is not None:
+            return found
+        value = derive()
+        if key is not None:
+            _CACHE.put(key, value)
+        return value
 
     return ToolSpec.deferred(name, schemas, description=description, risk=risk, func=_named_failures(fn, name),
                              is_async=inspect.iscoroutinefunction(fn), origin="stdlib", placement=placement)

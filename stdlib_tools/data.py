@@ -8,14 +8,13 @@ import re
 from typing import Annotated, Any
 
 import jmespath
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.jmes_bounded import MAX_QUERY_STEPS, QueryLimits, QueryTooExpensive, compile_query, search
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .limits import RESULT_TOO_LARGE

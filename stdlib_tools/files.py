@@ -7,13 +7,12 @@ import os
 import stat
 from typing import Annotated, Literal
 
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .sandbox import open_dir_in_sandbox, open_in_sandbox, relative_to_root, resolve_in_sandbox

@@ -15,14 +15,13 @@ import re
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
 from . import netguard
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 

@@ -14,12 +14,10 @@ import math as _m
 import operator
 from typing import Annotated, Any, Callable
 
-from pydantic import Field
-
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 

@@ -12,14 +12,13 @@ import sqlite3
 import threading
 from typing import Annotated, Any
 
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
 from sophon_dsl.private import private_sqlite_file
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 

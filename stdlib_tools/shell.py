@@ -9,13 +9,12 @@ import shlex
 import signal
 from typing import Annotated
 
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .sandbox import resolve_in_sandbox

@@ -7,13 +7,12 @@ import datetime as _dt
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field
 from typing_extensions import TypedDict
 
 from sophon_dsl.model import Risk
 from sophon_dsl.tools import ToolSpec
 
-from ._common import make_tool
+from ._common import Field, make_tool
 from .config import StdlibConfig, uses_config
 from .errors import ToolError
 

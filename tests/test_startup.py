@@ -134,3 +134,64 @@ def test_cli_tools_and_stdlib_modules_are_in_no_import_loop():
                 seen.add(m)
                 stack.extend(graph.get(m, ()))
     assert not any(m.startswith("stdlib_tools") for m in graph["sophon_dsl.tools"] | graph["sophon_dsl.stdlib_hook"])
+
+
+def _fresh(code: str, cache: Path) -> set[str]:
+    """``loaded_after`` with the per-user cache directory at ``cache``."""
+    import os
+
+    proc = python("-c", f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))",
+                  env={**os.environ, "SOPHON_DSL_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_a_one_call_run_imports_no_pydantic_jsonschema_or_yaml_once_the_schemas_are_cached(tmp_path):
+    # issue 30 item 11: the standard tools' schemas come from the per-user cache after the
+    # first process; literals and results of plain schemas are checked without jsonschema
+    code = ("import sophon_dsl\n"
+            "plan = sophon_dsl.loads('†state.t = math.eval(expression=\"a * 2\", variables={\"a\": 4})\\n')\n"
+            "result = sophon_dsl.run(plan)\n"
+            "assert result.status == 'succeeded' and result.state['state']['t'] == 8, result")
+    first = _fresh(code, tmp_path)
+    assert "pydantic" in first  # derived once...
+    later = _fresh(code, tmp_path)
+    assert not {"pydantic", "jsonschema", "yaml"} & later  # ...then read from the cache
+
+
+def test_cached_standard_schemas_are_the_derived_ones(tmp_path):
+    code = ("import json, stdlib_tools\n"
+            "print(json.dumps({s.name: [s.input_schema, s.output_schema] for s in stdlib_tools.source()()}))")
+    import os
+
+    def schemas() -> dict:
+        proc = python("-c", code, env={**os.environ, "SOPHON_DSL_CACHE_DIR": str(tmp_path)})
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    derived, cached = schemas(), schemas()
+    assert list(tmp_path.glob("stdlib-schemas-*.json"))
+    assert cached == derived and len(derived) > 20
+    math_eval = derived["math.eval"][0]["properties"]
+    assert math_eval["expression"]["description"].startswith("e.g.")  # Field(description=...) applied
+
+
+def test_a_bad_cache_file_is_a_miss(tmp_path):
+    code = ("import json, stdlib_tools\n"
+            "print(json.dumps(stdlib_tools.source().get('math.eval').input_schema))")
+    import os
+
+    env = {**os.environ, "SOPHON_DSL_CACHE_DIR": str(tmp_path)}
+    good = python("-c", code, env=env)
+    (cache_file,) = tmp_path.glob("stdlib-schemas-*.json")
+    cache_file.write_text("{not json", encoding="utf-8")
+    again = python("-c", code, env=env)
+    assert good.returncode == again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(good.stdout)
+
+
+def test_building_an_sdk_provider_does_not_import_its_sdk():
+    # the SDK loads with the first client (the first request), not when the CLI builds the provider
+    loaded = loaded_after("from sophon_dsl.llm.providers.openai import OpenAIProvider\n"
+                          "OpenAIProvider(base_url='http://127.0.0.1:9/v1', api_key='x')")
+    assert "openai" not in loaded

@@ -89,7 +89,9 @@ def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | No
 
     It lets the compiler (E204 on literals) and the runtime (tool inputs and
     outputs) skip jsonschema for the plain schemas ``@tool`` derives from type
-    hints; a False answer only means "ask jsonschema"."""
+    hints; a False answer only means "ask jsonschema".  A schema it returns a predicate
+    for is a valid 2020-12 schema (the runtime relies on it to build no jsonschema
+    validator until a value needs one)."""
     if schema is True:
         return always_valid
     if not isinstance(schema, dict) or depth > 8:
@@ -100,7 +102,9 @@ def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | No
             continue
         if key == "type":
             names = [val] if isinstance(val, str) else val
-            if not isinstance(names, list) or not names or any(n not in _TYPE_CHECKS for n in names):
+            # (no repeated name: such a schema is invalid, and a schema this accepts is a valid one)
+            if (not isinstance(names, list) or not names or any(n not in _TYPE_CHECKS for n in names)
+                    or len(set(names)) != len(names)):
                 return None
             preds = [_TYPE_CHECKS[n] for n in names]
             checks.append(preds[0] if len(preds) == 1 else (lambda v, ps=tuple(preds): any(p(v) for p in ps)))
@@ -119,7 +123,7 @@ def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | No
                 checks.append(lambda v, items=items: type(v) is not dict or all(
                     f(v[k]) for k, f in items if k in v))
         elif key == "required":
-            if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
+            if not isinstance(val, list) or not all(isinstance(x, str) for x in val) or len(set(val)) != len(val):
                 return None
             req = tuple(val)
             checks.append(lambda v, req=req: type(v) is not dict or all(k in v for k in req))
@@ -133,7 +137,17 @@ def fast_schema_check(schema: Any, depth: int = 0) -> Callable[[Any], bool] | No
                     return None
                 checks.append(lambda v, known=known: type(v) is not dict or all(k in known for k in v))
                 continue
-            return None
+            # a schema for the other values (dict[str, int] as pydantic writes it): checked here
+            # too, so a plain mapping parameter does not import jsonschema for its literals
+            f = fast_schema_check(val, depth + 1)
+            if f is None or schema.get("patternProperties"):
+                return None
+            if f is not always_valid:
+                props = schema.get("properties")
+                known = frozenset(props) if isinstance(props, dict) else frozenset()
+                checks.append(lambda v, known=known, f=f: type(v) is not dict or all(
+                    f(x) for k, x in v.items() if k not in known))
+            continue
         elif key == "items":
             f = fast_schema_check(val, depth + 1)
             if f is None:

@@ -73,8 +73,8 @@ def warm_up() -> None:
     global _WARM
     if _WARM:
         return
-    import jsonschema  # noqa: F401 - the checker validates literals with it
-
+    # (not jsonschema: the checker's literals of plain schemas need none, and importing it
+    # here delayed the first request by more than the rest of this)
     from ..compiler import compile_plan
     from ..runtime.scheduler import Scheduler  # noqa: F401 - imported ahead of the first turn
     from ..syntax.dsl_parser import parse_dsl

@@ -207,18 +207,24 @@ def _container_part(schema: Any, type_name: str, part: str) -> Any:
 
 
 class SchemaValidator:
-    """``check(value)`` -> None or a message: fast pre-check, then jsonschema for the rest."""
+    """``check(value)`` -> None or a message: fast pre-check, then jsonschema for the rest.
 
-    __slots__ = ("fast", "full")
+    ``full`` may be None when ``fast`` is given: jsonschema's validator is then built (and
+    jsonschema imported) only for the first value the fast check cannot vouch for."""
 
-    def __init__(self, fast: Callable[[Any], bool] | None, full: Any) -> None:
+    __slots__ = ("fast", "full", "schema")
+
+    def __init__(self, fast: Callable[[Any], bool] | None, full: Any, schema: Any = None) -> None:
         self.fast = fast
         self.full = full
+        self.schema = schema
 
     def check(self, value: Any) -> str | None:
         fast = self.fast
         if fast is not None and fast(value):
             return None
+        if self.full is None:
+            self.full = offline_validator(self.schema)
         errors = sorted(self.full.iter_errors(value), key=_position)
         if not errors:
             return None
@@ -255,14 +261,19 @@ def schema_validator(schema: Any) -> SchemaValidator | None:
         key = None
     if key is not None and key in _VALIDATORS:
         return _VALIDATORS[key]
-    import jsonschema
+    fast = fast_schema_check(schema)
+    v: SchemaValidator | None
+    if fast is not None:  # a valid schema (fast_schema_check says so): jsonschema waits for a value
+        v = SchemaValidator(fast, None, schema)
+    else:
+        import jsonschema
 
-    cls = jsonschema.validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-        v: SchemaValidator | None = SchemaValidator(fast_schema_check(schema), offline_validator(schema))
-    except jsonschema.SchemaError:
-        v = None
+        cls = jsonschema.validators.validator_for(schema)
+        try:
+            cls.check_schema(schema)
+            v = SchemaValidator(None, offline_validator(schema))
+        except jsonschema.SchemaError:
+            v = None
     if key is not None:
         if len(_VALIDATORS) >= 1024:
             _VALIDATORS.clear()

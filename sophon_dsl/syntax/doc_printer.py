@@ -32,8 +32,6 @@ import json
 from dataclasses import replace
 from typing import Any, Callable
 
-import yaml
-
 from ..model import Call, InitialData, OutputMethod, Plan, value_to_json
 from .attributes import param_key
 from .map_syntax import MAP_KEY, map_document
@@ -171,19 +169,31 @@ def dump_json(plan: Plan) -> str:
     return json.dumps(plan_to_document(plan), indent=2, ensure_ascii=False) + "\n"
 
 
-class _PlanDumper(yaml.SafeDumper):
+def _plan_dumper() -> type:
     """Safe YAML, except that strings holding Unicode line breaks (NEL, LS, PS) are
-    double-quoted: PyYAML folds them to spaces in any other style."""
+    double-quoted: PyYAML folds them to spaces in any other style.  Made on first use:
+    PyYAML is imported only when YAML is written (a recorded run encodes its plan here)."""
+    global _PLAN_DUMPER
+    if _PLAN_DUMPER is None:
+        import yaml
+
+        def represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+            if any(ch in text for ch in "\x85\u2028\u2029"):
+                return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+            return dumper.represent_str(text)
+
+        class PlanDumper(yaml.SafeDumper):
+            pass
+
+        PlanDumper.add_representer(str, represent_str)
+        _PLAN_DUMPER = PlanDumper
+    return _PLAN_DUMPER
 
 
-def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    if any(ch in text for ch in "\x85\u2028\u2029"):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
-    return dumper.represent_str(text)
-
-
-_PlanDumper.add_representer(str, _represent_str)
+_PLAN_DUMPER: type | None = None
 
 
 def dump_yaml(plan: Plan) -> str:
-    return yaml.dump(plan_to_document(plan), Dumper=_PlanDumper, sort_keys=False, allow_unicode=True)
+    import yaml
+
+    return yaml.dump(plan_to_document(plan), Dumper=_plan_dumper(), sort_keys=False, allow_unicode=True)

@@ -24,6 +24,7 @@ from typing import Any
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from ..cachedir import cache_dir
 from ..diagnostics import Diagnostic, Span
 from ..model import (
     Call,
@@ -865,6 +866,11 @@ class _Builder(Transformer):
 
 
 def _grammar_text() -> str:
+    # the file next to the package first (an ordinary install): importlib.resources, needed
+    # only for a package inside a zip, costs more to import than reading the file
+    beside = Path(__file__).resolve().parents[1] / "_grammar" / "sophon.lark"
+    if beside.is_file():
+        return beside.read_text(encoding="utf-8")
     try:
         from importlib.resources import files
 
@@ -885,30 +891,6 @@ _BUILDER: _Builder | None = None
 # so everything here (and the post-lexer's always-accepted terminals) goes into our key.
 _LARK_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "basic", "maybe_placeholders": False,
                                  "propagate_positions": False}
-
-
-def cache_dir() -> Path | None:
-    """The per-user directory for the built parser tables, or ``None`` when none is usable.
-
-    ``$SOPHON_DSL_CACHE_DIR``, else ``$XDG_CACHE_HOME/sophon-dsl``, else
-    ``~/.cache/sophon-dsl``. The directory is created private to the user; one that
-    cannot be created or written, or that another user owns, is not used (the cache
-    file is a pickle: only the user's own files are loaded).
-    """
-    explicit = os.environ.get("SOPHON_DSL_CACHE_DIR")
-    if explicit:
-        path = Path(explicit)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "sophon-dsl"
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        owner_ok = not hasattr(os, "getuid") or path.stat().st_uid == os.getuid()
-        if owner_ok and os.access(path, os.W_OK | os.X_OK):
-            return path
-    except OSError:
-        pass
-    return None
 
 
 def _cache_file(grammar: str, directory: Path) -> str:

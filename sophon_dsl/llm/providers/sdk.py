@@ -1,10 +1,10 @@
 """What the providers built on an official vendor SDK share: :class:`SDKProvider`.
 
-The SDK is imported when a provider is built (so a missing one is reported with the extra to
-install) and its client is made lazily, one per event loop: an httpx client must not outlive or
-cross its loop, and making one costs ~0.1 s (TLS setup), so it is reused for every call on that
-loop.  Clients are made with ``max_retries=0``: retrying is the job of the failover provider,
-which knows whether text has already been handed to the caller.
+The SDK is looked up when a provider is built (so a missing one is reported with the extra to
+install) and imported with the first client.  Its client is made lazily, one per event loop: an
+httpx client must not outlive or cross its loop, and making one costs ~0.1 s (TLS setup), so it
+is reused for every call on that loop.  Clients are made with ``max_retries=0``: retrying is the
+job of the failover provider, which knows whether text has already been handed to the caller.
 
 A subclass says which SDK it needs, how to make its client, how to build the request and how to
 read text out of the SDK's stream; the streaming loop, the error mapping and the closing of an
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
+import importlib.util
 import os
 import weakref
 from typing import Any, AsyncIterator, Sequence
@@ -35,10 +35,14 @@ class SDKProvider:
 
     def __init__(self, model: str | None, *, base_url: str | None, api_key: str | None,
                  timeout: float | None, extra_body: dict | None, client: Any, name: str):
+        # found, not imported: the SDK loads with the first client (importing the openai SDK
+        # costs more than the rest of the agent's start), so the first request goes out sooner
         try:
-            importlib.import_module(self.package)
-        except ImportError:
-            raise missing_sdk(self.package, self.package) from None
+            found = client is not None or importlib.util.find_spec(self.package) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise missing_sdk(self.package, self.package)
         self.name = name
         self.model = model or os.environ.get(self.model_env) or self.default_model
         self.base_url = base_url

@@ -1,0 +1,34 @@
+"""The per-user cache directory: built parser tables (``syntax/dsl_parser.py``) and the
+standard library's derived tool schemas (``stdlib_tools/_common.py``).  Only what can be
+rebuilt goes there; deleting it costs one slower start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_dir"]
+
+
+def cache_dir() -> Path | None:
+    """The per-user cache directory, or ``None`` when none is usable.
+
+    ``$SOPHON_DSL_CACHE_DIR``, else ``$XDG_CACHE_HOME/sophon-dsl``, else
+    ``~/.cache/sophon-dsl``. The directory is created private to the user; one that
+    cannot be created or written, or that another user owns, is not used (the parser
+    tables are a pickle: only the user's own files are loaded).
+    """
+    explicit = os.environ.get("SOPHON_DSL_CACHE_DIR")
+    if explicit:
+        path = Path(explicit)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "sophon-dsl"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        owner_ok = not hasattr(os, "getuid") or path.stat().st_uid == os.getuid()
+        if owner_ok and os.access(path, os.W_OK | os.X_OK):
+            return path
+    except OSError:
+        pass
+    return None
