@@ -257,7 +257,7 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--mode", choices=("eager", "lazy"), default="eager",
                    help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
     p.add_argument("--approve", choices=("yes", "no", "ask", "wait"), default=None,
-                   help="risky calls (and lazy plans): default ask on a terminal, else no; "
+                   help="risky calls (and lazy plans that hold one): default ask on a terminal, else no; "
                         "wait: leave the recorded run waiting for 'sophon-dsl approve RUN_ID'")
     p.add_argument("--max-turns", type=int, default=None, metavar="N",
                    help="at most N requests (default 8; 100 with --planning, the seed's MaxToolIterations)")

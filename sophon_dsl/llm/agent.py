@@ -635,8 +635,10 @@ class Agent:
             dry = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         self._emit(_agent_event("agent_dry_run", n, str(dry.get("status")), data=dry))
         risky = self._risky(plan, turn.ids, turn.registry, input)
-        interactive = callable(self.approve) or (isinstance(self.approve, str) and self.approve.lower() == "ask")
-        if risky or interactive:
+        # plan-level approval (seed 000) only for a plan with a call at approval_risk (medium) or
+        # above, whoever approves: a harmless plan asked about was refused by an approver that
+        # says no to everything (issue 26 item 9); approval_risk=Risk.NONE reviews every plan
+        if risky:
             max_risk = max((Risk.parse(c["risk"]) for c in risky), default=Risk.NONE)
             req = ApprovalRequest("plan", plan, tuple(risky), plan_id=f"turn{n}", max_risk=max_risk)
             self._emit(_agent_event("approval_requested", n, "pending", data=req))
