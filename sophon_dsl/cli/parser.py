@@ -254,6 +254,11 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("--model", default=None, metavar="M", help="model name (default: the provider's)")
     p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the input, as JSON or @file.json")
     p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
+    p.add_argument("--plan", default=None, metavar="FILE",
+                   help="an existing plan (DSL, JSON or YAML; - for stdin) handed to the model as its Plan "
+                        "message: the agent continues from it, where --state says it stands (seed 004)")
+    p.add_argument("--stateless", action="store_true",
+                   help="send each turn the plan and the state only, never a conversation of earlier turns")
     p.add_argument("--mode", choices=("eager", "lazy"), default="eager",
                    help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
     p.add_argument("--approve", choices=("yes", "no", "ask", "wait"), default=None,
