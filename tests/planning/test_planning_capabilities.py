@@ -121,3 +121,21 @@ def test_cli_run_fails_a_hinted_call_on_an_undeclared_provider_and_runs_it_on_a_
     assert json.loads(capsys.readouterr().out)["state"]["state"] == {"b": "thought"}
     assert main([*base, "--provider", f"scripted:{replies}[bad-name]"]) == 2
     assert "not a capability name" in capsys.readouterr().err
+
+
+def test_a_delegate_call_with_a_hint_routes_its_sub_agent_or_fails(tmp_path):
+    from sophon_dsl.llm.agent import Agent
+
+    summarize = ToolDecl("summarize", "Summarise", {"type": "object", "properties": {"text": {"type": "string"}}},
+                         {"type": "string"})
+    parent_reply = ('@delegate("anonymous") @model(requiresReasoning=true) $state.s = summarize(text="x")\n'
+                    'return $state.s\n')
+    keyed = {"keyed": [{"match": "You are the delegate", "reply": 'return "deep"'},
+                       {"match": "Request: ", "reply": parent_reply}]}
+    plain = tmp_path / "keyed.yaml"
+    plain.write_text(json.dumps(keyed))
+    refused = Agent(get_provider(f"scripted:{plain}"), tools=[summarize], stdlib=False, max_turns=1).run("go")
+    err = refused.turns[0].calls[0]["error"]
+    assert err["error"] == "Routing.NoQualifiedModel" and "lacks reasoning" in err["cause"]
+    routed = Agent(get_provider(f"scripted:{plain}[reasoning]"), tools=[summarize], stdlib=False).run("go")
+    assert routed.ok and routed.output == "deep"
