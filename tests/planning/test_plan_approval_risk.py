@@ -5,6 +5,10 @@ and 9): a lazy plan of harmless calls runs without asking, whoever approves; wit
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from sophon_dsl.cli import main
 from sophon_dsl.llm.agent import Agent
@@ -90,3 +94,22 @@ def test_cli_planning_auto_runs_a_harmless_plan_first_without_a_plan_approval(tm
     assert code == 0 and out["status"] == "succeeded" and out["output"] == ["acme invoice"]
     assert out["planning"]["plan"] is True and out["planning"]["decided_by"] == "heuristic"
     assert "approv" not in captured.err.lower()
+
+
+def test_cli_approve_ask_shows_no_prompt_for_a_harmless_plan_first_request(tmp_path):
+    """``--approve ask`` with no terminal to answer on (a new session, stdin closed): a prompt
+    would be refused ("no answer at the prompt"); the harmless plan runs without one."""
+    tools = tmp_path / "tools.py"
+    tools.write_text("from sophon_dsl.tools import tool\n\n@tool(name='web.search', risk='low')\n"
+                     "async def search(query: str) -> list:\n    return [query]\n")
+    script = tmp_path / "replies.yaml"
+    script.write_text(json.dumps({"keyed": [{"match": "Request: ", "reply": HARMLESS}]}))
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "sophon_dsl", "agent", ACME, "--tools", str(tools), "--no-stdlib",
+                           "--provider", f"scripted:{script}", "--planning", "auto", "--approve", "ask",
+                           "--no-store"], cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          start_new_session=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "plan first (lazy)" in proc.stderr and "Approve?" not in proc.stderr
+    assert "approval" not in proc.stderr
