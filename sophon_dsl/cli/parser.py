@@ -190,7 +190,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="calls maps may create (default 100000): Plan.TooManyCalls names the map past it")
     p.add_argument("--provider", default=None, metavar="SPEC",
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
-                        "scripted:FILE, or several comma-separated for failover)")
+                        "scripted:FILE, config:FILE, or several comma-separated for failover; SPEC[reasoning,...] "
+                        "declares what a model can do, for model hints)")
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let --provider suggest one alternative call (docs/planning.md)")
@@ -250,7 +251,8 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("request", metavar="REQUEST", help="what the agent should do")
     tools_arg(p)
     p.add_argument("--provider", required=True, metavar="SPEC",
-                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, or several comma-separated (failover)")
+                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, config:FILE, or several comma-separated "
+                        "(failover); SPEC[reasoning,...] declares what a model can do, for model hints")
     p.add_argument("--model", default=None, metavar="M", help="model name (default: the provider's)")
     p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the input, as JSON or @file.json")
     p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")

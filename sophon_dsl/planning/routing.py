@@ -88,7 +88,7 @@ class RoutingProvider:
         for name in self.routes:
             check_ready(self.provider(name))
 
-    def capabilities(self, name: str) -> frozenset[str]:
+    def route_capabilities(self, name: str) -> frozenset[str]:
         """What model ``name`` can do: its declared list, else what its provider says."""
         route = self.routes[name]
         if route.capabilities is not None:
@@ -101,13 +101,13 @@ class RoutingProvider:
         need, named = required_capabilities(hint)
         if named is not None:
             route = self.routes.get(named)
-            if route is None or not need <= self.capabilities(named):
+            if route is None or not need <= self.route_capabilities(named):
                 lacks = "is not declared" if route is None else \
-                    f"lacks {', '.join(sorted(need - self.capabilities(named)))}"
+                    f"lacks {', '.join(sorted(need - self.route_capabilities(named)))}"
                 raise RunError(NO_QUALIFIED_MODEL, f"the hint names model {named!r}, which {lacks}; "
                                f"declared: {self._declared()}")
             return self.provider(named), route.model, named
-        fits = [r for r in self.routes.values() if need <= self.capabilities(r.name)]
+        fits = [r for r in self.routes.values() if need <= self.route_capabilities(r.name)]
         if not fits:
             raise RunError(NO_QUALIFIED_MODEL, f"no declared model has {', '.join(sorted(need))}; "
                            f"declared: {self._declared()}")
@@ -115,7 +115,7 @@ class RoutingProvider:
         return self.provider(pick.name), pick.model, pick.name
 
     def _declared(self) -> str:
-        return "; ".join(f"{n} [{', '.join(sorted(self.capabilities(n))) or 'none'}]" for n in self.routes)
+        return "; ".join(f"{n} [{', '.join(sorted(self.route_capabilities(n))) or 'none'}]" for n in self.routes)
 
     async def stream(self, messages: Sequence[Message], *, model: str | None = None, **kw: Any) -> AsyncIterator[str]:
         name = model if model in self.routes else self.default
