@@ -21,8 +21,9 @@ def as_plan(value: Any) -> Plan | None:
     """``value`` as a :class:`Plan`: a Plan; plan text (JSON when it starts with ``[`` or ``{``,
     else DSL); seed 004's data (a list of calls, ``{"type": "plan", "plan": [...]}``, a
     solution ``{"calls": [...]}``, any document ``sophon_dsl.loads`` reads); or a path to a plan
-    file (any form, told by its extension).  None stays None.  :class:`~sophon_dsl.diagnostics.DiagnosticError` (positioned
-    diagnostics) when it does not load; TypeError for anything else."""
+    file (any form, told by its extension).  None stays None.
+    :class:`~sophon_dsl.diagnostics.DiagnosticError` (positioned diagnostics) when it does not
+    load; TypeError for anything else."""
     from ..loader import load, loads
 
     if value is None or isinstance(value, Plan):
