@@ -21,8 +21,8 @@ import re
 from fnmatch import fnmatchcase
 from typing import Iterable, Protocol, runtime_checkable
 
-__all__ = ["Capable", "KNOWN_MODELS", "USUAL", "capability_name", "model_capabilities", "parse_declared",
-           "split_specs"]
+__all__ = ["Capable", "KNOWN_MODELS", "USUAL", "capability_name", "declared", "model_capabilities",
+           "parse_declared", "split_specs"]
 
 USUAL = ("reasoning", "code_generation", "vision", "long_context", "fast", "function_calling")
 
