@@ -26,7 +26,8 @@ import sys
 from typing import Any, Callable
 
 from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, exit_for_status, approver_for, excerpt_lines, keep_last,
-                     parse_json_arg, ready_provider, tool_executor_from_flags, until_done_or_interrupted)
+                     parse_json_arg, print_invalid, read_plan, ready_provider, tool_executor_from_flags,
+                     until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
 
 __all__ = ["AgentProgress", "resume_agent", "run"]
@@ -134,6 +135,16 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         return EXIT_USAGE
     input_value = parse_json_arg("--input", args.input)
     state_value = parse_json_arg("--state", args.state, object_only=True)
+    given = None
+    if args.plan is not None:   # the Plan message to continue from (seed 004)
+        loaded = read_plan(args.plan, None)
+        if not loaded.ok:
+            print_invalid(loaded.diagnostics, {loaded.plan.file or "": loaded.plan.source or ""}, args.json)
+            print("--plan: the plan does not load: nothing was sent", file=sys.stderr)
+            if tool_executor is not None:
+                tool_executor.close()
+            return EXIT_FAIL
+        given = loaded.plan
     reg = registry_for(args)
     registry = reg[0] if isinstance(reg, tuple) else reg
     provider = ready_provider(args.provider, args.model)
@@ -153,7 +164,8 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
                   max_time=args.max_time, max_tokens=args.max_tokens,
                   **({"max_reply_bytes": args.max_reply_bytes} if getattr(args, "max_reply_bytes", None) else {}),
                   store_meta=_meta(args) if store is not None else None,
-                  dispatch=getattr(args, "dispatch", "streamed"), run_options=_run_options(args, tool_executor))
+                  dispatch=getattr(args, "dispatch", "streamed"), stateless=args.stateless,
+                  run_options=_run_options(args, tool_executor))
     if getattr(args, "smart_retry", False):  # one suggested alternative per failed call (planning.advisor)
         from ..planning.advisor import LLMAdvisor
 
@@ -162,7 +174,7 @@ def run(args: argparse.Namespace, registry_for: Callable[[argparse.Namespace], A
         from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
 
         result = run_sync(until_done_or_interrupted(
-            agent.arun(args.request, input=input_value, state=state_value), final))
+            agent.arun(args.request, input=input_value, state=state_value, plan=given), final))
     finally:
         if tool_executor is not None:
             tool_executor.close()

@@ -190,7 +190,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="calls maps may create (default 100000): Plan.TooManyCalls names the map past it")
     p.add_argument("--provider", default=None, metavar="SPEC",
                    help="language model that runs latent calls (openai[:MODEL], anthropic[:MODEL], "
-                        "scripted:FILE, or several comma-separated for failover)")
+                        "scripted:FILE, config:FILE, or several comma-separated for failover; SPEC[reasoning,...] "
+                        "declares what a model can do, for model hints)")
     p.add_argument("--model", default=None, metavar="M", help="model name for --provider")
     p.add_argument("--smart-retry", action="store_true",
                    help="after a call's retries, let --provider suggest one alternative call (docs/planning.md)")
@@ -250,14 +251,20 @@ def agent_args(sub: argparse._SubParsersAction,
     p.add_argument("request", metavar="REQUEST", help="what the agent should do")
     tools_arg(p)
     p.add_argument("--provider", required=True, metavar="SPEC",
-                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, or several comma-separated (failover)")
+                   help="openai[:MODEL], anthropic[:MODEL], scripted:FILE, config:FILE, or several comma-separated "
+                        "(failover); SPEC[reasoning,...] declares what a model can do, for model hints")
     p.add_argument("--model", default=None, metavar="M", help="model name (default: the provider's)")
     p.add_argument("--input", default=None, metavar="JSON|@FILE", help="the input, as JSON or @file.json")
     p.add_argument("--state", default=None, metavar="JSON|@FILE", help="initial state, as JSON or @file.json")
+    p.add_argument("--plan", default=None, metavar="FILE",
+                   help="an existing plan (DSL, JSON or YAML; - for stdin) handed to the model as its Plan "
+                        "message: the agent continues from it, where --state says it stands (seed 004)")
+    p.add_argument("--stateless", action="store_true",
+                   help="send each turn the plan and the state only, never a conversation of earlier turns")
     p.add_argument("--mode", choices=("eager", "lazy"), default="eager",
                    help="eager: calls run while the reply streams; lazy: check, dry-run, approve, then run")
     p.add_argument("--approve", choices=("yes", "no", "ask", "wait"), default=None,
-                   help="risky calls (and lazy plans): default ask on a terminal, else no; "
+                   help="risky calls (and lazy plans that hold one): default ask on a terminal, else no; "
                         "wait: leave the recorded run waiting for 'sophon-dsl approve RUN_ID'")
     p.add_argument("--max-turns", type=int, default=None, metavar="N",
                    help="at most N requests (default 8; 100 with --planning, the seed's MaxToolIterations)")

@@ -178,6 +178,9 @@ class Agent:
     ``"after_reply"`` reads and checks the whole reply first, then starts its calls (a
     plan-then-execute agent; a plan over ``max_calls`` then runs none of its calls).
     ``max_calls``: calls one turn may run, map items included (default 100; None: no limit).
+    ``stateless`` (seed 004's execution loop): every turn is sent the plan and the state only
+    (the request, input, state and the Plan message with each call's status and errors),
+    never a conversation carried from earlier turns.
     """
 
     def __init__(self, provider: Any, tools: Any = None, *, mode: str | Mode = "eager", max_turns: int | None = None,
@@ -191,7 +194,7 @@ class Agent:
                  planning: Any = None, guards: Any = None, stream_order: str = "any", store: Any = None,
                  run_id: str | None = None, store_meta: dict | None = None, reply_form: str = "dsl",
                  max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES, taint: TaintSet | None = None,
-                 dispatch: str = "streamed", _depth: int = 0):
+                 dispatch: str = "streamed", stateless: bool = False, _depth: int = 0):
         if isinstance(provider, str):
             from .providers import get_provider  # written alongside this module (issue 5)
 
@@ -215,6 +218,7 @@ class Agent:
         if dispatch not in DISPATCHES:
             raise ValueError(f"dispatch must be one of {', '.join(map(repr, DISPATCHES))}, not {dispatch!r}")
         self.dispatch = dispatch
+        self.stateless = bool(stateless)
         self.model = model
         self.output_schema = output_schema
         self.state_schema = state_schema
@@ -304,7 +308,8 @@ class Agent:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self, request: str, *, input: Any = None, state: Any = None,
-            instances: dict[str, dict] | None = None, planning: Any = None, run_id: str | None = None) -> AgentResult:
+            instances: dict[str, dict] | None = None, planning: Any = None, run_id: str | None = None,
+            plan: Any = None) -> AgentResult:
         """Synchronous :meth:`arun` (creates an event loop)."""
         try:
             asyncio.get_running_loop()
@@ -312,13 +317,19 @@ class Agent:
             from ..runtime.watchdog import run_sync  # (asyncio.run, but a call a run abandoned does not hold it)
 
             return run_sync(self.arun(request, input=input, state=state, instances=instances,
-                                      planning=planning, run_id=run_id))
+                                      planning=planning, run_id=run_id, plan=plan))
         raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
                    instances: dict[str, dict] | None = None, planning: Any = None,
-                   run_id: str | None = None) -> AgentResult:
+                   run_id: str | None = None, plan: Any = None) -> AgentResult:
         """Run the loop until the model gives a final output (or ``max_turns`` pass).
+
+        ``plan`` (seed 004, "the plan as a context message"): an existing plan the agent
+        continues from -- a :class:`~sophon_dsl.model.Plan`, plan text or data, or a path
+        (``sophon_dsl.llm.given_plan.as_plan``); the first turn gets it as its Plan message next
+        to ``state``, and the model follows, extends or replaces it.  A plan that does not load
+        raises :class:`~sophon_dsl.diagnostics.DiagnosticError` before anything is sent.
 
         ``instances`` (Act 013): ``{id: {"input": {...}, "state": {...}}}``; a call with
         ``@instance(id)`` reads and writes that instance's data.  ``planning`` (this request's
@@ -330,6 +341,9 @@ class Agent:
         provider cannot send one (no API key); a provider failure during a turn ends the run
         with status ``failed`` and the error in ``provider_error``.
         """
+        from .given_plan import as_plan
+
+        given = as_plan(plan)
         check_ready(self.provider)
         if self.latent_provider is not None:
             check_ready(self.latent_provider)
@@ -344,8 +358,12 @@ class Agent:
             rid, self.run_id = run_id or self.run_id or uuid.uuid4().hex, None
             spec = {"request": request, "input": input, "state": state, "instances": instances,
                     "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta}
+            if given is not None:   # (a resume hands the model the same plan)
+                from ..loader import dumps
+
+                spec["plan"] = dumps(given, "dsl")
             record = AgentRecord.create(self.store, rid, spec, agent_hash(self.registry, spec["options"]))
-        return await self._loop(request, input, state, instances, mode, planned, record)
+        return await self._loop(request, input, state, instances, mode, planned, record, given)
 
     def resume(self, run_id: str, **kw: Any) -> AgentResult:
         """Synchronous :meth:`aresume` (creates an event loop)."""
@@ -372,8 +390,10 @@ class Agent:
                                           unknown=unknown, force=force)
         self._take_options(spec.get("options") or {})
         warm_up()
+        from .given_plan import as_plan
+
         return await self._loop(spec["request"], spec.get("input"), spec.get("state"), spec.get("instances"),
-                                Mode(spec["mode"]), spec.get("planning"), record)
+                                Mode(spec["mode"]), spec.get("planning"), record, as_plan(spec.get("plan")))
 
     def _time_up(self) -> str:
         return f"Agent.Timeout: the agent's time limit ({self.max_time:g} s, max_time) passed"
@@ -384,11 +404,12 @@ class Agent:
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "system": self.system,
                 "output_schema": self.output_schema, "state_schema": self.state_schema,
                 "stream_order": self.stream_order, "approval_risk": self.approval_risk.label,
-                "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes, "dispatch": self.dispatch}
+                "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes, "dispatch": self.dispatch,
+                **({"stateless": True} if self.stateless else {})}   # (the records of other runs unchanged)
 
     def _take_options(self, options: dict) -> None:
         for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
-                     "state_schema", "stream_order", "reply_form", "max_reply_bytes", "dispatch"):
+                     "state_schema", "stream_order", "reply_form", "max_reply_bytes", "dispatch", "stateless"):
             if name in options:
                 setattr(self, name, options[name])
         if self.model is None:  # a model named for the resume wins (another provider may need another)
@@ -397,7 +418,7 @@ class Agent:
             self.approval_risk = Risk.parse(options["approval_risk"])
 
     async def _loop(self, request: str, input: Any, state: Any, instances: dict | None, mode: Mode,
-                    planned: dict | None, record: Any) -> AgentResult:
+                    planned: dict | None, record: Any, given: Plan | None = None) -> AgentResult:
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
@@ -408,7 +429,8 @@ class Agent:
             if data.get("input") is not None:
                 inst_inputs[inst] = data["input"]
         turns: list[TurnRecord] = []
-        prev_plan: Plan | None = None
+        # the Plan message: a plan handed in (plan=) until the model writes one of its own
+        prev_plan: Plan | None = given
         prev_calls: list[dict] = []
         prev_errors: list[dict] = []
         status, output, error = "failed", None, None
@@ -437,7 +459,10 @@ class Agent:
                     request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
-                    system=self.system, max_calls=self.max_calls, form=self.reply_form)
+                    system=self.system, max_calls=self.max_calls, form=self.reply_form,
+                    plan_given=given is not None and prev_plan is given)
+                # stateless (seed 004): these two messages, built from the plan and the state, are
+                # the whole request; nothing else of earlier turns is ever added to them
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
                 turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
@@ -469,7 +494,10 @@ class Agent:
                     self._emit(_agent_event("agent_progress", n, "running", data={
                         "turn": n, "max_turns": self.max_turns, "calls": sum(len(t.calls) for t in turns),
                         "usage": guard.usage()}))
-                prev_plan, prev_calls, prev_errors = rec.plan, rec.calls, rec.errors + told
+                # (a handed-in plan stays the Plan message until the model writes calls of its own)
+                if given is None or prev_plan is not given or (rec.plan is not None and rec.plan.calls):
+                    prev_plan, prev_calls = rec.plan, rec.calls
+                prev_errors = rec.errors + told
                 output = rec.output
             else:
                 error = f"no final output after {self.max_turns} turn(s)"
@@ -635,8 +663,10 @@ class Agent:
             dry = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         self._emit(_agent_event("agent_dry_run", n, str(dry.get("status")), data=dry))
         risky = self._risky(plan, turn.ids, turn.registry, input)
-        interactive = callable(self.approve) or (isinstance(self.approve, str) and self.approve.lower() == "ask")
-        if risky or interactive:
+        # plan-level approval (seed 000) only for a plan with a call at approval_risk (medium) or
+        # above, whoever approves: a harmless plan asked about was refused by an approver that
+        # says no to everything (issue 26 item 9); approval_risk=Risk.NONE reviews every plan
+        if risky:
             max_risk = max((Risk.parse(c["risk"]) for c in risky), default=Risk.NONE)
             req = ApprovalRequest("plan", plan, tuple(risky), plan_id=f"turn{n}", max_risk=max_risk)
             self._emit(_agent_event("approval_requested", n, "pending", data=req))

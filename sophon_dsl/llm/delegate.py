@@ -204,16 +204,21 @@ class DelegateExecutor:
             from ..tools import ToolRegistry
 
             registry = ToolRegistry([])
+        from ..planning.routing import route_for
+
+        # a model hint on the delegate call picks the sub-agent's model, or fails the call
+        # (Routing.NoQualifiedModel): it never runs on a model that lacks what it asks for
+        provider, model = route_for(self.parent.provider, call.model_hint, config.get("model", self.parent.model))
         # a nested agent of the parent's own class (this module does not import agent.py,
         # which imports it)
-        sub = type(self.parent)(self.parent.provider, tools=registry,
+        sub = type(self.parent)(provider, tools=registry,
                     mode=config.get("mode", self.parent.mode.value),
                     max_turns=int(config.get("max_turns", min(self.parent.max_turns, 4))),
                     # (a delegate is not recorded: it cannot wait for a person, its risky plans are refused)
                     approve="no" if self.parent.approve == "wait" else self.parent.approve,
                     max_calls=self.parent.max_calls,
                     dispatch=getattr(self.parent, "dispatch", "streamed"),
-                    model=config.get("model", self.parent.model), output_schema=out_schema,
+                    model=model, output_schema=out_schema,
                     state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
                     delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,
                     max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1,

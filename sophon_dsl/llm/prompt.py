@@ -329,7 +329,13 @@ def compact_plan(plan: Plan) -> str:
     return compact_dsl(print_dsl(plan))
 
 
-def render_plan(plan: Plan | None, calls: Sequence[dict] = (), form: str = "dsl") -> str:
+_PLAN_GIVEN = ("Plan (given to you: continue from it. Calls whose results are in the state have run; "
+               "write the calls still to do, change the plan, or return the output):\n")
+
+
+def render_plan(plan: Plan | None, calls: Sequence[dict] = (), form: str = "dsl", *, given: bool = False) -> str:
+    """The Plan context message (seed 004): the previous turn's plan with each call's status,
+    or (``given``) a plan handed to the agent to continue from (``Agent.run(plan=...)``)."""
     if plan is None or not plan.calls:
         return ""
     if form == "dsl":
@@ -342,7 +348,7 @@ def render_plan(plan: Plan | None, calls: Sequence[dict] = (), form: str = "dsl"
         f"{c['id']} {c['status']}" + (f" ({c['error']['error']}: {c['error']['cause']})" if c.get("error") else "")
         + (f" ({c['reason']})" if c.get("status") == "skipped" and c.get("reason") else "")
         for c in calls)
-    out = "Plan (your previous turn):\n" + body
+    out = (_PLAN_GIVEN if given else "Plan (your previous turn):\n") + body
     if status:
         out += "\nCall status: " + status
     return out
@@ -373,8 +379,9 @@ def build_messages(request: str, *, tools: Sequence[ToolSpec], input: Any = None
                    plan: Plan | None = None, plan_calls: Sequence[dict] = (), errors: Sequence[dict] = (),
                    mode: Mode | str = Mode.EAGER, form: str = "dsl", turn: int = 1, max_turns: int | None = None,
                    instance_inputs: dict[str, Any] | None = None, system: str | None = None,
-                   max_calls: int | None = 20) -> list[Message]:
-    """The two messages of one request: the system prompt (language + tools) and the context."""
+                   max_calls: int | None = 20, plan_given: bool = False) -> list[Message]:
+    """The two messages of one request: the system prompt (language + tools) and the context.
+    ``plan_given``: ``plan`` was handed to the agent (not written by it on the previous turn)."""
     mode = Mode(mode)
     if form == "dsl":
         sys_lines = [system or SYSTEM_DSL, _MODE_DSL[mode]]
@@ -397,7 +404,7 @@ def build_messages(request: str, *, tools: Sequence[ToolSpec], input: Any = None
     for inst, data in (instance_inputs or {}).items():
         ctx.append(f"Instance {inst} input: {_compact(data)}")
     ctx.append(render_state(state or {}, state_schema, form))
-    plan_text = render_plan(plan, plan_calls, form)
+    plan_text = render_plan(plan, plan_calls, form, given=plan_given)
     if plan_text:
         ctx.append(plan_text)
     err_text = render_errors(errors)

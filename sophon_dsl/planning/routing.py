@@ -20,34 +20,34 @@ that have all of them, the default wins when it qualifies, else the first in the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence
 
+from ..llm.capabilities import Capable, capability_name, split_specs
 from ..llm.provider import Message, ProviderError, check_ready
+from ..llm.providers.failover import FailoverProvider
+from ..llm.providers.sdk import SDKProvider
 from ..runtime.errors import RunError
+from .budget import BudgetedProvider
+from .context import ContextWindowProvider
 
-__all__ = ["CAPABILITIES", "ModelRoute", "NO_QUALIFIED_MODEL", "RoutingProvider", "fast_tier", "load_routes",
-           "required_capabilities", "route_for"]
+__all__ = ["CAPABILITIES", "ModelRoute", "NO_QUALIFIED_MODEL", "RoutingProvider", "capabilities_of", "fast_tier",
+           "load_routes", "required_capabilities", "route_for"]
 
 NO_QUALIFIED_MODEL = "Routing.NoQualifiedModel"
 CAPABILITIES = ("reasoning", "code_generation", "vision", "long_context", "fast", "function_calling")
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def required_capabilities(hint: Any) -> tuple[frozenset[str], str | None]:
     """(capabilities asked for, the model named or None) of a model hint."""
     if not isinstance(hint, dict):
         return frozenset(), None
-    need = {_snake(k[len("requires"):]) for k, v in hint.items()
+    need = {capability_name(k[len("requires"):]) for k, v in hint.items()
             if k.startswith("requires") and len(k) > len("requires") and v is True}
     listed = hint.get("capabilities")
     if isinstance(listed, list):
-        need |= {_snake(str(c)) for c in listed}
+        need |= {capability_name(str(c)) for c in listed}
     named = hint.get("model")
     return frozenset(need), named if isinstance(named, str) else None
 
@@ -56,7 +56,7 @@ def required_capabilities(hint: Any) -> tuple[frozenset[str], str | None]:
 class ModelRoute:
     name: str
     spec: str                    # a provider spec for get_provider (no commas: one provider)
-    capabilities: frozenset[str]
+    capabilities: frozenset[str] | None   # None: not declared, what the provider says (its model's defaults)
     model: str | None = None     # the model to ask for (None: the spec's own)
 
 
@@ -88,18 +88,26 @@ class RoutingProvider:
         for name in self.routes:
             check_ready(self.provider(name))
 
+    def route_capabilities(self, name: str) -> frozenset[str]:
+        """What model ``name`` can do: its declared list, else what its provider says."""
+        route = self.routes[name]
+        if route.capabilities is not None:
+            return route.capabilities
+        return capabilities_of(self.provider(name), route.model)
+
     def route(self, hint: Any) -> tuple[Any, str | None, str]:
         """(provider, model, route name) for ``hint``; RunError Routing.NoQualifiedModel when no
         declared model has every capability asked for."""
         need, named = required_capabilities(hint)
         if named is not None:
             route = self.routes.get(named)
-            if route is None or not need <= route.capabilities:
-                raise RunError(NO_QUALIFIED_MODEL, f"the hint names model {named!r}, which "
-                               + ("is not declared" if route is None else f"lacks {', '.join(sorted(need - route.capabilities))}")
-                               + f"; declared: {self._declared()}")
+            if route is None or not need <= self.route_capabilities(named):
+                lacks = "is not declared" if route is None else \
+                    f"lacks {', '.join(sorted(need - self.route_capabilities(named)))}"
+                raise RunError(NO_QUALIFIED_MODEL, f"the hint names model {named!r}, which {lacks}; "
+                               f"declared: {self._declared()}")
             return self.provider(named), route.model, named
-        fits = [r for r in self.routes.values() if need <= r.capabilities]
+        fits = [r for r in self.routes.values() if need <= self.route_capabilities(r.name)]
         if not fits:
             raise RunError(NO_QUALIFIED_MODEL, f"no declared model has {', '.join(sorted(need))}; "
                            f"declared: {self._declared()}")
@@ -107,7 +115,7 @@ class RoutingProvider:
         return self.provider(pick.name), pick.model, pick.name
 
     def _declared(self) -> str:
-        return "; ".join(f"{r.name} [{', '.join(sorted(r.capabilities)) or 'none'}]" for r in self.routes.values())
+        return "; ".join(f"{n} [{', '.join(sorted(self.route_capabilities(n))) or 'none'}]" for n in self.routes)
 
     async def stream(self, messages: Sequence[Message], *, model: str | None = None, **kw: Any) -> AsyncIterator[str]:
         name = model if model in self.routes else self.default
@@ -121,32 +129,65 @@ class RoutingProvider:
 def fast_tier(provider: Any, model: str | None) -> tuple[Any, str | None]:
     """The provider and model for the seeds' fast-tier requests (the planning question, the
     alternative advisor): a declared model with capability ``fast`` when ``provider`` routes
-    and has one, else ``provider`` and ``model`` as they are."""
-    route = getattr(provider, "route", None)
-    if not callable(route):
+    and has one, else ``provider`` and ``model`` as they are (a preference, not a requirement)."""
+    if not isinstance(provider, RoutingProvider):
         return provider, model
     try:
-        chosen, routed_model, _ = route({"capabilities": ["fast"]})
+        chosen, routed_model, _ = provider.route({"capabilities": ["fast"]})
     except RunError:
         return provider, model
     return chosen, routed_model
 
 
+def capabilities_of(provider: Any, model: str | None) -> frozenset[str]:
+    """What ``model`` on ``provider`` can do: what the provider says (declared, else the defaults
+    for the model's name); a provider that cannot say has none."""
+    return provider.capabilities_for(model) if isinstance(provider, Capable) else frozenset()
+
+
 def route_for(provider: Any, hint: Any, model: str | None) -> tuple[Any, str | None]:
-    """The provider and model a call with ``hint`` runs on: routed when ``provider`` routes, else
-    ``provider`` itself -- refused when it declares ``capabilities`` that lack the hint's."""
+    """The provider and model a call with ``hint`` runs on, whatever the provider: a config
+    routes to a qualified model; a failover keeps only its qualified providers; the guards'
+    wrappers (budget, context window) route what they wrap; any other provider must itself have
+    every capability asked for.  RunError ``Routing.NoQualifiedModel`` when nothing qualifies:
+    a hinted call never runs on a model that lacks what it asks for (seed 000)."""
     if hint is None:
         return provider, model
-    route = getattr(provider, "route", None)
-    if callable(route):
-        chosen, routed_model, _ = route(hint)
+    if isinstance(provider, RoutingProvider):
+        chosen, routed_model, _ = provider.route(hint)
         return chosen, routed_model
-    declared = getattr(provider, "capabilities", None)
-    need, _ = required_capabilities(hint)
-    if declared is not None and not need <= set(declared):
-        raise RunError(NO_QUALIFIED_MODEL, f"{getattr(provider, 'name', 'the provider')} lacks "
-                       f"{', '.join(sorted(need - set(declared)))}")
+    if isinstance(provider, BudgetedProvider):
+        inner, routed_model = route_for(provider.inner, hint, model)
+        if inner is provider.inner:
+            return provider, routed_model
+        return BudgetedProvider(inner, provider.budget, routed_model or provider.default_model), routed_model
+    if isinstance(provider, ContextWindowProvider):
+        inner, routed_model = route_for(provider.inner, hint, model)
+        return (provider if inner is provider.inner else ContextWindowProvider(inner, provider.window)), routed_model
+    need, named = required_capabilities(hint)
+    model = named or model   # a hint naming a model asks this provider for that model
+    if isinstance(provider, FailoverProvider):
+        keep = [p for p in provider.providers if need <= capabilities_of(p, model)]
+        if not keep:
+            raise RunError(NO_QUALIFIED_MODEL, f"no provider of {provider.name} has {', '.join(sorted(need))}; "
+                           + "; ".join(_described(p, model) for p in provider.providers) + _HOW)
+        return (provider if len(keep) == len(provider.providers) else provider.narrowed(keep)), model
+    if not need <= capabilities_of(provider, model):
+        raise RunError(NO_QUALIFIED_MODEL, f"{_described(provider, model)} lacks "
+                       f"{', '.join(sorted(need - capabilities_of(provider, model)))}" + _HOW)
     return provider, model
+
+
+_HOW = (" (declare what a model can do in its provider spec, e.g. --provider 'openai:MODEL[reasoning]', "
+        "or route hints over several models with --provider config:FILE)")
+
+
+def _described(provider: Any, model: str | None) -> str:
+    """``openai (gpt-4o) [code_generation, vision]``: a provider, its model, what it can do."""
+    own = model or (provider.model if isinstance(provider, SDKProvider) else None)
+    caps = capabilities_of(provider, model)
+    return (provider.name + (f" ({own})" if own else "")
+            + f" [{', '.join(sorted(caps)) or 'no capabilities'}]")
 
 
 def load_routes(path: str | Path, build: Callable[..., Any] | None = None) -> RoutingProvider:
@@ -173,13 +214,16 @@ def load_routes(path: str | Path, build: Callable[..., Any] | None = None) -> Ro
     for name, entry in models.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("provider"), str):
             raise ProviderError(f"config: model {name!r} needs a 'provider' spec", provider="config")
-        if "," in entry["provider"] or entry["provider"].startswith("config:"):
+        if len(split_specs(entry["provider"])) != 1 or entry["provider"].startswith("config:"):
             raise ProviderError(f"config: model {name!r}: one provider per model", provider="config")
-        caps = entry.get("capabilities") or []
-        if not isinstance(caps, list):
+        caps = entry.get("capabilities")
+        if caps is not None and not isinstance(caps, list):
             raise ProviderError(f"config: model {name!r}: capabilities must be a list", provider="config")
         spec = entry["provider"]
         if spec.startswith("scripted:") and not Path(spec[9:]).is_absolute():
             spec = "scripted:" + str(p.parent / spec[9:])    # relative to the config file
-        routes.append(ModelRoute(str(name), spec, frozenset(_snake(str(c)) for c in caps), entry.get("model")))
+        # no capabilities key: what the model's provider says (its spec's [...], else the
+        # defaults for the model's name; sophon_dsl.llm.capabilities)
+        declared = None if caps is None else frozenset(capability_name(str(c)) for c in caps)
+        routes.append(ModelRoute(str(name), spec, declared, entry.get("model")))
     return RoutingProvider(routes, data.get("default"), build=build)

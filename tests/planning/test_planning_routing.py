@@ -70,10 +70,13 @@ def test_a_named_model_and_a_plain_provider_that_declares_capabilities():
     with pytest.raises(RunError, match="lacks fast"):
         router.route({"model": "b", "requiresFast": True})
     plain = ScriptedProvider(["p"])
-    assert route_for(plain, {"requiresReasoning": True}, "m") == (plain, "m")   # declares nothing: as before
+    with pytest.raises(RunError, match="lacks reasoning"):   # declares nothing: no longer taken as it is
+        route_for(plain, {"requiresReasoning": True}, "m")
     plain.capabilities = ["fast"]
     with pytest.raises(RunError, match="Routing.NoQualifiedModel|lacks reasoning"):
         route_for(plain, {"requiresReasoning": True}, "m")
+    plain.capabilities = ["reasoning"]
+    assert route_for(plain, {"requiresReasoning": True}, "m") == (plain, "m")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -67,6 +67,15 @@ class FailoverProvider:
     def __repr__(self) -> str:
         return f"FailoverProvider({self.providers!r})"
 
+    def narrowed(self, providers: Sequence[Provider]) -> "FailoverProvider":
+        """The same failover over ``providers`` only (the ones qualified for a model hint:
+        planning/routing.py), so a hinted request never fails over to an unqualified model."""
+        out = FailoverProvider(providers, base_delay=self.base_delay, max_delay=self.max_delay,
+                               jitter=self.jitter, max_retries=self.max_retries, sleep=self._sleep,
+                               random=self._random, on_event=self.on_event)
+        out.attempts = self.attempts
+        return out
+
     def check_ready(self) -> None:
         """Every provider named must be usable: a backup without its key would only fail later."""
         for provider in self.providers:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from ..capabilities import parse_declared, split_specs
 from ..provider import Provider, ProviderError
 from . import anthropic, openai, scripted
 from .failover import FailoverProvider
@@ -38,13 +39,26 @@ def _routes(path: str) -> Provider:
 
 
 def _single(spec: str, model: str | None) -> Provider:
+    try:
+        spec, caps = parse_declared(spec)
+    except ValueError as exc:
+        raise ProviderError(str(exc), retryable=False) from None
     kind, _, arg = spec.partition(":")
-    factory = PROVIDERS.get(kind.strip().lower())
+    kind = kind.strip().lower()
+    factory = PROVIDERS.get(kind)
     if factory is None:
         forms = ", ".join(repr(f.usage) for f in PROVIDERS.values())
         raise ProviderError(f"unknown provider {spec!r}; expected {forms}, or several of them "
                             "separated by commas", retryable=False)
-    return factory.build(arg.strip(), model)
+    if caps is not None and kind == "config":
+        raise ProviderError("config:FILE declares capabilities per model, in the file, not in "
+                            "brackets after the spec", provider="config", retryable=False)
+    provider = factory.build(arg.strip(), model)
+    if caps is not None:
+        # ``SPEC[cap,...]`` (llm/capabilities.py): what this provider's model can do, declared by
+        # the user; wins over the defaults for the model's name
+        provider.capabilities = caps
+    return provider
 
 
 def get_provider(spec: str, *, model: str | None = None) -> Provider:
@@ -53,8 +67,9 @@ def get_provider(spec: str, *, model: str | None = None) -> Provider:
     ``"openai"`` / ``"anthropic"`` (optionally ``":MODEL"``, which wins over ``model``),
     ``"scripted:FILE"``, or several specs separated by commas -> a :class:`FailoverProvider`
     over them in that order. A missing SDK raises a :class:`ProviderError` naming the extra to
-    install."""
-    parts = [p.strip() for p in (spec or "").split(",") if p.strip()]
+    install.  Any spec but ``config:`` may end in ``[cap,...]``, the capabilities its model
+    has (``"openai:qwen3-32b[reasoning]"``; sophon_dsl.llm.capabilities)."""
+    parts = split_specs(spec or "")
     if not parts:
         raise ProviderError("empty provider spec", retryable=False)
     providers = [_single(p, model) for p in parts]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
+from ..capabilities import declared
 from ..provider import Message, ProviderError
 from .errors import is_retryable_status
 
@@ -163,17 +164,30 @@ class ScriptedProvider:
     Keyed mode: ``keyed`` (a list of :class:`KeyedReply` or ``{match, reply | replies}``
     mappings, or a ``keyed:`` list in the script file) is tried first, in order; the first
     pattern found in the request picks the reply.  ``script`` may then be left out.
+
+    ``capabilities`` (or a ``capabilities:`` list in the script file, or ``scripted:FILE[...]``)
+    says what the model the script stands in for can do, for model hints; a script declares
+    none by default, whatever ``--model`` says, since no model answers it.
     """
 
     def __init__(self, script: str | Path | Sequence[Any] | None = None, *, chunk_size: int = 16,
                  tokens_per_second: float | None = None, cycle: bool = True,
-                 sleep: Sleep | None = None, name: str = "scripted", keyed: Sequence[Any] = ()):
+                 sleep: Sleep | None = None, name: str = "scripted", keyed: Sequence[Any] = (),
+                 capabilities: Sequence[str] | None = None):
         self.name = name
         data = _read_source(script) if script is not None else None
         keys = list(keyed)
+        if isinstance(data, dict) and "capabilities" in data and capabilities is None:
+            listed = data["capabilities"]
+            if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
+                raise ProviderError("scripted: 'capabilities' must be a list of names", provider="scripted")
+            capabilities = listed
+        if isinstance(data, dict) and "capabilities" in data:
+            data = {k: v for k, v in data.items() if k != "capabilities"} or None
         if isinstance(data, dict) and "keyed" in data:
             keys += data["keyed"] if isinstance(data["keyed"], list) else [data["keyed"]]
             data = data.get("turns")
+        self.capabilities: frozenset[str] | None = declared(capabilities)
         self.keyed = _load_keyed(keys)
         if data is None and not self.keyed:
             raise ProviderError("scripted: give turns, keyed replies or both", provider="scripted")
@@ -189,6 +203,10 @@ class ScriptedProvider:
     def __repr__(self) -> str:
         keys = f", {len(self.keyed)} keys" if self.keyed else ""
         return f"ScriptedProvider({self.source or f'{len(self.turns)} turns'}{keys})"
+
+    def capabilities_for(self, model: str | None) -> frozenset[str]:
+        """The declared capabilities (none when nothing was declared)."""
+        return frozenset(self.capabilities or ())
 
     def _take(self, messages: Sequence[Message]) -> Any:
         if self.keyed:

@@ -20,6 +20,7 @@ import os
 import weakref
 from typing import Any, AsyncIterator, Sequence
 
+from ..capabilities import model_capabilities
 from ..provider import Message, ProviderError, close_stream
 from .errors import missing_sdk, to_provider_error
 
@@ -32,6 +33,9 @@ class SDKProvider:
     package = ""  # the SDK's import name, also the name of the extra that installs it
     model_env = ""  # the environment variable naming the default model
     default_model = ""
+    # what the model can do when the user declared it (``openai:MODEL[reasoning]``); None: the
+    # defaults for the model's name (sophon_dsl.llm.capabilities)
+    capabilities: frozenset[str] | None = None
 
     def __init__(self, model: str | None, *, base_url: str | None, api_key: str | None,
                  timeout: float | None, extra_body: dict | None, client: Any, name: str):
@@ -50,6 +54,13 @@ class SDKProvider:
         self.timeout = timeout
         self.extra_body = dict(extra_body or {})
         self._client = client
+
+    def capabilities_for(self, model: str | None) -> frozenset[str]:
+        """What ``model`` (None: this provider's) can do: the declared capabilities, else the
+        defaults for its name."""
+        if self.capabilities is not None:
+            return frozenset(self.capabilities)
+        return model_capabilities(model or self.model)
 
     # -- the subclass's part
 
