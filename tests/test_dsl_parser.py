@@ -265,15 +265,12 @@ def test_never_raises(text):
         assert 1 <= d.line <= len(lines) and 1 <= d.column <= len(lines[d.line - 1]) + 1
 
 
-def test_speed_10k_calls():
-    import time
+def test_10k_calls_parse():
+    """A 10,000-call plan parses whole (its speed is measured in benchmarks/bench_parse.py and
+    docs/performance.md, not asserted here: unit tests hold no timings)."""
     lines = []
     for i in range(10000):
         lines.append(f'$state.r{i} = web.search(query="topic {i}", limit=10, text=$state.r{max(i - 1, 0)})')
     text = "\n".join(lines)
-    parse_dsl("f()")
-    start = time.perf_counter()
     plan, diags = parse_dsl(text)
-    elapsed = time.perf_counter() - start
     assert len(plan.calls) == 10000 and not diags
-    assert elapsed < 10  # generous for CI; ~1 s on a laptop (>= 6,000 statements/s)

@@ -305,10 +305,10 @@ def test_streamable_http(http_server):
 
 def test_timeout_then_lost_connection_then_reconnect(specs):
     asyncio.run(specs["add"].func(a=0, b=0))  # connected, so the short timeout only meets the nap
-    plan = _plan('†state.slow || †state.err = nap(seconds=5)\n†state.fast = add(a=1, b=1)\n')
+    plan = _plan('†state.slow || †state.err = nap(seconds=30)\n†state.fast = add(a=1, b=1)\n')
     start = time.monotonic()
     result = run(plan, tools=specs.values(), approve=True, timeout=0.3)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 25  # the nap was not waited for (a bound, not a timing claim)
     assert result.state["state"]["err"]["error"] == "Tool.Timeout"
     assert result.state["state"]["fast"] == {"result": 2}  # the cancelled call left the session usable
     result = run(_plan('†state.ok || †state.err = crash()\n'), tools=specs.values(), approve=True)
