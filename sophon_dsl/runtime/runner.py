@@ -122,11 +122,11 @@ class CallRunner:
                 checked = edited is not call
                 call = edited
             s.new_pass()
-            journal = s.journal  # (a call cleared when it was ready skips before_start)
-            if journal is not None and i not in journal.cleared and (
-                    err := await journal.hooks.before_start(self, i, call, args, intent=not self.intent_in_slot)):
+            barrier = s.barrier  # (a call cleared when it was ready skips before_start)
+            if barrier is not None and i not in barrier.cleared and (
+                    err := await barrier.before_start(i, call, args, intent=not self.intent_in_slot)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
-                s.journal.settle_after_commit(i)
+                barrier.settle_after_commit(i)
                 return
             if self._sem is None:
                 self.started(i)
@@ -202,10 +202,10 @@ class CallRunner:
                 s.finish(i, "failed")
         finally:
             s.task_done(i)
-        if s.journal is None:
+        if s.barrier is None:
             s.settled(i)
         else:  # the barrier: dependents start once this call's completion is committed
-            s.journal.settle_after_commit(i)
+            s.barrier.settle_after_commit(i)
 
     def started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""
@@ -391,7 +391,7 @@ class CallRunner:
             if self._sem is not None:
                 async with self._sem:
                     if s.records[i].started is None:  # (its first attempt)
-                        if s.journal is not None and (err := await s.journal.hooks.intent_now(i, call)):
+                        if s.barrier is not None and (err := await s.barrier.intent_now(i, call)):
                             return err
                         self.started(i)
                     result = await self._timed(s.invoker.invoke(inv), timeout)

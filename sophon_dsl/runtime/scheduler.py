@@ -43,7 +43,7 @@ from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
 from .state import to_json_value
-from .store import MemoryStore, StateStore
+from .store import CommitBarrier, CommitListener, MemoryStore, StateStore
 from .validation import schema_validator
 from .watchdog import Watchdog
 
@@ -151,13 +151,16 @@ class Scheduler:
         self.registry = registry
         self.opts = opts = options or RunOptions()
         self.bus = bus or EventBus()
+        # whether the store is told when a record starts and ends: a store the caller gives
+        # is; the default in-memory one has nothing to do then (two calls per call skipped)
+        self.store_hooks = store is not None
         self.store: StateStore = store if store is not None else MemoryStore()
-        # a durable store (sophon_dsl.durable) journals each call: intents and the commit barrier
-        self.journal = self.store if getattr(self.store, "durable", False) else None
-        # whether the store is told when a record starts and ends (the in-memory store
-        # does nothing then: the two calls per call are skipped)
-        self.store_hooks = type(self.store) is not MemoryStore
-        self.run_id: str | None = getattr(self.store, "run_id", None)
+        # a durable store (sophon_dsl.durable) commits each call: intents and the barrier
+        self.barrier: CommitBarrier | None = store if isinstance(store, CommitBarrier) else None
+        self.run_id: str | None = None
+        if self.barrier is not None:
+            self.run_id = self.barrier.run_id
+            self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
         if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
             self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
@@ -527,9 +530,9 @@ class Scheduler:
 
     def start_task(self, j: int, args: dict, inline: Any) -> None:
         """Start call ``j``'s task with its arguments (``inline``: its inline result)."""
-        journal = self.journal
-        if journal is not None and not self.runner.intent_in_slot and \
-                not self.gate.may_ask(j, self.calls[j]) and journal.start_after_intent(j, args, inline):
+        barrier = self.barrier
+        if barrier is not None and not self.runner.intent_in_slot and \
+                not self.gate.may_ask(j, self.calls[j]) and barrier.start_after_intent(j, args, inline):
             self._held += 1  # its intent goes to the store first; start_committed makes the task
             return
         self._tasks[j] = self._create_task(self.runner.run_call(j, args, inline))
