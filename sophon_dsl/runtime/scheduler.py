@@ -37,7 +37,7 @@ from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
 from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
-from .invoker import Invoker, LocalInvoker
+from .invoker import Invoker, LocalInvoker, RunInfo, ToolExecutor
 from .maps import MapDriver
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
@@ -120,7 +120,7 @@ class RunOptions:
     max_expanded_calls: int | None = DEFAULT_MAX_EXPANDED_CALLS  # calls maps may create
     executor: Any = None                      # LatentExecutor for latent calls without _output
     advisor: Any = None                       # retry.Advisor: one alternative call after the retry policy
-    tool_executor: Any = None                 # where tool calls run: None = here; a DaskExecutor (scaleout)
+    tool_executor: ToolExecutor | None = None  # where tool calls run: None = here; a DaskExecutor (scaleout)
     validate_output: bool = True
     validate_input: bool = True
     preview_chars: int = 200
@@ -163,7 +163,8 @@ class Scheduler:
             self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
         if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
-            self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
+            run = RunInfo(lambda: self.run_id, lambda: self.registry, self.calls)
+            self.invoker = opts.tool_executor.invoker_for(run, self.invoker)
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
         self.goal = header.goal
@@ -659,9 +660,8 @@ class Scheduler:
         else:
             self._create_task = loop.create_task
         deadline = self._bounds()
-        remote = self.opts.tool_executor is not None
-        if remote:  # connect and check the routed tools on the workers: PlanInvalid before anything runs
-            await self.invoker.open()
+        # (a cluster connects and checks the routed tools on its workers: PlanInvalid before anything runs)
+        await self.invoker.open()
         self._running = True
         self.emit("plan_start", "running")
         try:
@@ -683,8 +683,7 @@ class Scheduler:
         except asyncio.CancelledError:
             self._stopping = self._stopping or "cancelled"
             await self._shutdown()
-            if remote:
-                await self.invoker.aclose()
+            await self.invoker.aclose()
             raise
         if self._stopping:
             await self._shutdown()  # (what is still running after it was abandoned: not waited for)
@@ -693,8 +692,7 @@ class Scheduler:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
         self.invoker.close()
-        if remote:
-            await self.invoker.aclose()
+        await self.invoker.aclose()
         return self._result()
 
     def stop_error(self) -> ErrorInfo:
