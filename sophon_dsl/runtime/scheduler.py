@@ -42,6 +42,7 @@ from .maps import MapDriver
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
+from .runstate import RunState
 from .state import to_json_value
 from .store import CommitBarrier, CommitListener, MemoryStore, StateStore
 from .validation import schema_validator
@@ -157,14 +158,10 @@ class Scheduler:
         self.store: StateStore = store if store is not None else MemoryStore()
         # a durable store (sophon_dsl.durable) commits each call: intents and the barrier
         self.barrier: CommitBarrier | None = store if isinstance(store, CommitBarrier) else None
-        self.run_id: str | None = None
+        run_id = self.barrier.run_id if self.barrier is not None else None
         if self.barrier is not None:
-            self.run_id = self.barrier.run_id
             self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
-        if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
-            run = RunInfo(lambda: self.run_id, lambda: self.registry, self.calls)
-            self.invoker = opts.tool_executor.invoker_for(run, self.invoker)
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
         self.goal = header.goal
@@ -217,7 +214,15 @@ class Scheduler:
         # every call passes the gate before it starts (approval, taint, budget: runtime/gate.py)
         self.gate = CallGate(opts, lambda i: self.specs[i], lambda i: self.flow.ids[i])
         self.gate.count_written(n)
-        self.runner = CallRunner(self)
+        # what the call runner gets of the run (not the scheduler): runtime/runstate.py
+        self.state = RunState(opts, self.records, self.calls, self.specs, self.wrote, self.store, self.store_hooks,
+                              self.barrier, self.bus, self.gate, self.inputs, self.invoker, self.feed, self.plan_id,
+                              self.goal, registry, run_id, n, self.finish, self.settled, self.emit, self.task_done,
+                              self.new_pass, self.stop_error, self.policy)
+        if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
+            run = RunInfo(lambda: self.state.run_id, lambda: self.registry, self.calls)
+            self.invoker = self.state.invoker = opts.tool_executor.invoker_for(run, self.invoker)
+        self.runner = CallRunner(self.state)
         if self.feed.is_open:
             self.inputs.stream_open = True
             self.inputs.written_order = getattr(self.feed, "written_order", False)
@@ -235,7 +240,7 @@ class Scheduler:
         self.maps = MapDriver(self)
         self.inputs.use_maps(self.maps.hidden)
         self._start = self.maps.start
-        self.finish = self.maps.finish
+        self.finish = self.state.finish = self.maps.finish
 
     # ------------------------------------------------------------------ per-call bookkeeping
 
@@ -260,13 +265,22 @@ class Scheduler:
         self._eager.append(i in self.flow.fallbacks)
         if self.track_waits:
             self.waited_on.append(set())
-        self.n = i + 1
+        self.n = self.state.n = i + 1
         self._remaining += 1
         return i
 
     @property
     def plan(self) -> Plan:
         return self.feed.plan
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id when it has one (a durable run's); None otherwise."""
+        return self.state.run_id
+
+    @run_id.setter
+    def run_id(self, value: str | None) -> None:
+        self.state.run_id = value
 
     @property
     def ids(self) -> list[str]:
@@ -290,7 +304,7 @@ class Scheduler:
 
     def set_registry(self, registry: ToolRegistry) -> None:
         """Tool declarations that arrived later in a streamed reply."""
-        self.registry = registry
+        self.registry = self.state.registry = registry
         self._spec_of.clear()
 
     # ------------------------------------------------------------------ feed events
@@ -431,7 +445,7 @@ class Scheduler:
                     waited_add(set())
                 i += 1
             self._remaining += i - first
-            self.n = i
+            self.n = self.state.n = i
             return range(first, i)
         return join
 
