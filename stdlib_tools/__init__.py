@@ -22,11 +22,12 @@ import threading
 from functools import lru_cache
 from typing import Any, Iterable
 
+from sophon_dsl.errors import SophonError
 from sophon_dsl.tools import ToolSpec
 
 from .config import StdlibConfig, default_memory_path
 
-__all__ = ["GROUPS", "StdlibConfig", "StdlibSource", "ToolError", "MemoryStore", "all_tools", "cache_info",
+__all__ = ["GROUPS", "GroupMismatch", "StdlibConfig", "StdlibSource", "ToolError", "MemoryStore", "all_tools", "cache_info",
            "check_url", "default_memory_path", "source", "source_for", "tool_names", "truncate_result"]
 
 # group name -> its tool names; the order is the order of all_tools().  Each group is
@@ -47,6 +48,13 @@ _MODULES = {group: group for group in GROUPS}
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
 _ALIASES = {"datetime": "time", "document": "documents", "doc": "documents", "mail": "email",
             "file": "files", "memories": "memory"}
+
+
+class GroupMismatch(SophonError):
+    """A group's module built a tool its entry in :data:`GROUPS` does not list, or did not
+    build one it lists: a bug of the library, reported when the group is built rather than
+    the tool silently dropped (or failing later with a KeyError)."""
+
 
 # names re-exported from the modules, imported on first use (the modules import pydantic)
 _LAZY = {"ToolError": "errors", "MemoryStore": "memory", "check_url": "netguard", "truncate_result": "text"}
@@ -131,9 +139,20 @@ class StdlibSource:
             if group in self._built:
                 return
             module = importlib.import_module(f"{__name__}.{_MODULES[group]}")
+            listed = GROUPS[group]
+            built = []
             for spec in module.build(self.config):
+                if spec.name not in listed:
+                    raise GroupMismatch(f"stdlib_tools.{_MODULES[group]} builds {spec.name!r}, which "
+                                        f"GROUPS[{group!r}] does not list: add it there")
+                built.append(spec.name)
                 if spec.name in self._wanted:
                     self._tools[spec.name] = spec
+            # (shell.run is built only when enabled: a listed tool the configuration turns off)
+            missing = [n for n in listed if n in self._wanted and n not in built]
+            if missing:
+                raise GroupMismatch(f"GROUPS[{group!r}] lists {', '.join(map(repr, missing))}, which "
+                                    f"stdlib_tools.{_MODULES[group]} does not build")
             self._built.add(group)
 
 

@@ -25,3 +25,14 @@ def _private_data_home(tmp_path_factory, monkeypatch):
     never carries memories from one test to another (subprocesses inherit it too)."""
     base = tmp_path_factory.getbasetemp() / "xdg-data"
     monkeypatch.setenv("XDG_DATA_HOME", str(base / str(next(_test_number))))
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for the session (initdb + pg_ctl, durable/pgcluster.py):
+    the run store suites and the state store conformance suite share it."""
+    from durable.pgcluster import Cluster
+
+    cluster = Cluster().start()
+    yield cluster
+    cluster.stop()

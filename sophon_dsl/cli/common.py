@@ -393,16 +393,20 @@ def on_signals(handler: Callable[[], None]) -> Iterator[None]:
 
 
 def tool_executor_from_flags(args: argparse.Namespace) -> Any:
-    """``--executor``'s DaskExecutor (None: local); False after printing why the flags are bad."""
-    if not (getattr(args, "executor", None) or getattr(args, "executor_config", None)
-            or os.environ.get("SOPHON_DSL_EXECUTOR")):
-        return None  # the local path imports nothing of the scale-out package
-    from ..scaleout.cli import ExecutorConfigError, print_refusal, tool_executor_for
+    """The tool executor ``--executor`` names (a DaskExecutor for ``dask:...``; None: local),
+    through the table of executor specs; False after printing why the flags are bad."""
+    spec = getattr(args, "executor", None) or os.environ.get("SOPHON_DSL_EXECUTOR") or None
+    config = getattr(args, "executor_config", None)
+    if not (spec or config):
+        return None  # the local path imports nothing of the executor table or the scale-out package
+    from ..diagnostics import render_text
+    from ..runtime.executors import ExecutorConfigError, executor_from_spec
 
     try:
-        return tool_executor_for(args)
+        return executor_from_spec(spec, config)
     except ExecutorConfigError as exc:
-        print_refusal(exc)
+        print(render_text(exc.diagnostics), file=sys.stderr)
+        print("nothing was started", file=sys.stderr)
         return False
 
 

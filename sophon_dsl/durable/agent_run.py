@@ -90,13 +90,13 @@ class TurnRun(DurableRun):
 
     recorder: "TurnRecorder | None" = None
 
-    async def before_start(self, runner: Any, i: int, call: Any, args: dict, *, intent: bool = True) -> Any:
+    async def before_start(self, i: int, call: Any, args: dict, *, intent: bool = True) -> Any:
         if self.recorder is not None:
             exc = await self.recorder.landed()
             if exc is not None:
                 self.journal.fail(exc)
                 return self.journal.failure_error()
-        return await super().before_start(runner, i, call, args, intent=intent)
+        return await super().before_start(i, call, args, intent=intent)
 
     def need_before_start(self, i: int) -> BeforeStart:
         # Not before the reply holding the call is committed: while a turn records its reply,

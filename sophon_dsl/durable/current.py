@@ -65,12 +65,12 @@ def current_call() -> CurrentCall | None:
     if frame is None or frame.f_code.co_name != "run_call":
         return None
     where = frame.f_locals
-    sched = getattr(where.get("self"), "s", None)
+    state = getattr(where.get("self"), "state", None)  # the CallRunner's RunState
     i = where.get("i")
-    if sched is None or not isinstance(i, int):
+    if state is None or not isinstance(i, int):
         return None
-    rec = sched.records[i]
-    return CurrentCall(getattr(sched, "run_id", None) or "", rec.id, rec.attempts)
+    rec = state.records[i]
+    return CurrentCall(state.run_id or "", rec.id, rec.attempts)
 
 
 def in_thread_for(call: CurrentCall | None, func: Callable[..., Any], *args: Any) -> Any:

@@ -10,7 +10,9 @@ completion, and the barrier the runner waits on.
   handed in log order and the writer commits its queue in order, so the committed log is
   always a prefix of the in-memory one.  Cancelled calls are not committed: they run again.
 * ``settle_after_commit`` (the barrier): the runner's "this call ended, examine its
-  dependents" waits until that transaction is committed.
+  dependents" waits until that transaction is committed, then the run's ``on_committed``
+  is called (the journal implements :class:`~sophon_dsl.runtime.store.CommitBarrier` and
+  holds the run's :class:`~sophon_dsl.runtime.store.CommitListener`, never the scheduler).
 * ``before_start``: a call that is not idempotent commits an intent record before its tool
   starts; on resume it decides what to do with a call found in doubt.
 * ``start_after_intent``: the scheduler's way to that intent without a task: the call's
@@ -26,13 +28,13 @@ import asyncio
 import time
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import Any, Awaitable, Protocol
 
-from ..model import OutputMethod
+from ..model import Call, OutputMethod
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
-from ..runtime.store import MemoryStore
+from ..runtime.store import CommitListener, MemoryStore
 from .base import SCALARS, dumps, dumps_flat
 
 __all__ = ["BeforeStart", "CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
@@ -81,17 +83,29 @@ def restore_record(rec: CallRecord, data: dict) -> None:
     rec.output = data.get("output")
 
 
+class JournalHooks(Protocol):
+    """What a journal asks its durable run (a :class:`~.session.DurableRun`) about calls:
+    intents, calls in doubt, calls restored from an earlier process."""
+
+    def need_before_start(self, i: int) -> BeforeStart: ...
+
+    def before_start(self, i: int, call: Call, args: dict, *, intent: bool = True) -> Awaitable[ErrorInfo | None]: ...
+
+    def intent_now(self, i: int, call: Call) -> Awaitable[ErrorInfo | None]: ...
+
+    def restore_items(self, indices: range) -> list[int]: ...
+
+
 class Journal(MemoryStore):
     """One durable run's state store (see the module docstring): the in-memory log and
-    records of :class:`MemoryStore`, and each completion committed to ``backend``."""
-
-    durable = True
+    records of :class:`MemoryStore`, and each completion committed to ``backend``; a
+    :class:`~sophon_dsl.runtime.store.CommitBarrier`."""
 
     def __init__(self, backend: Any, run_id: str) -> None:
         super().__init__(StateLog())
         self.backend = backend
         self.run_id = run_id
-        self.sched: Any = None
+        self.listener: CommitListener | None = None  # the run's callbacks (connect)
         self.failure: BaseException | None = None
         self.committing: list = []   # outcomes of the batches handed to the store, not known to be committed
         self._sent = 0               # log entries encoded (in a batch) so far
@@ -99,7 +113,10 @@ class Journal(MemoryStore):
         self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
         self.cleared: set[int] = set()       # calls that need nothing more before their tool starts
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.hooks: Any = None       # the DurableRun: intents, doubt, approvals
+        self.hooks: JournalHooks | None = None  # the DurableRun: intents, doubt, approvals
+
+    def connect(self, listener: CommitListener) -> None:
+        self.listener = listener
 
     # -- StateStore (the rest is MemoryStore's) ---------------------------------------
 
@@ -108,7 +125,8 @@ class Journal(MemoryStore):
             return  # not committed: it runs again on resume (its entries wait for the next commit)
         # (few objects per call: each one the cyclic collector tracks brings its next pass nearer)
         seq, run_id = self._sent, self.run_id
-        out = self.sched.calls[rec.index].output if self.sched is not None else None
+        listener = self.listener
+        out = listener.calls[rec.index].output if listener is not None else None
         written = _written_indexes(out, rec) if out is not None else ()
         batch = self._batch or self._open_batch()
         rows = batch.log
@@ -152,7 +170,17 @@ class Journal(MemoryStore):
         """Calls that joined the run while it runs (a map's items): the indexes of those an
         earlier process committed, restored instead of run again (a resumed run only)."""
         hooks = self.hooks
-        return hooks.restore_joined(self.sched, indices) if hooks is not None and hooks.resumed else []
+        return hooks.restore_items(indices) if hooks is not None else []
+
+    def before_start(self, i: int, call: Call, args: dict, *, intent: bool) -> Awaitable[ErrorInfo | None]:
+        """The run's decision about call ``i`` before its tool starts (see
+        :meth:`~.session.DurableRun.before_start`); the runner skips it for ``cleared`` calls."""
+        assert self.hooks is not None  # (a journal is made by its DurableRun, which sets it)
+        return self.hooks.before_start(i, call, args, intent=intent)
+
+    def intent_now(self, i: int, call: Call) -> Awaitable[ErrorInfo | None]:
+        assert self.hooks is not None
+        return self.hooks.intent_now(i, call)
 
     # -- the barrier ------------------------------------------------------------------
 
@@ -161,7 +189,7 @@ class Journal(MemoryStore):
         if i in self._waiting:
             self._waiting[i] = True
         elif self.failure is None:
-            self.sched.settled(i)
+            self.listener.on_committed(i)
 
     def _landed(self, batch: "_Batch", landing: Any) -> None:
         exc = landing.exception()
@@ -172,8 +200,8 @@ class Journal(MemoryStore):
             return
         if batch.starts:
             self.cleared.update(i for i, _, _ in batch.starts)
-            self.sched.start_committed(batch.starts)
-        waiting, settled = self._waiting, self.sched.settled
+            self.listener.on_intents(batch.starts)
+        waiting, settled = self._waiting, self.listener.on_committed
         for i in batch.ended:
             if waiting.pop(i, False) and self.failure is None:
                 settled(i)
@@ -183,8 +211,8 @@ class Journal(MemoryStore):
         was committed is what a resume starts from)."""
         if self.failure is None:
             self.failure = exc
-            if self.sched is not None:
-                self.sched.cancel()
+            if self.listener is not None:
+                self.listener.on_failed()
 
     async def flush(self) -> None:
         """Wait until every transaction handed to the store has landed."""
@@ -239,7 +267,7 @@ class Journal(MemoryStore):
             if need is BeforeStart.NOTHING:
                 self.cleared.add(i)
             return False
-        cid = self.sched.records[i].id
+        cid = self.records[i].id
         batch = self._batch or self._open_batch()
         batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", time.time()))
         batch.starts.append((i, args, inline))

@@ -17,7 +17,7 @@ import inspect
 import os
 import socket
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..maps import body_ids
 from ..model import Call, Plan, Risk
@@ -25,6 +25,9 @@ from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
+
+if TYPE_CHECKING:  # (the runtime imports this package's journal: the scheduler is only named here)
+    from ..runtime.scheduler import Scheduler
 
 __all__ = ["WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
            "waiting_calls"]
@@ -108,6 +111,7 @@ class DurableRun:
         self.owner = owner or owner_id()
         self.journal = Journal(backend, run_id)
         self.journal.hooks = self
+        self.sched: Scheduler | None = None  # the run's scheduler, once built (attach)
         self.resumed = committed is not None
         self.waiting: dict | None = None
         self.owns_backend = False  # opened from a URL for this run: closed when it ends
@@ -161,14 +165,14 @@ class DurableRun:
                         "calls": waiting_calls(request), "decision_run": self.run_id}
         if request.kind == "plan":
             raise _RunWaiting(name)
-        sched = self.journal.sched
-        sched.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
+        assert self.sched is not None  # (a call's gate: the scheduler runs)
+        self.sched.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    def attach(self, sched: Any) -> None:
-        """The scheduler is built: hand it the journal's hooks and restore committed calls."""
-        self.journal.sched = sched
+    def attach(self, sched: Scheduler) -> None:
+        """The scheduler is built (with the journal as its store): restore committed calls."""
+        self.sched = sched
         sched.run_id = self.run_id
         if not self.resumed:
             return
@@ -205,7 +209,11 @@ class DurableRun:
 
         return write
 
-    def restore_joined(self, sched: Any, indices: range) -> list[int]:
+    def restore_items(self, indices: range) -> list[int]:
+        """:meth:`restore_joined` for calls joining the running scheduler (a resumed run only)."""
+        return self.restore_joined(self.sched, indices) if self.resumed and self.sched is not None else []
+
+    def restore_joined(self, sched: Scheduler, indices: range) -> list[int]:
         """Restore the calls among ``indices`` that an earlier process committed (their
         records; their writes are in the replayed log); their indexes.  The plan's calls
         join before the run starts, a map's item calls when their item expands."""
@@ -220,7 +228,7 @@ class DurableRun:
         return done
 
     @staticmethod
-    def _spec(sched: Any, call_id: str) -> Any:
+    def _spec(sched: Scheduler, call_id: str) -> Any:
         if call_id in sched.flow.index:
             i = sched.flow.index[call_id]
             call = sched.calls[i]
@@ -230,17 +238,16 @@ class DurableRun:
 
     # -- per call ---------------------------------------------------------------------
 
-    async def before_start(self, runner: Any, i: int, call: Any, args: dict, *,
-                           intent: bool = True) -> ErrorInfo | None:
+    async def before_start(self, i: int, call: Any, args: dict, *, intent: bool = True) -> ErrorInfo | None:
         """Before call ``i``'s tool starts: the in-doubt decision on resume, else its intent
         (``intent=False``: the runner commits it later, with :meth:`intent_now`)."""
         journal = self.journal  # (the runner skips this for calls Journal.start_after_intent cleared)
         if self._intent_free(i, call):
             return None
-        cid = journal.sched.records[i].id
+        cid = journal.records[i].id
         if cid in self.doubt:
             self.doubt.discard(cid)
-            return await self._in_doubt(runner, i, call, args)
+            return await self._in_doubt(i, call, args)
         if not intent:
             return None
         # (commit_intent without a coroutine of its own: once per call)
@@ -254,24 +261,27 @@ class DurableRun:
         if self._intent_free(i, call):  # (no call is cleared ahead in runs with slots)
             return None
         journal = self.journal
-        return journal.intent_outcome(await journal.intent_landing(journal.sched.records[i].id))
+        return journal.intent_outcome(await journal.intent_landing(journal.records[i].id))
 
     def _intent_free(self, i: int, call: Any) -> bool:
         """Call ``i`` commits no intent: it has an inline result, or its tool is idempotent."""
-        sched = self.journal.sched
+        sched = self.sched
+        assert sched is not None
         spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
         return call.inline_output is not None or _idempotent(spec)
 
     def need_before_start(self, i: int) -> BeforeStart:
         """What call ``i`` (as planned) needs before its tool starts (see before_start: an
         idempotent call or one with an inline result needs nothing, even in doubt)."""
-        sched = self.journal.sched
+        sched = self.sched
+        assert sched is not None
         if self._intent_free(i, sched.calls[i]):
             return BeforeStart.NOTHING
         return BeforeStart.IN_TASK if sched.records[i].id in self.doubt else BeforeStart.INTENT
 
-    async def _in_doubt(self, runner: Any, i: int, call: Any, args: dict) -> ErrorInfo | None:
-        sched = self.journal.sched
+    async def _in_doubt(self, i: int, call: Any, args: dict) -> ErrorInfo | None:
+        sched = self.sched
+        assert sched is not None
         cid = sched.records[i].id
         action = self.unknown
         if action == "ask":
@@ -350,7 +360,7 @@ class DurableRun:
         the result (in the order they ran)."""
         seen = {rec.id for rec in result.calls}
         rows = sorted((d for cid, d in self.committed.items() if cid not in seen), key=lambda d: d.get("index", 0))
-        sched = self.journal.sched
+        sched = self.sched
         for data in rows:
             call = item_call(sched, data["id"]) if sched is not None else None
             rec = new_record(data["id"], call.tool if call is not None else "", len(result.calls))
@@ -361,8 +371,7 @@ class DurableRun:
             result.calls.append(rec)
 
     def _waiting_result(self, result: RunResult | None) -> RunResult:
-        sched = self.journal.sched
-        if result is None or sched is None:
+        if result is None or self.sched is None:
             return RunResult("waiting", {}, None, list(self.journal.records), [], run_id=self.run_id)
         result.status, result.error = "waiting", None
         return result
@@ -426,7 +435,7 @@ def _restored(rec: Any, call: Call, data: dict) -> tuple:
     return wrote
 
 
-def item_call(sched: Any, call_id: str) -> Call | None:
+def item_call(sched: Scheduler, call_id: str) -> Call | None:
     """The body call an item call's id names (``c3[2].translate``, ``c1[0].inner[3].fetch``),
     or None."""
     head, sep, rest = call_id.partition("[")

@@ -295,8 +295,14 @@ class StreamInvoker:
             return await ex.execute_scoped(inv.latent_request(), inv.state())
         return await self.inner.invoke(inv)
 
+    async def open(self) -> None:
+        await self.inner.open()
+
     def close(self) -> None:
         self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class StreamScheduler:

@@ -228,7 +228,7 @@ class DryRunReport:
 _ENTRY_KEYS = frozenset({"result", "error", "latency", "branch"})
 
 
-class _Samples:
+class Samples:
     """Each tool's output sample (made once), and the calls a sample answered."""
 
     def __init__(self, registry: ToolRegistry):
@@ -271,12 +271,12 @@ class _Samples:
         return replace(spec, output_schema=wrapped)
 
 
-class _SampledStore(MemoryStore):
+class SampledStore(MemoryStore):
     """The run's store, where a read that finds nothing inside a value a sample wrote gets a
     placeholder (and is reported) instead of failing with Ref.Unresolved: the sample could not
     know what the real tool would have put there."""
 
-    def __init__(self, samples: _Samples):
+    def __init__(self, samples: Samples):
         super().__init__()
         self.samples = samples
         self.sampled_writes: list[tuple[str, tuple, str]] = []
@@ -312,7 +312,7 @@ class _SampledStore(MemoryStore):
 
 
 class _MockExecutor:
-    def __init__(self, mocks: dict, samples: _Samples):
+    def __init__(self, mocks: dict, samples: Samples):
         self.mocks = mocks
         self.samples = samples
         self.seen: dict[str, int] = {}
@@ -349,12 +349,12 @@ async def adry_run(plan: Any, tools: Any = None, *, mocks: Any = None, input: An
     mocks = load_mocks(mocks)
     input, state = seeded(_load(plan), input, state)  # a context list's data, as a run uses it
     prep = prepare(plan, tools, executor=object(), initial_kinds=["state"] if state is not None else ())
-    samples = _Samples(prep.registry)
+    samples = Samples(prep.registry)
     called = _called(prep.plan)
     mock_reg = ToolRegistry([samples.accepting(mock) if mock.name in called else mock
                              for mock in (replace(s, func=None, is_async=False) for s in prep.registry.values())])
     ex = _MockExecutor(mocks, samples)
-    store = _SampledStore(samples)
+    store = SampledStore(samples)
 
     async def no_sleep(_d: float) -> None:
         return None

@@ -17,6 +17,13 @@ An invoker may also offer :meth:`Invoker.direct`: a coroutine function the
 scheduler may await itself for plain calls, skipping :meth:`Invoker.invoke`'s
 layers (the common case of a local ``async def`` tool).  Returning None always
 routes the call through :meth:`Invoker.invoke`.
+
+Every run opens its invoker before the first call (``open``: connect, check what will run
+where; an error there fails the run before anything started) and closes it at the end
+(``close``, then ``aclose``).  A :class:`ToolExecutor` (``RunOptions.tool_executor``, e.g.
+a Dask cluster) makes one invoker per run around the local one, from a :class:`RunInfo`:
+what it may know of the run, not the scheduler.  Executor specs (``--executor``) name one
+through the table in :mod:`.executors`.
 """
 
 from __future__ import annotations
@@ -28,16 +35,17 @@ import threading
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+from ..diagnostics import Diagnostic, DiagnosticError, Severity
 from ..durable.current import current_call, in_thread_for
 from ..model import Call, Plan
 from ..tools import CallContext, ToolSpec
 from .errors import TOOL_FAILED, RunError
 from .protocols import LatentRequest
 
-__all__ = ["DEFAULT_MAX_THREADS", "DaemonThreadPool", "Invocation", "Invoker", "LocalInvoker", "call_context",
-           "call_in_thread", "scoped_data"]
+__all__ = ["DEFAULT_MAX_THREADS", "DaemonThreadPool", "ExecutorConfigError", "Invocation", "Invoker", "LocalInvoker",
+           "RunInfo", "ToolExecutor", "call_context", "call_in_thread", "refuse", "scoped_data"]
 
 # Sync tools are mostly I/O-bound (HTTP clients, databases, files): a thread waiting on I/O costs
 # no CPU, so the pool is sized for waiting, not for cores.  asyncio's and ThreadPoolExecutor's
@@ -79,7 +87,46 @@ class Invoker(Protocol):
 
     async def invoke(self, invocation: Invocation) -> Any: ...
 
+    async def open(self) -> None:
+        """Before the run's first call (connect, check the tools where they will run)."""
+
     def close(self) -> None: ...
+
+    async def aclose(self) -> None:
+        """After :meth:`close`, at the end of the run (release what :meth:`open` took)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What a :class:`ToolExecutor`'s invoker may know of its run: ``run_id()`` (a durable
+    run's id, set once the run is attached; None before), ``tools()`` (the run's registry:
+    a streamed reply may replace it), ``calls`` (the run's calls by index, grown in place)."""
+
+    run_id: Callable[[], "str | None"]
+    tools: Callable[[], Mapping[str, ToolSpec]]
+    calls: Sequence[Call]
+
+
+@runtime_checkable
+class ToolExecutor(Protocol):
+    """Where a run's tool calls may go instead of this process (``RunOptions.tool_executor``).
+
+    ``invoker_for(run, local)`` makes the run's invoker (once per run): it routes what it
+    takes and hands the rest to ``local``; ``close()`` releases what the executor holds
+    across runs (a cluster it started)."""
+
+    def invoker_for(self, run: RunInfo, local: Invoker) -> Invoker: ...
+
+    def close(self) -> None: ...
+
+
+class ExecutorConfigError(DiagnosticError):
+    """A bad executor spec (E701) or executor config (E702): nothing was started."""
+
+
+def refuse(code: str, message: str, file: str | None = None) -> ExecutorConfigError:
+    """The error for a bad executor spec (E701, ``file="--executor"``) or config file (E702)."""
+    return ExecutorConfigError([Diagnostic(code, message, file=file, severity=Severity.ERROR)])
 
 
 def scoped_data(scopes: Any, data: Mapping[str, Any], instance: str | None = None) -> dict[str, Any]:
@@ -248,7 +295,13 @@ class LocalInvoker:
                                         "registered under that name: pass its Python function in tools")
         return code
 
+    async def open(self) -> None:
+        pass  # nothing to connect: the thread pool starts with the first sync tool
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+
+    async def aclose(self) -> None:
+        pass  # close() released the thread pool

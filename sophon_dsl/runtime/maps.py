@@ -285,7 +285,7 @@ class MapDriver:
         spec = run.spec
         known = run.known
         if (run.source is None or run.reads_index or known is None or known.plain is None
-                or not run.template.plain or not spec.body or s.journal is not None
+                or not run.template.plain or not spec.body or s.barrier is not None
                 or s.inputs.stream_open or s.on_dispatch is not None):
             return False
         scope = scope_names(spec)
@@ -374,8 +374,8 @@ class MapDriver:
         for i in added:
             owner[i] = run
             item_of[i] = k
-        if s.journal is not None:  # a resumed durable run: what an earlier process committed stays
-            for i in s.journal.restore_joined(added):
+        if s.barrier is not None:  # a resumed durable run: what an earlier process committed stays
+            for i in s.barrier.restore_joined(added):
                 owner.pop(i)
                 self.count_off(i, s.records[i].status, run, item_of.pop(i))
         s.start_ready(added)

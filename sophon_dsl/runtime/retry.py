@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..model import Call, RetryPolicy
+
+if TYPE_CHECKING:  # (only named in annotations)
+    from .runstate import RunState
 
 __all__ = ["Advisor", "FailedCall", "alternative_for", "output_fits", "policy_for", "retry_delay"]
 
@@ -83,8 +86,8 @@ def _text(call: Call) -> str:
     return format_call(call, comments=False)
 
 
-async def alternative_for(s: Any, i: int, call: Call, err: Any) -> tuple[Call, dict, Any] | None:
-    """Ask ``s.opts.advisor`` (``s``: the Scheduler) for an alternative to call ``i``, which
+async def alternative_for(s: RunState, i: int, call: Call, err: Any) -> tuple[Call, dict, Any] | None:
+    """Ask ``s.opts.advisor`` (``s``: the run's state, as the call runner has it) for an alternative to call ``i``, which
     failed with ``err`` after its retry policy; check it and, when it may run, return
     ``(call, args, inline)`` with the record and the call's spec switched to it.  The
     record's ``alternative`` says what was proposed and, when refused, why."""
@@ -128,7 +131,7 @@ async def alternative_for(s: Any, i: int, call: Call, err: Any) -> tuple[Call, d
     return alt, built[0], built[1]
 
 
-async def _riskier_needs_approval(s: Any, i: int, call: Call, alt: Call, orig: Any, spec: Any) -> str | None:
+async def _riskier_needs_approval(s: RunState, i: int, call: Call, alt: Call, orig: Any, spec: Any) -> str | None:
     """A riskier alternative goes through the approval gate whatever the run's settings."""
     from .approval import ApprovalRequest, decide
     from .risk import effective_risk

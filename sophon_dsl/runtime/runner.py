@@ -2,10 +2,10 @@
 what happens to the result (checked, written to the output path, or delivered as an
 error to a catching alternative).
 
-A :class:`CallRunner` belongs to one :class:`~.scheduler.Scheduler`: it reads the
-scheduler's per-call lists and reports back through its public methods
-(``finish``, ``emit``, ``task_done``); the store and the invoker are the
-scheduler's seams.
+A :class:`CallRunner` belongs to one run: it gets the run's
+:class:`~.runstate.RunState` (the per-call lists, the seams) from the scheduler, never the
+scheduler itself, and reports back through its callables (``finish``, ``settled``,
+``emit``, ``task_done``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .contracts import state_writes
 from .invoker import Invocation
 from .protocols import Branch
 from .retry import alternative_for, retry_delay
+from .runstate import RunState
 from .gate import Admission
 from .state import json_copy, to_json_value
 from .validation import RESULT_TOO_LARGE, json_size, schema_validator, static_verdict, statically_valid
@@ -86,9 +87,9 @@ def _cancelled_by_the_run() -> bool:
 class CallRunner:
     """Runs the calls of one scheduler (see the module docstring)."""
 
-    def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
-        self.s = sched
-        self.opts = opts = sched.opts
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.opts = opts = state.opts
         self._sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
         # a durable run's intents: committed when a call gets its slot under max_concurrency
         # (in _attempt), not when it starts waiting for one
@@ -107,7 +108,7 @@ class CallRunner:
     # -- one call ------------------------------------------------------------------
 
     async def run_call(self, i: int, args: dict, inline: Any) -> None:
-        s = self.s
+        s = self.state
         rec = s.records[i]
         call = s.calls[i]
         opts = self.opts
@@ -122,11 +123,11 @@ class CallRunner:
                 checked = edited is not call
                 call = edited
             s.new_pass()
-            journal = s.journal  # (a call cleared when it was ready skips before_start)
-            if journal is not None and i not in journal.cleared and (
-                    err := await journal.hooks.before_start(self, i, call, args, intent=not self.intent_in_slot)):
+            barrier = s.barrier  # (a call cleared when it was ready skips before_start)
+            if barrier is not None and i not in barrier.cleared and (
+                    err := await barrier.before_start(i, call, args, intent=not self.intent_in_slot)):
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
-                s.journal.settle_after_commit(i)
+                barrier.settle_after_commit(i)
                 return
             if self._sem is None:
                 self.started(i)
@@ -202,14 +203,14 @@ class CallRunner:
                 s.finish(i, "failed")
         finally:
             s.task_done(i)
-        if s.journal is None:
+        if s.barrier is None:
             s.settled(i)
         else:  # the barrier: dependents start once this call's completion is committed
-            s.journal.settle_after_commit(i)
+            s.barrier.settle_after_commit(i)
 
     def started(self, i: int) -> None:
         """Call ``i`` starts running: its record, the store and the subscribers are told."""
-        s = self.s
+        s = self.state
         rec = s.records[i]
         rec.status = "running"
         rec.started_at = now = _now()  # a timestamp, formatted when read
@@ -225,10 +226,10 @@ class CallRunner:
             self._plain = self._sem is None and self.opts.timeout is None
         if not self._plain or call.timeout is not None:
             return None
-        return self.s.invoker.direct(call, self.s.specs[i])
+        return self.state.invoker.direct(call, self.state.specs[i])
 
     async def _call_gate(self, i: int, call: Call, args: dict, inline: Any, verdict: Admission):
-        s = self.s
+        s = self.state
         rec = s.records[i]
         risk = verdict.risk
         entry = {"id": rec.id, "tool": call.tool, "risk": risk.label, "index": i}
@@ -283,12 +284,12 @@ class CallRunner:
         return True, call, args, inline
 
     def _refuse(self, i: int, err: ErrorInfo, reason: str | None = None) -> None:
-        rec = self.s.records[i]
+        rec = self.state.records[i]
         rec.error = err
         if reason is not None:
             rec.reason = reason
-        self.s.finish(i, "failed")
-        self.s.settled(i)
+        self.state.finish(i, "failed")
+        self.state.settled(i)
 
     def _timeout_for(self, call: Call) -> float | None:
         return call.timeout if call.timeout is not None else self.opts.timeout
@@ -317,12 +318,12 @@ class CallRunner:
         no more than ``properties``/``required``/``additionalProperties`` (names were
         checked statically, E202/E203); else the whole arguments.  A call edited at
         approval is checked in full."""
-        spec = self.s.specs[i]
+        spec = self.state.specs[i]
         if spec is None or (spec.func is None and call.activity is None):  # only code gets checked arguments
             return None
         if edited:
             return partial(self._check_input, spec, call.tool)
-        if self.s.inputs.reads_nothing(i):
+        if self.state.inputs.reads_nothing(i):
             return None  # every value is a literal tree, validated before the run
         props = self._param_props.get(call.tool)
         if props is None:  # once per tool: the properties arguments are checked against
@@ -383,7 +384,7 @@ class CallRunner:
         return check
 
     async def _attempt(self, i: int, call: Call, args: dict, inline: Any) -> ErrorInfo | None:
-        s = self.s
+        s = self.state
         timeout = self._timeout_for(call)
         inv = Invocation(call, s.records[i].id, i, s.specs[i], args, inline, s.records[i].attempts, s.plan,
                          s.store.resolved, s.registry)
@@ -391,7 +392,7 @@ class CallRunner:
             if self._sem is not None:
                 async with self._sem:
                     if s.records[i].started is None:  # (its first attempt)
-                        if s.journal is not None and (err := await s.journal.hooks.intent_now(i, call)):
+                        if s.barrier is not None and (err := await s.barrier.intent_now(i, call)):
                             return err
                         self.started(i)
                     result = await self._timed(s.invoker.invoke(inv), timeout)
@@ -495,7 +496,7 @@ class CallRunner:
 
     def _write_result(self, i: int, call: Call, value: Any, branch: int | None) -> ErrorInfo | None:
         """Validate a result (JSON data) and write it to its output path(s)."""
-        s = self.s
+        s = self.state
         rec = s.records[i]
         out = call.output
         if self.opts.validate_output and call.inline_output is None:
@@ -563,7 +564,7 @@ class CallRunner:
 
     def fail(self, i: int, err: ErrorInfo) -> None:
         """Call ``i`` failed: a branching output delivers the error to its last alternative."""
-        s = self.s
+        s = self.state
         rec = s.records[i]
         rec.error = err
         out = s.calls[i].output

@@ -37,13 +37,14 @@ from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
 from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
-from .invoker import Invoker, LocalInvoker
+from .invoker import Invoker, LocalInvoker, RunInfo, ToolExecutor
 from .maps import MapDriver
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
+from .runstate import RunState
 from .state import to_json_value
-from .store import MemoryStore, StateStore
+from .store import CommitBarrier, CommitListener, MemoryStore, StateStore
 from .validation import schema_validator
 from .watchdog import Watchdog
 
@@ -120,7 +121,7 @@ class RunOptions:
     max_expanded_calls: int | None = DEFAULT_MAX_EXPANDED_CALLS  # calls maps may create
     executor: Any = None                      # LatentExecutor for latent calls without _output
     advisor: Any = None                       # retry.Advisor: one alternative call after the retry policy
-    tool_executor: Any = None                 # where tool calls run: None = here; a DaskExecutor (scaleout)
+    tool_executor: ToolExecutor | None = None  # where tool calls run: None = here; a DaskExecutor (scaleout)
     validate_output: bool = True
     validate_input: bool = True
     preview_chars: int = 200
@@ -151,16 +152,16 @@ class Scheduler:
         self.registry = registry
         self.opts = opts = options or RunOptions()
         self.bus = bus or EventBus()
+        # whether the store is told when a record starts and ends: a store the caller gives
+        # is; the default in-memory one has nothing to do then (two calls per call skipped)
+        self.store_hooks = store is not None
         self.store: StateStore = store if store is not None else MemoryStore()
-        # a durable store (sophon_dsl.durable) journals each call: intents and the commit barrier
-        self.journal = self.store if getattr(self.store, "durable", False) else None
-        # whether the store is told when a record starts and ends (the in-memory store
-        # does nothing then: the two calls per call are skipped)
-        self.store_hooks = type(self.store) is not MemoryStore
-        self.run_id: str | None = getattr(self.store, "run_id", None)
+        # a durable store (sophon_dsl.durable) commits each call: intents and the barrier
+        self.barrier: CommitBarrier | None = store if isinstance(store, CommitBarrier) else None
+        run_id = self.barrier.run_id if self.barrier is not None else None
+        if self.barrier is not None:
+            self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
         self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
-        if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
-            self.invoker = opts.tool_executor.invoker_for(self, self.invoker)
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
         self.goal = header.goal
@@ -213,7 +214,15 @@ class Scheduler:
         # every call passes the gate before it starts (approval, taint, budget: runtime/gate.py)
         self.gate = CallGate(opts, lambda i: self.specs[i], lambda i: self.flow.ids[i])
         self.gate.count_written(n)
-        self.runner = CallRunner(self)
+        # what the call runner gets of the run (not the scheduler): runtime/runstate.py
+        self.state = RunState(opts, self.records, self.calls, self.specs, self.wrote, self.store, self.store_hooks,
+                              self.barrier, self.bus, self.gate, self.inputs, self.invoker, self.feed, self.plan_id,
+                              self.goal, registry, run_id, n, self.finish, self.settled, self.emit, self.task_done,
+                              self.new_pass, self.stop_error, self.policy)
+        if opts.tool_executor is not None:  # routed calls go to a cluster, the rest through the invoker above
+            run = RunInfo(lambda: self.state.run_id, lambda: self.registry, self.calls)
+            self.invoker = self.state.invoker = opts.tool_executor.invoker_for(run, self.invoker)
+        self.runner = CallRunner(self.state)
         if self.feed.is_open:
             self.inputs.stream_open = True
             self.inputs.written_order = getattr(self.feed, "written_order", False)
@@ -231,7 +240,7 @@ class Scheduler:
         self.maps = MapDriver(self)
         self.inputs.use_maps(self.maps.hidden)
         self._start = self.maps.start
-        self.finish = self.maps.finish
+        self.finish = self.state.finish = self.maps.finish
 
     # ------------------------------------------------------------------ per-call bookkeeping
 
@@ -256,13 +265,22 @@ class Scheduler:
         self._eager.append(i in self.flow.fallbacks)
         if self.track_waits:
             self.waited_on.append(set())
-        self.n = i + 1
+        self.n = self.state.n = i + 1
         self._remaining += 1
         return i
 
     @property
     def plan(self) -> Plan:
         return self.feed.plan
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id when it has one (a durable run's); None otherwise."""
+        return self.state.run_id
+
+    @run_id.setter
+    def run_id(self, value: str | None) -> None:
+        self.state.run_id = value
 
     @property
     def ids(self) -> list[str]:
@@ -286,7 +304,7 @@ class Scheduler:
 
     def set_registry(self, registry: ToolRegistry) -> None:
         """Tool declarations that arrived later in a streamed reply."""
-        self.registry = registry
+        self.registry = self.state.registry = registry
         self._spec_of.clear()
 
     # ------------------------------------------------------------------ feed events
@@ -427,7 +445,7 @@ class Scheduler:
                     waited_add(set())
                 i += 1
             self._remaining += i - first
-            self.n = i
+            self.n = self.state.n = i
             return range(first, i)
         return join
 
@@ -527,9 +545,9 @@ class Scheduler:
 
     def start_task(self, j: int, args: dict, inline: Any) -> None:
         """Start call ``j``'s task with its arguments (``inline``: its inline result)."""
-        journal = self.journal
-        if journal is not None and not self.runner.intent_in_slot and \
-                not self.gate.may_ask(j, self.calls[j]) and journal.start_after_intent(j, args, inline):
+        barrier = self.barrier
+        if barrier is not None and not self.runner.intent_in_slot and \
+                not self.gate.may_ask(j, self.calls[j]) and barrier.start_after_intent(j, args, inline):
             self._held += 1  # its intent goes to the store first; start_committed makes the task
             return
         self._tasks[j] = self._create_task(self.runner.run_call(j, args, inline))
@@ -656,9 +674,8 @@ class Scheduler:
         else:
             self._create_task = loop.create_task
         deadline = self._bounds()
-        remote = self.opts.tool_executor is not None
-        if remote:  # connect and check the routed tools on the workers: PlanInvalid before anything runs
-            await self.invoker.open()
+        # (a cluster connects and checks the routed tools on its workers: PlanInvalid before anything runs)
+        await self.invoker.open()
         self._running = True
         self.emit("plan_start", "running")
         try:
@@ -680,8 +697,7 @@ class Scheduler:
         except asyncio.CancelledError:
             self._stopping = self._stopping or "cancelled"
             await self._shutdown()
-            if remote:
-                await self.invoker.aclose()
+            await self.invoker.aclose()
             raise
         if self._stopping:
             await self._shutdown()  # (what is still running after it was abandoned: not waited for)
@@ -690,8 +706,7 @@ class Scheduler:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
         self.invoker.close()
-        if remote:
-            await self.invoker.aclose()
+        await self.invoker.aclose()
         return self._result()
 
     def stop_error(self) -> ErrorInfo:

@@ -17,17 +17,32 @@ Contract (every store):
   :meth:`record_started` and :meth:`record_ended` are called when the record
   changed that way (the in-memory store has nothing to do);
 * :meth:`resolved`, :meth:`snapshot` build what the run result reports.
+
+The scheduler tells a store it was given about record changes; its own default
+:class:`MemoryStore` has nothing to do then, and is not told (two calls per call saved).
+
+A durable store also implements :class:`CommitBarrier`: a call's dependents are examined
+only once its completion is committed, and a call that is not idempotent starts only once
+its intent is.  The scheduler hands it a :class:`CommitListener` (what to do when something
+is committed, or when the store fails) and otherwise talks to it through the protocol's
+methods: it never reaches into the store, and the store never holds the scheduler.
+
+``tests/test_store_conformance.py`` runs one suite on every implementation (memory, the
+SQLite and PostgreSQL journals, the dry-run's sampled store), by capability: ``log`` and
+``records`` are required, ``commit_barrier`` and ``sampled_reads`` optional.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from ..model import OutputMethod
+from ..model import Call, OutputMethod
+from .errors import ErrorInfo
 from .result import CallRecord
 from .state import LogSnapshot, StateLog
 
-__all__ = ["MemoryStore", "StateStore"]
+__all__ = ["CommitBarrier", "CommitListener", "MemoryStore", "StateStore"]
 
 
 @runtime_checkable
@@ -50,6 +65,55 @@ class StateStore(Protocol):
     def record_started(self, record: CallRecord) -> None: ...
 
     def record_ended(self, record: CallRecord) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommitListener:
+    """What a :class:`CommitBarrier` calls back into the run (the scheduler makes one).
+
+    ``on_committed(i)``: call ``i``'s completion is committed, its dependents may be
+    examined; ``on_intents(starts)``: the intents of these ``(call, args, inline)`` are
+    committed, their tasks may start; ``on_failed()``: the store refused a transaction,
+    the run stops; ``calls``: the run's calls by index (grown in place as calls join),
+    read for a call's output paths when its completion is encoded."""
+
+    on_committed: Callable[[int], None]
+    on_intents: Callable[[Sequence[tuple]], None]
+    on_failed: Callable[[], None]
+    calls: Sequence[Call]
+
+
+@runtime_checkable
+class CommitBarrier(Protocol):
+    """A store whose commits the run waits on (a durable run's journal).
+
+    ``cleared`` holds the calls that need nothing more before their tool starts (their
+    intent committed, or none needed): the runner skips :meth:`before_start` for them."""
+
+    run_id: str
+    cleared: set[int]
+
+    def connect(self, listener: CommitListener) -> None:
+        """The run's callbacks (called once, when the scheduler is built)."""
+
+    def start_after_intent(self, i: int, args: dict, inline: Any) -> bool:
+        """Call ``i`` is ready: True if its intent is queued and ``on_intents`` starts it
+        once committed; False if it starts now."""
+
+    def settle_after_commit(self, i: int) -> None:
+        """The runner ended call ``i``: ``on_committed(i)`` once its completion is committed
+        (at once when it has nothing to commit)."""
+
+    def before_start(self, i: int, call: Call, args: dict, *, intent: bool) -> Awaitable[ErrorInfo | None]:
+        """What call ``i`` needs before its tool starts (a decision about a call in doubt, its
+        intent committed unless ``intent`` is False); an error fails the call."""
+
+    def intent_now(self, i: int, call: Call) -> Awaitable[ErrorInfo | None]:
+        """Commit call ``i``'s intent now (it got its slot under ``max_concurrency``)."""
+
+    def restore_joined(self, indices: range) -> list[int]:
+        """Calls that joined the run while it runs (a map's items): those an earlier process
+        committed are restored instead of run again; their indexes."""
 
 
 class MemoryStore:

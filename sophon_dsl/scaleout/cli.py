@@ -7,21 +7,18 @@ import sys
 from typing import Any
 
 from ..diagnostics import render_text
-from . import executor_from_spec
-from .config import ENV_VAR, ExecutorConfigError, _refuse, parse_executor_spec
+from ..runtime.executors import ExecutorConfigError, executor_from_spec
+from .config import ENV_VAR
 
 __all__ = ["print_refusal", "tool_executor_for"]
 
 
 def tool_executor_for(args: Any) -> Any:
-    """The DaskExecutor the flags (or ``$SOPHON_DSL_EXECUTOR``) ask for; None for local.
-    Raises :class:`ExecutorConfigError` (E701, E702) for a bad spec or config."""
+    """The tool executor the flags (or ``$SOPHON_DSL_EXECUTOR``) ask for, through the table
+    of executor specs (runtime/executors.py); None for local.  Raises
+    :class:`ExecutorConfigError` (E701, E702) for a bad spec or config."""
     spec = getattr(args, "executor", None) or os.environ.get(ENV_VAR) or None
-    config = getattr(args, "executor_config", None)
-    if config and (spec is None or parse_executor_spec(spec).is_local):
-        raise _refuse("E702", "--executor-config routes tools to a Dask executor, but the executor is local: "
-                              "add --executor dask:...", config)
-    return executor_from_spec(spec, config)
+    return executor_from_spec(spec, getattr(args, "executor_config", None))
 
 
 def print_refusal(exc: ExecutorConfigError) -> None:

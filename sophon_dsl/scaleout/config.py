@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..diagnostics import Diagnostic, DiagnosticError, Severity
+from ..runtime.invoker import ExecutorConfigError, refuse
 
 __all__ = ["ExecutorConfigError", "ExecutorSpec", "Routing", "load_routing", "parse_executor_spec",
            "read_scheduler_file", "routing_from_data"]
@@ -34,12 +34,9 @@ SCHEDULER_FILE_MAX_BYTES = 1 << 20
 _KINDS = ("local", "dask:local", "dask:local-threads", "dask:tcp://HOST:PORT", "dask:scheduler-file:PATH")
 
 
-class ExecutorConfigError(DiagnosticError):
-    """A bad executor spec (E701) or executor config (E702): nothing was started."""
-
-
-def _refuse(code: str, message: str, file: str | None = None) -> ExecutorConfigError:
-    return ExecutorConfigError([Diagnostic(code, message, file=file, severity=Severity.ERROR)])
+# (the error and its constructor are declared with the ToolExecutor seam, runtime/invoker.py;
+# kept here under their old names for the modules and programs that import them from here)
+_refuse = refuse
 
 
 @dataclass(frozen=True)

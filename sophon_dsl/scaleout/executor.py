@@ -15,6 +15,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, Severity
 from ..runtime.errors import PlanInvalid
+from ..runtime.invoker import Invoker, RunInfo
 from .config import ExecutorConfigError, ExecutorSpec, Routing, parse_executor_spec, read_scheduler_file
 
 __all__ = ["DaskExecutor"]
@@ -119,13 +120,14 @@ class DaskExecutor:
             raise _cannot_reach(f"cannot reach the Dask scheduler at {address}{where}: {exc}") from None
         return client, True
 
-    def invoker_for(self, scheduler: Any, local: Any) -> Any:
-        """The run's invoker (the scheduler calls it once per run)."""
+    def invoker_for(self, run: RunInfo, local: Invoker) -> Invoker:
+        """The run's invoker (the scheduler calls it once per run: a
+        :class:`~sophon_dsl.runtime.invoker.ToolExecutor`)."""
         from .invoker import DaskRun
 
-        run = DaskRun(self, scheduler, local)
-        self.last_keys = run.submitted  # the Dask keys of the latest run (tests, benchmarks)
-        return run
+        invoker = DaskRun(self, run, local)
+        self.last_keys = invoker.submitted  # the Dask keys of the latest run (tests, benchmarks)
+        return invoker
 
     # -- lifetime --------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ..maps import every_call
 from ..model import Call
 from ..runtime.errors import TOOL_FAILED, PlanInvalid, RunError
-from ..runtime.invoker import Invocation
+from ..runtime.invoker import Invocation, Invoker, RunInfo
 from ..runtime.protocols import Branch
 from ..tools import ToolSpec
 from .preflight import Route, check_routes, refused_error, route_for
@@ -38,12 +38,12 @@ _LOST_TYPES = ("KilledWorker", "FutureCancelledError", "CancelledError", "CommCl
 class DaskRun:
     """See the module docstring.  Made by :meth:`DaskExecutor.invoker_for`."""
 
-    def __init__(self, executor: Any, scheduler: Any, local: Any) -> None:
-        self.executor = executor
-        self.sched = scheduler
+    def __init__(self, executor: Any, run: RunInfo, local: Invoker) -> None:
+        self.executor = executor  # its DaskExecutor (not imported: executor.py imports this module)
+        self.run = run
         self.local = local
-        # the durable-runs engineer's run id when the scheduler has one, else one per run
-        self.run_id = getattr(scheduler, "run_id", None) or f"run-{uuid.uuid4().hex[:12]}"
+        # the durable run's id when the run has one, else one per run
+        self.run_id = run.run_id() or f"run-{uuid.uuid4().hex[:12]}"
         self.client: Any = None
         self._owned = False
         self._routes: dict[str, Route | None] = {}
@@ -70,7 +70,7 @@ class DaskRun:
             return None
         if call.activity is None:
             return spec
-        registry = self.sched.registry
+        registry = self.run.tools()
         return registry.get(call.activity) if registry is not None else None
 
     def direct(self, call: Call, spec: ToolSpec | None) -> Callable[..., Any] | None:
@@ -82,13 +82,13 @@ class DaskRun:
 
     async def open(self) -> None:
         """Connect and check every routed tool of the plan on the workers (PlanInvalid)."""
-        self.run_id = getattr(self.sched, "run_id", None) or self.run_id  # (set after the scheduler was made)
+        self.run_id = self.run.run_id() or self.run_id  # (a durable run's is set after the invoker was made)
         routes = {}
-        registry = self.sched.registry
+        registry = self.run.tools()
         # map bodies too (nested ones included): their items come through invoke() as calls
         # of the same tools, so a body tool no worker can run is refused here, up front, as
         # it is at top level, rather than failing each item with Executor.Refused mid-run
-        for call in every_call(self.sched.calls):
+        for call in every_call(self.run.calls):
             if call.map is not None:
                 continue  # a map call runs nothing itself; its body's calls follow it
             spec = registry.get(call.tool) if registry is not None else None

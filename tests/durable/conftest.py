@@ -6,14 +6,8 @@ import pytest
 
 from sophon_dsl.durable import open_store
 
-from .pgcluster import Cluster
-
-
-@pytest.fixture(scope="session")
-def pg_cluster():
-    cluster = Cluster().start()
-    yield cluster
-    cluster.stop()
+# (pg_cluster, one throwaway PostgreSQL per session, is in tests/conftest.py: the state
+# store conformance suite, tests/test_store_conformance.py, uses it too)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

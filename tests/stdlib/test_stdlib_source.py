@@ -144,3 +144,23 @@ def test_library_calls_share_the_store_of_their_configuration(tmp_path):
     assert sophon_dsl.run(write, as_registry(None, stdlib=config), approve=True).status == "succeeded"
     found = sophon_dsl.run(search, as_registry(None, stdlib=config))
     assert [r["text"] for r in found.state["state"]["r"]["results"]] == ["alpha beta"]
+
+
+def test_every_group_builds_exactly_what_groups_lists(tmp_path):
+    config = StdlibConfig(sandbox_root=str(tmp_path), enable_shell=True)
+    names = [spec.name for spec in StdlibSource(config)()]
+    assert names == [n for listed in stdlib_tools.GROUPS.values() for n in listed]
+
+
+def test_a_tool_missing_from_groups_is_an_error_not_dropped(tmp_path, monkeypatch):
+    # data's module builds data.pick (and more); a GROUPS entry without them must not lose them quietly
+    monkeypatch.setitem(stdlib_tools.GROUPS, "data", ("data.query",))
+    source = StdlibSource(StdlibConfig(sandbox_root=str(tmp_path)), only=["data"])
+    with pytest.raises(stdlib_tools.GroupMismatch, match=r"builds 'data.pick', which GROUPS\['data'\] does not list"):
+        source.get("data.query")
+    # and a name GROUPS lists that the module does not build is reported the same way
+    monkeypatch.setitem(stdlib_tools.GROUPS, "math", ("math.eval", "math.solve"))
+    source = StdlibSource(StdlibConfig(sandbox_root=str(tmp_path)), only=["math"])
+    with pytest.raises(stdlib_tools.GroupMismatch, match=r"lists 'math.solve', which stdlib_tools.math does not"):
+        source.get("math.eval")
+    assert issubclass(stdlib_tools.GroupMismatch, sophon_dsl.SophonError)

@@ -1,0 +1,63 @@
+""":class:`RunState`: what one run's call runner (and the retry advisor) share with the
+scheduler, instead of the scheduler itself.
+
+The scheduler owns the run and makes one; the runner reads the per-call lists and the seams
+from it and reports back through its callables, as LangGraph's ``PregelRunner`` gets
+``submit`` and ``put_writes`` rather than its loop.  The lists are the scheduler's own,
+grown in place as calls join; the few values that change during a run (``registry`` when a
+streamed reply declares tools, ``run_id`` when a durable run is attached, ``n`` as calls
+join, ``finish`` when a map driver takes over ends) are kept current by the scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..model import Call, Plan
+from ..tools import ToolRegistry, ToolSpec
+from .errors import ErrorInfo
+from .events import EventBus
+from .feed import PlanFeed
+from .gate import CallGate
+from .inputs import InputResolver
+from .invoker import Invoker
+from .result import CallRecord
+from .store import CommitBarrier, StateStore
+
+__all__ = ["RunState"]
+
+
+@dataclass(slots=True, eq=False)
+class RunState:
+    """One run's shared state and the scheduler's callbacks (see the module docstring)."""
+
+    opts: Any                    # the run's scheduler.RunOptions (not imported: the scheduler imports us)
+    records: list[CallRecord]
+    calls: list[Call]
+    specs: list[ToolSpec | None]
+    wrote: list[tuple]           # the output paths each call wrote
+    store: StateStore
+    store_hooks: bool            # the store is told when a record starts and ends
+    barrier: CommitBarrier | None  # a durable store's commit barrier
+    bus: EventBus
+    gate: CallGate
+    inputs: InputResolver
+    invoker: Invoker
+    feed: PlanFeed
+    plan_id: str
+    goal: str | None
+    registry: ToolRegistry
+    run_id: str | None
+    n: int                       # calls in the run so far
+    finish: Callable[[int, str], None]     # record call i's final status
+    settled: Callable[[int], None]         # call i ended: examine its dependents
+    emit: Callable[..., None]              # (type, status, i, attempt=, preview=, error=, reason=, data=)
+    task_done: Callable[[int], None]       # call i's task is over
+    new_pass: Callable[[], None]           # a task started running (a new pass of the loop)
+    stop_error: Callable[[], ErrorInfo]    # why the run is stopping
+    policy: Callable[[int], Any]           # call i's retry policy
+
+    @property
+    def plan(self) -> Plan:
+        return self.feed.plan
