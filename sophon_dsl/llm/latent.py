@@ -49,7 +49,7 @@ def wrap_schema(schema: Any) -> tuple[dict | None, bool]:
 def alternatives(call: Any) -> tuple:
     """The alternatives of a branching output path (``†a || †b``) the model picks from; () for others."""
     out = call.output
-    if out is None or out.op != "||" or len(out.paths) < 2:
+    if out is None or not out.is_branching:
         return ()
     return out.paths
 

@@ -630,7 +630,7 @@ class _Builder(Transformer):
                 self._err("E106", f"output path {r.text()!r} has a JMESPath expression: a call writes at "
                           "a plain path, †kind.name.name[index]", r.span)
                 return None
-        return OutputTarget(paths, op, method, span)
+        return OutputTarget.of(paths, op, method, span)
 
     def arg(self, c):
         tok, value = c
@@ -773,7 +773,7 @@ class _Builder(Transformer):
                     if not out_seen:
                         self._err("E103", OUTPUT_METHOD_WITHOUT_PATH, out_method_attr[1])
                 else:
-                    output = OutputTarget(output.paths, output.op, out_method_attr[0], output.span)
+                    output = OutputTarget.of(output.paths, output.op, out_method_attr[0], output.span)
                     spans.append(("_outputMethod", out_method_attr[1]))
         if len(params) > 1:
             seen = set()
@@ -797,10 +797,10 @@ class _Builder(Transformer):
     def _meta_output(self, value: Any, span: Span) -> OutputTarget | None:
         if isinstance(value, Reference):
             self.ctx.raw.pop(id(value), None)
-            return OutputTarget((value,), None, OutputMethod.SET, value.span)
+            return OutputTarget.of((value,), span=value.span)
         if isinstance(value, Expression):
             self.ctx.raw.pop(id(value), None)
-            return OutputTarget(value.operands, value.op, OutputMethod.SET, value.span)
+            return OutputTarget.of(value.operands, value.op, span=value.span)
         if id(value) not in self.ctx.bad:
             self._err("E106", "_outputPath must be a reference such as \"†state.x\" or an expression "
                       "\"†state.a || †state.b\"", span)

@@ -179,8 +179,7 @@ def _with_comments(lines: list[str], leading, trailing: str | None) -> list[str]
 
 
 def _target(out: OutputTarget, dagger: str) -> str:
-    op = f" {out.op} " if out.op else " || "
-    return op.join(p.text(dagger) for p in out.paths) + " " + _METHOD_OPS[out.method]
+    return out.text(dagger) + " " + _METHOD_OPS[out.method]
 
 
 def _decorators(call: Call, label_ok: bool) -> list[str]:
