@@ -46,6 +46,7 @@ __all__ = [
     "json_to_value",
     "parse_reference",
     "parse_string_value",
+    "parse_template",
     "query_value",
     "template_to_string",
 ]
@@ -235,6 +236,12 @@ def _split_operators(text: str) -> list[str]:
         i += 1
     out.append(text[start:])
     return out
+
+
+def parse_template(text: str, span: Span | None) -> Value:
+    """``text`` read as a template (text with ``†`` references; ``††`` a dagger), never as
+    a whole-value reference or expression."""
+    return _parse_template(text, span)
 
 
 def _parse_template(text: str, span: Span | None) -> Value:

@@ -200,7 +200,7 @@ def decoder_grammar(format: str = "llguidance") -> str:
     ``llguidance.LLMatcher.grammar_from_lark`` and by servers built on
     llguidance (vLLM, SGLang, llama.cpp with LLGUIDANCE).  ``format="lark"``:
     the source grammar ``grammar/sophon.lark`` as the parser uses it (Lark
-    LALR with the bracket-aware post-lexer of ``dsl_parser.py``).
+    LALR with the bracket-aware post-lexer of ``dsl_lexing.py``).
     """
     if format == "lark":
         return _lark_grammar_text()
