@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Union
 
+from .errors import OptionError
 from .diagnostics import Span
 from .values import query_text, references, to_source_json
 
@@ -137,7 +138,8 @@ class Risk(int, Enum):
             return cls[str(text).strip().upper()]
         except KeyError:
             names = ", ".join(r.name.lower() for r in cls)
-            raise ValueError(f"unknown risk level {text!r}; expected one of {names}") from None
+            raise OptionError(f"unknown risk level {text!r}; expected one of {names}",
+                              code="Risk.Unknown") from None
 
     @property
     def label(self) -> str:

@@ -36,7 +36,7 @@ import sys
 from typing import Any
 
 from .diagnostics import Span
-from .errors import SophonError
+from .errors import OptionTypeError, SophonError
 from .model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
 from .values import QUERY_SEGMENT, escape_text, template_to_string  # template_to_string: re-exported
 
@@ -291,4 +291,4 @@ def json_to_value(data: Any, span: Span | None = None) -> Value:
         return ListValue(tuple(json_to_value(v, span) for v in data), span)
     if data is None or isinstance(data, (bool, int, float)):
         return Literal(data, span)
-    raise TypeError(f"not JSON: {type(data).__name__}")
+    raise OptionTypeError(f"not JSON: {type(data).__name__}")

@@ -28,6 +28,7 @@ from ..tools import as_registry
 from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
+from ..errors import OptionError
 from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
                      error_from_exception, matches)
 from .protocols import Branch
@@ -160,7 +161,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     while len(order) < n:
         ready = [i for i in range(n) if i not in done and deps[i] <= done]
         if not ready:
-            raise ValueError("dependency cycle")
+            raise OptionError("dependency cycle", code="Plan.Cycle")  # (a plan that was not checked: E302)
         order.append(ready[0])
         done.add(ready[0])
 
@@ -234,7 +235,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 else:
                     missing.append(v.text())
                 return None
-            raise TypeError(v)
+            raise AssertionError(f"not a plan value: {v!r}")  # the value kinds are closed
 
         args = {p.name: ev(p.value) for p in call.params}
         inline = ev(call.inline_output) if call.inline_output is not None else None
@@ -524,7 +525,7 @@ def _final(v: Any, messages: list, missing: list, loose: bool = False) -> Any:
                 return val
         missing.append(v.text())
         return None
-    raise TypeError(v)
+    raise AssertionError(f"not a plan value: {v!r}")  # the value kinds are closed
 
 
 def _read_loose(messages: list, r: Reference) -> Any:

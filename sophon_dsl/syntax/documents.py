@@ -104,6 +104,17 @@ def _sub_node(node: LocatedNode, path: tuple[str | int, ...]) -> LocatedNode:
     return node
 
 
+def _risk_problem(v: LocatedNode) -> str | None:
+    """Why ``v`` is no risk level (the text E103 / E109 give), or None."""
+    if not v.is_string:
+        return f"must be a string, got {v.describe()}"
+    try:
+        Risk.parse(v.value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _is_schema(node: LocatedNode) -> bool:
     return node.is_object or (node.is_scalar and isinstance(node.value, bool))
 
@@ -476,13 +487,11 @@ class _Reader:
                     kw["after"] = tuple(deps)
             elif key in ("estimatedRisk", "risk"):
                 attr_spans.append(("_risk", v.span))
-                try:
-                    if not v.is_string:
-                        raise ValueError(f"must be a string, got {v.describe()}")
-                    kw["risk"] = Risk.parse(v.value)
-                except ValueError as exc:
-                    self.err("E103", f"{key}: {exc}", v)
+                if (problem := _risk_problem(v)) is not None:
+                    self.err("E103", f"{key}: {problem}", v)
                     ok = False
+                else:
+                    kw["risk"] = Risk.parse(v.value)
             elif key == "modelHint":
                 attr_spans.append(("_modelHint", v.span))
                 if v.is_object:
@@ -611,13 +620,11 @@ class _Reader:
                     self.err("E109", f"tool {field_name} must be a JSON Schema object, got {v.describe()}", v)
                     ok = False
             elif field_name == "risk":
-                try:
-                    if not v.is_string:
-                        raise ValueError(f"must be a string, got {v.describe()}")
-                    kw["risk"] = Risk.parse(v.value)
-                except ValueError as exc:
-                    self.err("E109", f"tool risk: {exc}", v)
+                if (problem := _risk_problem(v)) is not None:
+                    self.err("E109", f"tool risk: {problem}", v)
                     ok = False
+                else:
+                    kw["risk"] = Risk.parse(v.value)
             elif field_name == "latent":
                 if v.is_scalar and isinstance(v.value, bool):
                     kw["latent"] = v.value

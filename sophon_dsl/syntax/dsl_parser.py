@@ -220,13 +220,10 @@ class _Builder(Transformer):
         tok = c[0]
         span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
         try:
-            if "." in tok or "e" in tok or "E" in tok:
-                val: Any = float(tok)
-                if val != val or val in (float("inf"), float("-inf")):
-                    raise ValueError("out of range")
-            else:
-                val = int(tok)
+            val: Any = float(tok) if "." in tok or "e" in tok or "E" in tok else int(tok)
         except ValueError:
+            val = None  # (int() refuses more than 4,300 digits)
+        if val is None or (type(val) is float and (val != val or val in (float("inf"), float("-inf")))):
             self._err("E001", f"number {str(tok)[:30]!r} is out of range", span)
             val = 0
         return Literal(val, span)
