@@ -364,7 +364,7 @@ class WriterIndex:
                     kpaths[path] = i
                     below.append(i)
                     continue
-            elif out.op == "||" and len(refs) > 1:
+            elif out.is_branching:
                 self.branching = True
             kind_at = None
             for p, ref in enumerate(refs):
@@ -825,7 +825,7 @@ class DataFlow:
         if out is None:
             return
         paths = out.paths
-        if out.op == "||" and len(paths) > 1:
+        if out.is_branching:
             self.writers.branching = True
         add = self.writers.add
         for p, ref in enumerate(paths):

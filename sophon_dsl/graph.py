@@ -84,8 +84,7 @@ def _output_text(call) -> str:
     out = call.output
     if out is None:
         return ""
-    joiner = f" {out.op} " if out.op else " "
-    return joiner.join(r.text() for r in out.paths)
+    return out.text()
 
 
 def to_data(compiled: CompiledPlan) -> dict[str, Any]:

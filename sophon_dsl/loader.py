@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal as TypingLiteral
 
+from .errors import OptionError
 from .diagnostics import Diagnostic, DiagnosticError, has_errors
 from .model import Plan
 
@@ -63,7 +64,8 @@ def parse(text: str, format: str = "dsl", file: str | None = None) -> LoadResult
         # YAML is left as it is: reading it again for one span costs far more than JSON
         plan, more = document_to_plan(node, file=file, source=text, form=fmt, deferred_spans=fmt == "json")
         return LoadResult(plan, [d.with_file(file) for d in (*diags, *more)])
-    raise ValueError(f"unknown plan format {format!r}; expected one of {', '.join(FORMATS)}")
+    raise OptionError(f"unknown plan format {format!r}; expected one of {', '.join(FORMATS)}",
+                      code="Load.UnknownFormat")
 
 
 def parse_file(path: str | os.PathLike, format: str | None = None) -> LoadResult:
@@ -122,4 +124,5 @@ def dumps(plan: Plan, format: str = "dsl") -> str:
         from .syntax.doc_printer import dump_yaml
 
         return dump_yaml(plan)
-    raise ValueError(f"unknown plan format {format!r}; expected one of {', '.join(FORMATS)}")
+    raise OptionError(f"unknown plan format {format!r}; expected one of {', '.join(FORMATS)}",
+                      code="Load.UnknownFormat")

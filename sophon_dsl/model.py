@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Union
 
+from .errors import OptionError
 from .diagnostics import Span
 from .values import query_text, references, to_source_json
 
@@ -137,7 +138,8 @@ class Risk(int, Enum):
             return cls[str(text).strip().upper()]
         except KeyError:
             names = ", ".join(r.name.lower() for r in cls)
-            raise ValueError(f"unknown risk level {text!r}; expected one of {names}") from None
+            raise OptionError(f"unknown risk level {text!r}; expected one of {names}",
+                              code="Risk.Unknown") from None
 
     @property
     def label(self) -> str:
@@ -279,9 +281,71 @@ class OutputTarget:
     method: OutputMethod = OutputMethod.SET
     span: Span | None = _span()
 
+    @classmethod
+    def of(cls, paths: tuple[Reference, ...], op: str | None = None, method: OutputMethod | None = None,
+           span: Span | None = None) -> OutputTarget:
+        """The one way readers build a target: one path has no operator, no method is ``=``."""
+        return cls(paths, op if len(paths) > 1 else None, OutputMethod.SET if method is None else method, span)
+
+    @staticmethod
+    def split(text: str) -> tuple[str | None, list[str]] | None:
+        """An output path's text as its operator and stripped parts (``†a || †b`` ->
+        ``("||", ["†a", "†b"])``); None when it mixes ``||`` and ``&&``."""
+        body = text.strip()
+        has_or, has_and = "||" in body, "&&" in body
+        if has_or and has_and:
+            return None
+        op = "||" if has_or else "&&" if has_and else None
+        return op, [p.strip() for p in body.split(op)] if op else [body]
+
     @property
     def is_branching(self) -> bool:
+        """``†a || †b``: the result goes to one alternative, a failure to the last."""
         return self.op == "||" and len(self.paths) > 1
+
+    @property
+    def fans_out(self) -> bool:
+        """``†a && †b``: the result goes to every path."""
+        return self.op == "&&"
+
+    @property
+    def catch(self) -> Reference | None:
+        """Where a failure's error object goes: a branching target's last alternative."""
+        return self.paths[-1] if self.op == "||" and len(self.paths) > 1 else None
+
+    def is_catch(self, index: int) -> bool:
+        """Path ``index`` is the catch (it may hold an error object, not a result)."""
+        return self.op == "||" and len(self.paths) > 1 and index == len(self.paths) - 1
+
+    def targets(self, branch: int | None = None) -> tuple[Reference, ...]:
+        """The paths a success writes: every path of a fan-out, else alternative ``branch``
+        (the first by default).  A one-path target returns ``paths`` itself (no new tuple)."""
+        paths = self.paths
+        if self.op == "&&" or (len(paths) == 1 and not branch):
+            return paths
+        return (paths[branch or 0],)
+
+    def pick(self, target: Any) -> int | None:
+        """The alternative a tool's ``Branch`` names, by index or path text (``†`` / ``$``
+        optional); None when it names none (a bool is no index; only ``||`` has others)."""
+        paths = self.paths
+        if isinstance(target, int) and not isinstance(target, bool):
+            k = target if 0 <= target < len(paths) else None
+        else:
+            text = str(target).lstrip("†$")
+            k = next((n for n, p in enumerate(paths) if p.text("") == text), None)
+        if k is None or (k > 0 and self.op != "||"):
+            return None
+        return k
+
+    def holds(self, ref: Reference) -> bool:
+        """``ref`` names one of the paths (same kind and path; its query aside)."""
+        return any(p.kind == ref.kind and p.path == ref.path for p in self.paths)
+
+    def text(self, dagger: str = "†") -> str:
+        """The output path as written: the paths joined by their operator."""
+        sep = f" {self.op} " if self.op else " || "
+        return sep.join(p.text(dagger) for p in self.paths)
 
 
 @dataclass(frozen=True, slots=True)

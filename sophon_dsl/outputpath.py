@@ -64,17 +64,15 @@ def _prescribed_text(schema: Any) -> str | None:
 
 def parse_target(text: str) -> OutputTarget | None:
     """``†a``, ``†a || †b`` or ``†a && †b`` as an output target; None when malformed."""
-    body = text.strip()
-    has_or, has_and = "||" in body, "&&" in body
-    if has_or and has_and:
+    split = OutputTarget.split(text)
+    if split is None:
         return None
-    op = "||" if has_or else "&&" if has_and else None
-    parts = [p.strip() for p in body.split(op)] if op else [body]
+    op, parts = split
     try:
         paths = tuple(parse_reference(p, dagger_aliases="†$") for p in parts)
     except ReferenceSyntaxError:
         return None
-    return OutputTarget(paths, op if len(paths) > 1 else None)
+    return OutputTarget.of(paths, op)
 
 
 def prescription(spec: Any) -> Prescription | None:
@@ -99,8 +97,7 @@ def same_target(a: OutputTarget, b: OutputTarget) -> bool:
 
 
 def target_text(t: OutputTarget) -> str:
-    sep = f" {t.op} " if t.op else ""
-    return sep.join(p.text() for p in t.paths) if sep else t.paths[0].text()
+    return t.text()
 
 
 def prescribe_call(call: Call, spec: Any) -> Call:
@@ -112,7 +109,7 @@ def prescribe_call(call: Call, spec: Any) -> Call:
         return call
     span = call.tool_span or call.span
     paths = tuple(replace(r, span=span) for r in p.target.paths)
-    return replace(call, output=OutputTarget(paths, p.target.op, span=span))
+    return replace(call, output=OutputTarget.of(paths, p.target.op, span=span))
 
 
 def prescribe_plan(plan: Plan, tools: Any) -> Plan:

@@ -36,7 +36,7 @@ import sys
 from typing import Any
 
 from .diagnostics import Span
-from .errors import SophonError
+from .errors import OptionTypeError, SophonError
 from .model import Expression, ListValue, Literal, ObjectValue, Reference, Template, Value
 from .values import QUERY_SEGMENT, escape_text, template_to_string  # template_to_string: re-exported
 
@@ -46,6 +46,7 @@ __all__ = [
     "json_to_value",
     "parse_reference",
     "parse_string_value",
+    "parse_template",
     "query_value",
     "template_to_string",
 ]
@@ -257,6 +258,12 @@ def _split_operators(text: str) -> list[str]:
     return out
 
 
+def parse_template(text: str, span: Span | None) -> Value:
+    """``text`` read as a template (text with ``†`` references; ``††`` a dagger), never as
+    a whole-value reference or expression."""
+    return _parse_template(text, span)
+
+
 def _parse_template(text: str, span: Span | None) -> Value:
     parts: list[Any] = []
     buf: list[str] = []
@@ -304,4 +311,4 @@ def json_to_value(data: Any, span: Span | None = None) -> Value:
         return ListValue(tuple(json_to_value(v, span) for v in data), span)
     if data is None or isinstance(data, (bool, int, float)):
         return Literal(data, span)
-    raise TypeError(f"not JSON: {type(data).__name__}")
+    raise OptionTypeError(f"not JSON: {type(data).__name__}")

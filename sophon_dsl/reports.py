@@ -12,6 +12,7 @@ import os
 from typing import Iterable, Sequence
 from urllib.parse import quote
 
+from .errors import OptionError
 from .diagnostics import CODES, Diagnostic, Severity, render_json, render_text, sort_key
 
 __all__ = ["REPORT_FORMATS", "render", "render_github", "render_sarif", "sarif_log"]
@@ -35,7 +36,7 @@ def render(diagnostics: Sequence[Diagnostic], form: str, sources: dict[str, str]
         return render_sarif(diagnostics)
     if form == "github":
         return render_github(diagnostics)
-    raise ValueError(f"unknown report format {form!r}; expected one of {', '.join(REPORT_FORMATS)}")
+    raise OptionError(f"unknown report format {form!r}; expected one of {', '.join(REPORT_FORMATS)}")
 
 
 # -- SARIF -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
-from .errors import SophonError
+from .errors import OptionError, OptionTypeError, SophonError
 from .model import Call, Risk, ToolDecl
 from .typed_dicts import pydantic_ready
 
@@ -195,7 +195,7 @@ class ToolSpec:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.func is None:
-            raise TypeError(f"tool {self.name!r} is latent: it has no Python implementation")
+            raise OptionTypeError(f"tool {self.name!r} is latent: it has no Python implementation")
         return self.func(*args, **kwargs)
 
 
@@ -410,9 +410,9 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     """
     level = risk if isinstance(risk, Risk) else Risk.parse(risk)
     if placement not in ("any", "local"):
-        raise ValueError(f"placement must be 'any' or 'local', not {placement!r}")
+        raise OptionError(f"placement must be 'any' or 'local', not {placement!r}")
     if data_flow not in (None, "local-source", "network-sink"):
-        raise ValueError(f"data_flow must be 'local-source', 'network-sink' or None, not {data_flow!r}")
+        raise OptionError(f"data_flow must be 'local-source', 'network-sink' or None, not {data_flow!r}")
 
     def wrap(fn: Callable[..., Any]) -> ToolSpec:
         tool_name = name or fn.__name__
@@ -423,8 +423,8 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             try:
                 derived_in, derived_out = schemas_from_function(fn)
             except Exception as exc:  # pydantic cannot describe a hint: say which tool, where and why
-                raise TypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
-                                f"from the type hints: {_hint_problem(fn, exc)}") from exc
+                raise OptionTypeError(f"@tool {name or getattr(fn, '__name__', fn)!r}: cannot build a JSON Schema "
+                                      f"from the type hints: {_hint_problem(fn, exc)}") from exc
             return (input_schema if input_schema is not None else derived_in,
                     output_schema if output_schema is not None else derived_out)
 

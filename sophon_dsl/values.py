@@ -53,7 +53,7 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
-from .errors import SophonError
+from .errors import OptionTypeError, SophonError
 
 __all__ = [
     "NotLiteral",
@@ -87,7 +87,7 @@ class ValueVisitor:
         try:
             kind = node.node_kind
         except AttributeError:
-            raise TypeError(f"not a plan value: {node!r}") from None
+            raise OptionTypeError(f"not a plan value: {node!r}") from None
         return getattr(self, kind)(node)
 
     def literal(self, node: Any) -> Any:
@@ -121,7 +121,7 @@ class _Fold(ValueVisitor):
         try:
             kind = node.node_kind
         except AttributeError:
-            raise TypeError(f"not a plan value: {node!r}") from None
+            raise OptionTypeError(f"not a plan value: {node!r}") from None
         fn = self._fns.get(kind)
         return fn(node) if fn is not None else getattr(self, kind)(node)
 
@@ -131,7 +131,7 @@ def fold(value: Any, **fns: Callable[[Any], Any]) -> Any:
     the kinds not given behave as :class:`ValueVisitor`'s defaults."""
     unknown = set(fns) - {"literal", "list", "object", "reference", "expression", "template"}
     if unknown:
-        raise TypeError(f"fold() got unknown node kinds: {', '.join(sorted(unknown))}")
+        raise OptionTypeError(f"fold() got unknown node kinds: {', '.join(sorted(unknown))}")
     return _Fold(fns).visit(value)
 
 

@@ -30,7 +30,9 @@ class UnreadBranches(Rule):
             # the last alternative is the catch: a failure's error object lands there and is
             # the plan's recorded outcome, which the next turn reads (Acts 004, "Failure and
             # Replanning"), so only the alternatives before it need a reader in the plan
-            for ref in out.paths[:-1]:
+            for k, ref in enumerate(out.paths):
+                if out.is_catch(k):
+                    continue
                 key = ref.key
                 if key in read_below or any(key[:k] in read_keys for k in range(1, len(key) + 1)):
                     continue
@@ -60,7 +62,7 @@ class CollapsedBranches(Rule):
         tab = ctx.sigs[i].tab
         if tab.spec is None or not tab.latent:
             return
-        alts = " || ".join(r.text() for r in out.paths)
+        alts = out.text()
         if call.inline_output is not None:
             why = "its inline _output was produced on one branch only"
         else:
@@ -104,4 +106,4 @@ class CollectedBranches(Rule):
 def _collects(call: Call, ref) -> bool:
     out = call.output
     return (out is not None and out.is_branching and out.method in (OutputMethod.PUSH, OutputMethod.CONCAT)
-            and any(p.kind == ref.kind and p.path == ref.path for p in out.paths))
+            and out.holds(ref))

@@ -103,8 +103,7 @@ class MapBodies(Rule):
                 found = True
                 call = ctx.calls[j]
                 out = call.output
-                if out is None or out.method is not OutputMethod.SET or (out.is_branching and
-                                                                         pidx == len(out.paths) - 1):
+                if out is None or out.method is not OutputMethod.SET or out.is_catch(pidx):
                     return None
                 spec = ctx.table(call.tool).spec
                 root = spec.output_schema if spec is not None else None

@@ -62,7 +62,6 @@ class StateWrites(Rule):
         if out is None or not isinstance(schema, dict) or not schema:
             return
         paths = out.paths
-        last = len(paths) - 1 if out.is_branching else -1
         for k, p in enumerate(paths):
             kind = p.kind
             if kind != "state" and base_kind(kind) != "state":
@@ -71,7 +70,7 @@ class StateWrites(Rule):
             if sub is False:
                 self.ctx.diag("E308", f"call {self.ctx.ids[i]} writes {p.text()}, which the plan's state schema "
                                       "does not allow", p.span or self.ctx.call_span(i), call=i)
-            elif expected is not None and k != last:  # a branch's last alternative may receive an error object
+            elif expected is not None and not out.is_catch(k):  # the catch may receive an error object
                 produced = self.produced(call, out.method)
                 if produced is not None and not types_compatible(produced, expected):
                     self.ctx.diag("E309", f"call {self.ctx.ids[i]} writes {p.text()} as {fmt_types(produced)} "

@@ -230,7 +230,7 @@ class ParamTypes(Rule):
         out = call.output
         if out is None:
             return None
-        if out.is_branching and pidx == len(out.paths) - 1:
+        if out.is_catch(pidx):
             return None  # the last alternative may receive an error object
         if out.method in (OutputMethod.PUSH, OutputMethod.CONCAT):
             return ({"type": "array"}, None) if not sub else None

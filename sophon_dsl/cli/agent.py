@@ -232,7 +232,7 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The run store the agent is recorded in (None with --no-store) and the run's id."""
     import uuid
 
-    from ..durable.clistore import open_cli_store
+    from .store import open_cli_store
 
     if getattr(args, "no_store", False):
         return None, None
@@ -242,7 +242,7 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
 def _meta(args: argparse.Namespace) -> dict:
     """What a resume from another process needs again: the tool flags, the provider, the
     delegate directory."""
-    from ..durable.clistore import tool_meta
+    from .store import tool_meta
     from ..durable.trust import seal_meta
 
     meta = tool_meta(args)
@@ -254,7 +254,7 @@ def resume_agent(args: argparse.Namespace, store: Any, row: dict, approve: str, 
                  force: bool = False) -> int:
     """``sophon-dsl resume RUN_ID`` of an agent run: the run's tools, provider and model unless
     given again (``--tools``, ``--provider``, ``--model``); recorded replies are not asked for again."""
-    from ..durable.clistore import stored_config, tool_args
+    from .store import stored_config, tool_args
     from ..durable.resume import LEASE_HELD, StoreRunError
     from ..llm.agent import Agent
 

@@ -12,7 +12,7 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..durable.clistore import open_cli_store, stored_config
+    from .store import open_cli_store, stored_config
     from ..durable.report import shown_text, waiting_lines, waiting_view
     from ..durable.session import shown
     from .resume import continue_run

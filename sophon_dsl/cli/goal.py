@@ -104,7 +104,7 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The run store the goal is recorded in (unless --no-store) and the goal's run id."""
     import uuid
 
-    from ..durable.clistore import open_cli_store
+    from .store import open_cli_store
 
     if args.no_store:
         return None, None
@@ -113,7 +113,7 @@ def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 def _meta(args: argparse.Namespace) -> dict:
     """What ``sophon-dsl approve`` needs to continue the goal in another process."""
-    from ..durable.clistore import tool_meta
+    from .store import tool_meta
     from ..durable.trust import seal_meta
 
     return seal_meta({**tool_meta(args), "planner_provider": args.planner_provider,
@@ -131,7 +131,7 @@ def _watch(as_json: bool) -> tuple[Any, dict[str, Any]]:
 def continue_goal(args: argparse.Namespace, store: Any, row: dict) -> int:
     """``sophon-dsl approve RUN_ID`` on a goal: rebuild the runner from what the goal kept
     (tools, providers, limits) and continue it with the stored answer."""
-    from ..durable.clistore import stored_config, tool_args
+    from .store import stored_config, tool_args
     from ..goals import GoalResumeError, GoalRunner
     from ..llm.agent import Agent
 

@@ -14,7 +14,7 @@ __all__ = ["continue_run", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..durable.clistore import open_cli_store
+    from .store import open_cli_store
 
     store = open_cli_store(args.store, create=False)
     try:
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: str, force: bool = False) -> int:
     """Resume ``args.run_id`` from ``store`` with the tools given now, else the run's own."""
-    from ..durable.clistore import stored_config, tool_args
+    from .store import stored_config, tool_args
     from ..durable.resume import RUN_NOT_FOUND, StoreRunError
     from ..runtime import PlanInvalid
 

@@ -109,7 +109,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
             options["advisor"] = LLMAdvisor(options["executor"].provider, args.model)
     if args.tool_executor is not None:
         options["tool_executor"] = args.tool_executor
-    from ..durable.clistore import run_store_options
+    from .store import run_store_options
 
     run_store_options(args, options)  # recorded for resume unless --no-store (docs/runtime.md)
     if args.provider and _has_steps(plan):

@@ -13,7 +13,7 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..durable.clistore import open_cli_store
+    from .store import open_cli_store
 
     store = open_cli_store(args.store, create=False)
     try:

@@ -26,7 +26,7 @@ def _existing_store(url: str | None) -> tuple[object, str]:
     from urllib.parse import unquote, urlsplit
 
     from ..durable import default_store_url
-    from ..durable.clistore import open_cli_store
+    from .store import open_cli_store
     from .common import UsageError
 
     url = url or default_store_url()

@@ -10,6 +10,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..errors import OptionError
 from .current import CurrentCall, current_call
 
 __all__ = ["CurrentCall", "current_call", "default_store_url", "delete_runs", "open_store", "parse_age",
@@ -27,7 +28,7 @@ def open_store(url: Any) -> Any:
     if scheme == "sqlite":
         path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
         if not path:
-            raise ValueError(f"store URL {url!r} names no file: sqlite:///path.db")
+            raise OptionError(f"store URL {url!r} names no file: sqlite:///path.db", code="Store.UrlInvalid")
         opts = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         from .sqlite import SqliteRunStore
 
@@ -36,7 +37,8 @@ def open_store(url: Any) -> Any:
         from .postgres import PostgresRunStore
 
         return PostgresRunStore(url)
-    raise ValueError(f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://...")
+    raise OptionError(f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://...",
+                      code="Store.UrlInvalid")
 
 
 def sqlite_path(url: Any) -> str | None:
@@ -61,7 +63,7 @@ def parse_age(text: str) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"expected an age such as 30d, 12h, 90m or 45s, got {text!r}")
+        raise OptionError(f"expected an age such as 30d, 12h, 90m or 45s, got {text!r}")
     return value * (unit or 1)
 
 
@@ -88,7 +90,7 @@ def prune_runs(older_than: Any, *, status: str | None = None, store: Any = None)
     those with ``status``, else every finished one (``sophon-dsl runs prune``)."""
     age = parse_age(older_than) if isinstance(older_than, str) else float(older_than)
     if not age >= 0:
-        raise ValueError(f"older_than must be >= 0, not {older_than!r}")
+        raise OptionError(f"older_than must be >= 0, not {older_than!r}")
     st, mine = _opened(store)
     try:
         return st.prune_runs(age, status)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..diagnostics import Span
-from ..model import Call, ListValue, Literal, ObjectValue, OutputMethod, OutputTarget, Param, Plan
+from ..model import Call, ListValue, Literal, ObjectValue, OutputTarget, Param, Plan
 from ..refs import parse_reference, parse_string_value
 from ..runtime.errors import PlanInvalid
 from ..syntax.attributes import convert_attribute, param_name
@@ -116,7 +116,7 @@ def _call(doc: Any, names: dict) -> Call:
     output = None
     if path is not None:
         paths, op = _output_path(path)
-        output = OutputTarget(paths, op, OutputMethod.SET if method is None else method, _AT)
+        output = OutputTarget.of(paths, op, method, _AT)
     elif method is not None:
         raise _Unusual
     return Call(tool=tool, params=tuple(params), output=output, span=_AT, tool_span=_AT, attr_spans=tuple(attrs),
@@ -126,12 +126,11 @@ def _call(doc: Any, names: dict) -> Call:
 def _output_path(text: Any) -> tuple[tuple, str | None]:
     if type(text) is not str:
         raise _Unusual
-    text = text.strip()
-    has_or, has_and = "||" in text, "&&" in text
-    if has_or and has_and:
+    split = OutputTarget.split(text)
+    if split is None:
         raise _Unusual
-    op = "||" if has_or else "&&" if has_and else None
-    paths = tuple(parse_reference(p.strip(), _AT) for p in (text.split(op) if op else (text,)))
+    op, parts = split
+    paths = tuple(parse_reference(p, _AT) for p in parts)
     if any(p.query is not None for p in paths):
         raise _Unusual
     return paths, op

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import SophonError
 from .base import RunStore
 
-__all__ = ["PostgresRunStore"]
+__all__ = ["PostgresDriverMissing", "PostgresRunStore"]
+
+
+class PostgresDriverMissing(SophonError, RuntimeError):
+    """psycopg 3 is not installed (the ``postgres`` extra)."""
+
+    code = "Store.DriverMissing"
 
 _MIGRATION_LOCK = 0x50D0_0013  # any constant of ours: pg_advisory_xact_lock key
 
@@ -28,7 +35,7 @@ class PostgresRunStore(RunStore):
         try:
             import psycopg
         except ImportError as exc:  # pragma: no cover - the extra is not installed
-            raise RuntimeError("PostgreSQL stores need psycopg 3: pip install 'sophon-dsl[postgres]'") from exc
+            raise PostgresDriverMissing("PostgreSQL stores need psycopg 3: pip install 'sophon-dsl[postgres]'") from exc
         return psycopg.connect(self.url, autocommit=False)
 
     def _begin(self, conn: Any) -> Any:

@@ -19,6 +19,7 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..errors import OptionError
 from ..maps import body_ids
 from ..model import Call, Plan, Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
@@ -100,7 +101,7 @@ class DurableRun:
                  committed: dict | None = None, log: list | None = None, intents: dict | None = None,
                  decisions: dict | None = None, owner: str | None = None) -> None:
         if unknown not in ("ask", "rerun", "fail"):
-            raise ValueError(f"unknown must be 'ask', 'rerun' or 'fail', not {unknown!r}")
+            raise OptionError(f"unknown must be 'ask', 'rerun' or 'fail', not {unknown!r}")
         self.backend = backend
         self.run_id = run_id
         self.unknown = unknown

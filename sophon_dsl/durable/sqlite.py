@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from ..errors import OptionError
 from ..private import private_sqlite_file
 from .base import RunStore
 
@@ -20,7 +21,7 @@ __all__ = ["SqliteRunStore"]
 class SqliteRunStore(RunStore):
     def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA", "OFF"):
-            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+            raise OptionError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = path
         self.url = f"sqlite:///{path}"
         self.synchronous = synchronous.upper()

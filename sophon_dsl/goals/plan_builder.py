@@ -66,7 +66,7 @@ def steps_to_plan(goal: str, steps: Sequence[PlannedStep], *, plan_id: str = "go
             Param("inputs", ObjectValue(tuple((d, _dependency(d, planned)) for d in s.depends_on))),
             Param("facts", Reference("input", ("facts",))),
         ]
-        calls.append(Call(STEP_TOOL, tuple(params), OutputTarget((Reference("state", ("steps", s.id)),)),
+        calls.append(Call(STEP_TOOL, tuple(params), OutputTarget.of((Reference("state", ("steps", s.id)),)),
                           id=s.id, success_criterion=s.success_criterion))
     return Plan(tuple(calls), goal=goal, id=plan_id, input_schema=_input_schema(steps, planned))
 

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import SophonError
+from ..errors import InsideEventLoop, OptionError, SophonError
 from ..model import Risk
 from ..runtime.approval import ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import RunError
@@ -61,9 +61,9 @@ def _limit(value: int | None, env: str, default: int) -> int:
         try:
             value = int(raw)
         except ValueError:
-            raise ValueError(f"{env} must be a whole number, not {raw!r}") from None
+            raise OptionError(f"{env} must be a whole number, not {raw!r}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{env.lower()} must be a whole number >= 0, not {value!r}")
+        raise OptionError(f"{env.lower()} must be a whole number >= 0, not {value!r}")
     return value
 
 
@@ -104,7 +104,7 @@ class GoalRunner:
         self.max_goal_steps = _limit(max_goal_steps, "MAX_GOAL_STEPS", DEFAULT_MAX_GOAL_STEPS)
         self.max_replans = _limit(max_replans, "MAX_REPLAN_ATTEMPTS", DEFAULT_MAX_REPLANS)
         if subagent_turns < 1:
-            raise ValueError("subagent_turns must be at least 1")
+            raise OptionError("subagent_turns must be at least 1")
         self.subagent_turns = subagent_turns
         self.roles = dict(roles or {})
         self.approver = normalize_approver(approve) if approve is not None else None
@@ -122,7 +122,7 @@ class GoalRunner:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.arun(goal, input=input))
-        raise RuntimeError("GoalRunner.run() was called inside a running event loop; use 'await runner.arun(...)'")
+        raise InsideEventLoop("GoalRunner.run() was called inside a running event loop; use 'await runner.arun(...)'")
 
     async def arun(self, goal: str, *, input: Any = None, run_id: str | None = None) -> GoalResult:
         """Reach ``goal``. With a ``store``, the goal is recorded under ``run_id`` (minted when

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InsideEventLoop, OptionError
 from ..checks.schema import offline_validator
 from ..diagnostics import Diagnostic
 from ..model import Call, Mode, Plan, Risk
@@ -213,10 +214,10 @@ class Agent:
         self.max_turns = max_turns
         self.approve = approve if approve is not None else "no"
         if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
-            raise ValueError(f"max_calls must be a positive integer or None, not {max_calls!r}")
+            raise OptionError(f"max_calls must be a positive integer or None, not {max_calls!r}")
         self.max_calls = max_calls
         if dispatch not in DISPATCHES:
-            raise ValueError(f"dispatch must be one of {', '.join(map(repr, DISPATCHES))}, not {dispatch!r}")
+            raise OptionError(f"dispatch must be one of {', '.join(map(repr, DISPATCHES))}, not {dispatch!r}")
         self.dispatch = dispatch
         self.stateless = bool(stateless)
         self.model = model
@@ -230,7 +231,7 @@ class Agent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         if max_time is not None and not max_time > 0:  # (also refuses nan)
-            raise ValueError(f"max_time must be a number of seconds > 0, not {max_time!r}")
+            raise OptionError(f"max_time must be a number of seconds > 0, not {max_time!r}")
         self.max_time = max_time
         self.system = system
         self.run_options = dict(run_options or {})
@@ -238,11 +239,11 @@ class Agent:
         self.approval_risk = approval_risk
         self.stream_order = stream_order  # "any" or "written" (runtime.feed: when streamed reads are decided)
         if reply_form not in ("dsl", "json"):
-            raise ValueError(f"reply_form must be 'dsl' or 'json', not {reply_form!r}")
+            raise OptionError(f"reply_form must be 'dsl' or 'json', not {reply_form!r}")
         self.reply_form = reply_form  # the form the system prompt teaches; replies in either form are read
         if max_reply_bytes is not None and (isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int)
                                             or max_reply_bytes < 1):
-            raise ValueError(f"max_reply_bytes must be a positive number of bytes or None, not {max_reply_bytes!r}")
+            raise OptionError(f"max_reply_bytes must be a positive number of bytes or None, not {max_reply_bytes!r}")
         self.max_reply_bytes = max_reply_bytes
         self._depth = _depth
         self.taint = taint if taint is not None else TaintSet()  # shared with sub-agents (goal steps, delegates)
@@ -253,7 +254,7 @@ class Agent:
         # `sophon-dsl approve RUN_ID` (each turn's recorded run asks its stored decisions first)
         if isinstance(self.approve, str) and self.approve.lower() == "wait":
             if store is None:
-                raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
+                raise OptionError("approve='wait' needs a store: the run waits in it for a decision")
             from ..durable.session import WAIT
 
             self._approver: Any = WAIT
@@ -318,7 +319,7 @@ class Agent:
 
             return run_sync(self.arun(request, input=input, state=state, instances=instances,
                                       planning=planning, run_id=run_id, plan=plan))
-        raise RuntimeError("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
+        raise InsideEventLoop("Agent.run() was called inside a running event loop; use 'await agent.arun(...)'")
 
     async def arun(self, request: str, *, input: Any = None, state: Any = None,
                    instances: dict[str, dict] | None = None, planning: Any = None,
@@ -703,7 +704,7 @@ def _check_run_options(options: dict) -> None:
     names = {f.name for f in fields(RunOptions)}
     unknown = sorted(k for k in options if k not in names)
     if unknown:
-        raise ValueError(f"unknown run option(s) in run_options: {', '.join(unknown)}")
+        raise OptionError(f"unknown run option(s) in run_options: {', '.join(unknown)}")
     opts = RunOptions()
     for k, v in options.items():
         setattr(opts, k, v)

@@ -21,6 +21,8 @@ import re
 from fnmatch import fnmatchcase
 from typing import Iterable, Protocol, runtime_checkable
 
+from ..errors import OptionError
+
 __all__ = ["Capable", "KNOWN_MODELS", "USUAL", "capability_name", "declared", "model_capabilities",
            "parse_declared", "split_specs"]
 
@@ -105,7 +107,7 @@ def parse_declared(spec: str) -> tuple[str, frozenset[str] | None]:
     names = [n.strip() for n in m.group(2).replace("+", ",").split(",") if n.strip()]
     bad = [n for n in names if not _NAME.fullmatch(n)]
     if bad:
-        raise ValueError(f"{bad[0]!r} in {spec!r} is not a capability name (a word such as reasoning, "
+        raise OptionError(f"{bad[0]!r} in {spec!r} is not a capability name (a word such as reasoning, "
                          "code_generation or vision)")
     return m.group(1).strip(), frozenset(capability_name(n) for n in names)
 

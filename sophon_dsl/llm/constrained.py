@@ -26,6 +26,7 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
+from ..errors import OptionError
 from ..syntax.attributes import param_key, param_name
 
 __all__ = [
@@ -70,7 +71,8 @@ def _rx(pattern: str) -> str:
             break
         pattern = stripped
     if re.search(r"\(\?<?[!=]", pattern):
-        raise ValueError(f"lookaround inside a terminal is not translatable: {pattern!r}")
+        # (the grammar is ours: a terminal written with a lookaround is a bug of this package)
+        raise AssertionError(f"lookaround inside a terminal is not translatable: {pattern!r}")
     out = []
     for ch in pattern:
         if ch == "/":
@@ -200,12 +202,12 @@ def decoder_grammar(format: str = "llguidance") -> str:
     ``llguidance.LLMatcher.grammar_from_lark`` and by servers built on
     llguidance (vLLM, SGLang, llama.cpp with LLGUIDANCE).  ``format="lark"``:
     the source grammar ``grammar/sophon.lark`` as the parser uses it (Lark
-    LALR with the bracket-aware post-lexer of ``dsl_parser.py``).
+    LALR with the bracket-aware post-lexer of ``dsl_lexing.py``).
     """
     if format == "lark":
         return _lark_grammar_text()
     if format != "llguidance":
-        raise ValueError(f"unknown grammar format {format!r}; expected 'llguidance' or 'lark'")
+        raise OptionError(f"unknown grammar format {format!r}; expected 'llguidance' or 'lark'")
     src = _lark_grammar_text()
     if _CACHE.get("src") != src:
         _CACHE["src"] = src
@@ -548,12 +550,12 @@ def solution_schema(tools: Any, *, output_schema: Any = None, meta: Iterable[str
     """
     specs = sorted(_tools_of(tools), key=lambda t: t.name)
     if not specs:
-        raise ValueError("no tools: the solution schema needs at least one registered tool")
+        raise OptionError("no tools: the solution schema needs at least one registered tool")
     b = _Builder(strict, patterns)
     meta = tuple(meta)
     unknown = [m for m in meta if m not in ALL_META]
     if unknown:
-        raise ValueError(f"unknown meta-properties {unknown}; choose from {', '.join(ALL_META)}")
+        raise OptionError(f"unknown meta-properties {unknown}; choose from {', '.join(ALL_META)}")
     branches = [b.call(t, meta) for t in specs]
     if maps:
         branches.append(b.map_call(meta))

@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any
 
+from ..errors import OptionTypeError
 from ..model import Plan
 
 __all__ = ["as_plan"]
@@ -35,5 +36,5 @@ def as_plan(value: Any) -> Plan | None:
         return loads(value, "json" if head in ("[", "{") else "dsl")
     if isinstance(value, (list, dict)):
         return loads(json.dumps(value, ensure_ascii=False), "json")
-    raise TypeError(f"plan must be a Plan, plan text, plan data (a list or dict) or a path, not "
+    raise OptionTypeError(f"plan must be a Plan, plan text, plan data (a list or dict) or a path, not "
                     f"{type(value).__name__}")

@@ -18,12 +18,13 @@ import re
 from typing import Any
 
 from ..checks.schema import offline_validator
+from ..errors import SophonError
 from ..planning.routing import route_for
 from ..runtime.errors import RunError, TOOL_OUTPUT_INVALID
 from ..runtime.protocols import Branch, LatentRequest
 from .provider import Message, Provider, ProviderError, collect
 
-__all__ = ["LATENT_FAILED", "LLMLatentExecutor", "branch_schema", "parse_json_reply", "wrap_schema"]
+__all__ = ["LATENT_FAILED", "LLMLatentExecutor", "ReplyNotJson", "branch_schema", "parse_json_reply", "wrap_schema"]
 
 LATENT_FAILED = "Latent.Failed"
 
@@ -49,7 +50,7 @@ def wrap_schema(schema: Any) -> tuple[dict | None, bool]:
 def alternatives(call: Any) -> tuple:
     """The alternatives of a branching output path (``†a || †b``) the model picks from; () for others."""
     out = call.output
-    if out is None or out.op != "||" or len(out.paths) < 2:
+    if out is None or not out.is_branching:
         return ()
     return out.paths
 
@@ -75,6 +76,12 @@ def _picked(call: Any, paths: tuple, value: Any) -> tuple[int, Any]:
                                         f"an alternative of its output path")
 
 
+class ReplyNotJson(SophonError, ValueError):
+    """A model's reply holds no JSON value (:func:`parse_json_reply`)."""
+
+    code = "Latent.ReplyNotJson"
+
+
 def parse_json_reply(text: str) -> Any:
     """The JSON value of a reply (code fences and surrounding prose tolerated)."""
     body = text.strip()
@@ -92,7 +99,7 @@ def parse_json_reply(text: str) -> Any:
                 return json.loads(body[a:b + 1])
             except json.JSONDecodeError:
                 continue
-    raise ValueError("the reply is not JSON")
+    raise ReplyNotJson("the reply is not JSON")
 
 
 class LLMLatentExecutor:

@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
+from ..errors import OptionError
 from ..checks import Checker, deferred_codes
 from ..compiler import MAP_SPEC, effective_registry
 from ..diagnostics import Diagnostic
@@ -426,7 +427,7 @@ class StreamTurn:
                  dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None,
                  order: str = "any", store: Any = None, on_start: Callable[[Scheduler], Any] | None = None):
         if order not in ORDERS:
-            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+            raise OptionError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         self.order = order
         self.mode = Mode(mode)
         self.registry = registry

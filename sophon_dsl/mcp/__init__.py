@@ -23,7 +23,8 @@ Each module imports only those listed before it.
 
 from __future__ import annotations
 
-from .config import McpServerConfig, is_mcp_config_file, is_mcp_source, load_mcp_config, parse_mcp_source
+from .config import (McpConfigError, McpServerConfig, is_mcp_config_file, is_mcp_source, load_mcp_config,
+                     parse_mcp_source)
 from .connection import McpConnection, close_all, shared_connection
 from .conversion import convert_result, risk_from_annotations, tool_to_spec
 from .errors import MCP_CONNECTION_FAILED, MCP_ERROR, MCP_TOOL_ERROR, McpToolError
@@ -35,6 +36,7 @@ __all__ = [
     "MCP_ERROR",
     "MCP_TOOL_ERROR",
     "McpConnection",
+    "McpConfigError",
     "McpServerConfig",
     "McpToolError",
     "McpToolSource",

@@ -17,10 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..errors import OptionError
 from ..model import Risk
 
-__all__ = ["McpServerConfig", "config_key", "is_mcp_config_file", "is_mcp_source", "load_mcp_config",
+__all__ = ["McpConfigError", "McpServerConfig", "config_key", "is_mcp_config_file", "is_mcp_source", "load_mcp_config",
            "one_server", "parse_mcp_source"]
+
+
+class McpConfigError(OptionError):
+    """An MCP source or config file that cannot be used (a ``ValueError`` too)."""
+
+    code = "Mcp.ConfigInvalid"
 
 
 @dataclass(frozen=True)
@@ -55,13 +62,13 @@ class McpServerConfig:
 
     def __post_init__(self) -> None:
         if self.transport not in ("stdio", "http"):
-            raise ValueError(f"unknown MCP transport {self.transport!r}; expected 'stdio' or 'http'")
+            raise McpConfigError(f"unknown MCP transport {self.transport!r}; expected 'stdio' or 'http'")
         if self.transport == "stdio" and not self.command:
-            raise ValueError("an MCP stdio server needs a command")
+            raise McpConfigError("an MCP stdio server needs a command")
         if self.transport == "http" and not self.url:
-            raise ValueError("an MCP HTTP server needs a url")
+            raise McpConfigError("an MCP HTTP server needs a url")
         if self.stderr not in ("capture", "inherit"):
-            raise ValueError(f"stderr must be 'capture' or 'inherit', not {self.stderr!r}")
+            raise McpConfigError(f"stderr must be 'capture' or 'inherit', not {self.stderr!r}")
 
     @property
     def label(self) -> str:
@@ -105,7 +112,7 @@ def is_mcp_config_file(source: str) -> bool:
 def parse_mcp_source(source: str) -> list[McpServerConfig]:
     """``mcp:stdio:COMMAND ARGS...``, ``mcp:http:URL`` (or ``mcp:URL``), ``mcp:FILE`` / ``FILE.mcp.json``.
 
-    A config file may end with ``#name1,name2`` to pick servers.  Raises ``ValueError``.
+    A config file may end with ``#name1,name2`` to pick servers.  Raises :class:`McpConfigError` (a ``ValueError``).
     """
     if source.startswith("mcp:"):
         rest = source[4:]
@@ -113,9 +120,10 @@ def parse_mcp_source(source: str) -> list[McpServerConfig]:
             try:
                 argv = shlex.split(rest[6:])
             except ValueError as exc:
-                raise ValueError(f"cannot split the command line {rest[6:]!r}: {exc}") from None
+                raise McpConfigError(f"cannot split the command line {rest[6:]!r}: {exc}") from None
             if not argv:
-                raise ValueError("mcp:stdio: needs a command, e.g. mcp:stdio:'npx -y @modelcontextprotocol/server-everything'")
+                raise McpConfigError("mcp:stdio: needs a command, e.g. "
+                                     "mcp:stdio:'npx -y @modelcontextprotocol/server-everything'")
             return [McpServerConfig("stdio", command=argv[0], args=tuple(argv[1:]))]
         for tag in ("http:", "streamable-http:", "https:"):
             if rest.startswith(tag) and not rest.startswith(("http://", "https://")):
@@ -126,9 +134,9 @@ def parse_mcp_source(source: str) -> list[McpServerConfig]:
         if rest.startswith(("http://", "https://")):
             return [McpServerConfig("http", url=_check_url(rest))]
         if rest.startswith("sse:"):
-            raise ValueError("the legacy SSE transport is not supported; use streamable HTTP (mcp:http:URL)")
+            raise McpConfigError("the legacy SSE transport is not supported; use streamable HTTP (mcp:http:URL)")
         if not rest:
-            raise ValueError("empty MCP source; expected mcp:stdio:COMMAND, mcp:http:URL or mcp:CONFIG.json")
+            raise McpConfigError("empty MCP source; expected mcp:stdio:COMMAND, mcp:http:URL or mcp:CONFIG.json")
         base, names = _split_fragment(rest)
         return load_mcp_config(base, names)
     base, names = _split_fragment(source)
@@ -137,7 +145,7 @@ def parse_mcp_source(source: str) -> list[McpServerConfig]:
 
 def _check_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"an MCP HTTP source needs an http:// or https:// URL, not {url!r}")
+        raise McpConfigError(f"an MCP HTTP source needs an http:// or https:// URL, not {url!r}")
     return url
 
 
@@ -153,7 +161,7 @@ def _expand(value: Any, where: str) -> Any:
                 return os.environ[var]
             if default is not None:
                 return default
-            raise ValueError(f"{where}: environment variable {var} is not set")
+            raise McpConfigError(f"{where}: environment variable {var} is not set")
         return _VAR.sub(sub, value)
     if isinstance(value, list):
         return [_expand(v, where) for v in value]
@@ -174,24 +182,24 @@ def load_mcp_config(path: str | os.PathLike, names: Iterable[str] | None = None)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ValueError(f"cannot read MCP config {str(p)!r}: {exc.strerror or exc}") from None
+        raise McpConfigError(f"cannot read MCP config {str(p)!r}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise ValueError(f"MCP config {str(p)!r} is not valid JSON: {exc}") from None
+        raise McpConfigError(f"MCP config {str(p)!r} is not valid JSON: {exc}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
-        raise ValueError(f"MCP config {str(p)!r} has no \"mcpServers\" object")
+        raise McpConfigError(f"MCP config {str(p)!r} has no \"mcpServers\" object")
     wanted = list(names) if names else None
     if wanted:
         missing = [n for n in wanted if n not in servers]
         if missing:
-            raise ValueError(f"MCP config {str(p)!r} has no server named {', '.join(map(repr, missing))}; "
-                             f"it has {', '.join(map(repr, servers)) or 'none'}")
+            raise McpConfigError(f"MCP config {str(p)!r} has no server named {', '.join(map(repr, missing))}; "
+                                 f"it has {', '.join(map(repr, servers)) or 'none'}")
     out: list[McpServerConfig] = []
     for name, entry in servers.items():
         if wanted is not None and name not in wanted:
             continue
         if not isinstance(entry, dict):
-            raise ValueError(f"MCP config {str(p)!r}: server {name!r} must be an object")
+            raise McpConfigError(f"MCP config {str(p)!r}: server {name!r} must be an object")
         if entry.get("disabled") and wanted is None:
             continue
         out.append(_server_from_entry(name, entry, p.resolve().parent, f"{p}: server {name!r}"))
@@ -205,20 +213,20 @@ _ENTRY_KEYS = {"type", "transport", "command", "args", "env", "cwd", "url", "hea
 def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, where: str) -> McpServerConfig:
     unknown = sorted(set(entry) - _ENTRY_KEYS)
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise McpConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     entry = _expand(dict(entry), where)
     kind = str(entry.get("type") or entry.get("transport") or ("http" if "url" in entry else "stdio")).lower()
     if kind in ("streamable-http", "streamablehttp", "streamable_http", "http"):
         kind = "http"
     elif kind == "sse":
-        raise ValueError(f"{where}: the legacy SSE transport is not supported; use streamable HTTP")
+        raise McpConfigError(f"{where}: the legacy SSE transport is not supported; use streamable HTTP")
     elif kind != "stdio":
-        raise ValueError(f"{where}: unknown type {kind!r}; expected stdio or http")
+        raise McpConfigError(f"{where}: unknown type {kind!r}; expected stdio or http")
 
     def strings(key: str) -> tuple[str, ...]:
         value = entry.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{where}: {key!r} must be a list of strings")
+            raise McpConfigError(f"{where}: {key!r} must be a list of strings")
         return tuple(value)
 
     def mapping(key: str) -> dict[str, str] | None:
@@ -226,7 +234,7 @@ def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, wher
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise ValueError(f"{where}: {key!r} must be an object of strings")
+            raise McpConfigError(f"{where}: {key!r} must be an object of strings")
         return {str(k): str(v) for k, v in value.items()}
 
     risk, floor = entry.get("risk"), entry.get("minRisk")
@@ -234,7 +242,7 @@ def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, wher
         level = Risk.parse(risk) if risk is not None else None
         min_level = Risk.parse(floor) if floor is not None else None
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise McpConfigError(f"{where}: {exc}") from None
     include = strings("include") if "include" in entry else None
     common: dict[str, Any] = dict(name=name, prefix=str(entry.get("prefix", "")), risk=level, min_risk=min_level,
                                   include=include,
@@ -245,11 +253,11 @@ def _server_from_entry(name: str, entry: Mapping[str, Any], base_dir: Path, wher
     if kind == "http":
         url = entry.get("url")
         if not isinstance(url, str):
-            raise ValueError(f"{where}: an HTTP server needs a \"url\" string")
+            raise McpConfigError(f"{where}: an HTTP server needs a \"url\" string")
         return McpServerConfig("http", url=_check_url(url), headers=mapping("headers"), **common)
     command = entry.get("command")
     if not isinstance(command, str) or not command:
-        raise ValueError(f"{where}: a stdio server needs a \"command\" string")
+        raise McpConfigError(f"{where}: a stdio server needs a \"command\" string")
     cwd = entry.get("cwd")
     cwd_path = base_dir if cwd is None else (base_dir / str(cwd))
     return McpServerConfig("stdio", command=command, args=strings("args"), env=mapping("env"),
@@ -260,7 +268,7 @@ def _number(value: Any, where: str, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{where}: {key!r} must be a positive number of seconds")
+        raise McpConfigError(f"{where}: {key!r} must be a positive number of seconds")
     return float(value)
 
 
@@ -276,5 +284,5 @@ def one_server(source: McpServerConfig | str, taker: str) -> McpServerConfig:
         return source
     configs = parse_mcp_source(source)
     if len(configs) != 1:
-        raise ValueError(f"{source!r} names {len(configs)} MCP servers; {taker} takes one")
+        raise McpConfigError(f"{source!r} names {len(configs)} MCP servers; {taker} takes one")
     return configs[0]

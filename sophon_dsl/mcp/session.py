@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
+from ..errors import MissingExtra
 from ..runtime.errors import TOOL_TIMEOUT, RunError
 from ..tools import ToolSpec
 from .config import McpServerConfig, one_server
@@ -39,7 +40,7 @@ def require_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
+        raise MissingExtra(_INSTALL_HINT) from exc
 
 
 def _connection_lost(exc: BaseException) -> bool:

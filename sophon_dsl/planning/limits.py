@@ -11,6 +11,8 @@ since before the pipeline); a value above :data:`HARD_LIMIT` is refused.  Every
 
 from __future__ import annotations
 
+from ..errors import OptionError
+
 __all__ = ["DEFAULT_TURNS", "HARD_LIMIT", "MAX_ITERATIONS", "PROGRESS_EVERY", "check_max_turns",
            "default_max_turns", "is_checkpoint"]
 
@@ -28,9 +30,9 @@ def default_max_turns(planning: object) -> int:
 def check_max_turns(max_turns: int) -> int:
     """``max_turns`` when it is within 1..HARD_LIMIT, else ValueError."""
     if max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+        raise OptionError("max_turns must be at least 1")
     if max_turns > HARD_LIMIT:
-        raise ValueError(f"max_turns must be at most {HARD_LIMIT} (the hard iteration limit)")
+        raise OptionError(f"max_turns must be at most {HARD_LIMIT} (the hard iteration limit)")
     return max_turns
 
 

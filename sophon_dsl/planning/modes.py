@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from ..errors import OptionError
 from ..llm.provider import Message, collect
 from .classifier import Classification, classify
 from .routing import fast_tier
@@ -45,7 +46,7 @@ class PlanningMode(str, Enum):
             return value
         name = _ALIASES.get(str(value).strip().lower())
         if name is None:
-            raise ValueError(f"unknown planning mode {value!r}: expected auto, llm, always or never")
+            raise OptionError(f"unknown planning mode {value!r}: expected auto, llm, always or never")
         return cls(name)
 
 

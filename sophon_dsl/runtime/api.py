@@ -18,6 +18,7 @@ import uuid
 from dataclasses import fields
 from typing import Any, AsyncIterator
 
+from ..errors import InsideEventLoop, OptionError, OptionTypeError
 from ..diagnostics import Diagnostic, Severity
 from ..model import Plan, Risk
 from ..refs import has_path
@@ -67,7 +68,7 @@ def _load(plan: Any) -> Plan:
         if not res.ok:
             raise PlanInvalid([d for d in res.diagnostics if d.is_error], plan)
         return res.plan
-    raise TypeError(f"expected a Plan (or plan text), got {type(plan).__name__}")
+    raise OptionTypeError(f"expected a Plan (or plan text), got {type(plan).__name__}")
 
 
 def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
@@ -252,28 +253,28 @@ def _check_options(opts: RunOptions) -> None:
     for name in _POSITIVE_INT:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name} must be a positive integer or None, not {v!r}")
+            raise OptionError(f"{name} must be a positive integer or None, not {v!r}")
     if opts.max_threads is not None and opts.max_workers is not None and opts.max_threads != opts.max_workers:
-        raise ValueError(f"max_threads ({opts.max_threads}) and max_workers, its older name ({opts.max_workers}), "
-                         "differ: give one of them")
+        raise OptionError(f"max_threads ({opts.max_threads}) and max_workers, its older name ({opts.max_workers}), "
+                          "differ: give one of them")
     for name in _POSITIVE_NUMBER:
         v = getattr(opts, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
-            raise ValueError(f"{name} must be a positive number of seconds or None, not {v!r}")
+            raise OptionError(f"{name} must be a positive number of seconds or None, not {v!r}")
     v = opts.max_memory
     if v is not None:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"max_memory must be a positive number of bytes or None, not {v!r}")
+            raise OptionError(f"max_memory must be a positive number of bytes or None, not {v!r}")
         from .watchdog import memory_supported
 
         if not memory_supported():
-            raise ValueError("max_memory cannot be enforced on this platform (its memory use cannot be read)")
+            raise OptionError("max_memory cannot be enforced on this platform (its memory use cannot be read)")
     v = opts.approval_timeout
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0):
-        raise ValueError(f"approval_timeout must be a number of seconds >= 0 or None, not {v!r}")
+        raise OptionError(f"approval_timeout must be a number of seconds >= 0 or None, not {v!r}")
     v = opts.preview_chars
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"preview_chars must be an integer >= 0, not {v!r}")
+        raise OptionError(f"preview_chars must be an integer >= 0, not {v!r}")
 
 
 class RunHandle:
@@ -404,7 +405,7 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     wait = isinstance(approve, str) and approve.lower() == "wait"  # durable runs: left waiting
     if wait:
         if store is None:
-            raise ValueError("approve='wait' needs a store: the run waits in it for a decision")
+            raise OptionError("approve='wait' needs a store: the run waits in it for a decision")
         approve = None
     if approve is not None:
         opts.approver = normalize_approver(approve)
@@ -414,7 +415,7 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     context = rest.pop("context", None)
     plan_id = rest.pop("plan_id", None)
     if rest:
-        raise TypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
+        raise OptionTypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     _check_options(opts)
     if opts.taint is None:  # sub-agents of the executor (goals/plan_steps.py) share the run's taint set
         shared = getattr(opts.executor, "session_taint", None)
@@ -512,7 +513,7 @@ def run(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, *
         from .watchdog import run_sync  # (asyncio.run, but a call the run abandoned does not hold it)
 
         return run_sync(arun(plan, tools, input=input, state=state, **options))
-    raise RuntimeError("sophon_dsl.run() was called inside a running event loop; use 'await sophon_dsl.arun(...)'")
+    raise InsideEventLoop("sophon_dsl.run() was called inside a running event loop; use 'await sophon_dsl.arun(...)'")
 
 
 def start(plan: Any, tools: Any = None, *, input: Any = None, state: Any = None, **options: Any) -> RunHandle:

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import OptionError, OptionTypeError
 from ..model import Call, Plan, Risk
 
 __all__ = ["ApprovalDecision", "ApprovalRequest", "Approver", "PromptApprover", "auto_approver",
@@ -82,8 +83,8 @@ def _coerce(answer: Any) -> ApprovalDecision:
             return ApprovalDecision.approve()
         if low in ("reject", "rejected", "no", "n"):
             return ApprovalDecision.reject()
-    raise TypeError(f"approver returned {answer!r}; expected ApprovalDecision, bool, 'approve'/'reject', "
-                    "a Plan or a Call")
+    raise OptionTypeError(f"approver returned {answer!r}; expected ApprovalDecision, bool, 'approve'/'reject', "
+                          "a Plan or a Call")
 
 
 async def decide(approver: Approver | None, request: ApprovalRequest, timeout: float | None) -> ApprovalDecision:
@@ -127,7 +128,7 @@ def normalize_approver(approve: Any) -> Approver | None:
         return prompt_approver()
     if callable(approve):
         return approve
-    raise ValueError(f"approve must be True/False, 'yes'/'no'/'ask' or a callable, not {approve!r}")
+    raise OptionError(f"approve must be True/False, 'yes'/'no'/'ask' or a callable, not {approve!r}")
 
 
 def prompt_approver(input_func: Callable[[str], str] | None = None,

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import OptionError, OptionTypeError
 from ..maps import called_tools, expansion
 from ..model import OutputMethod, Plan, Reference, Risk
 from ..tools import ToolRegistry
@@ -71,7 +72,7 @@ def load_mocks(source: Any) -> dict:
     elif isinstance(source, str):
         text = source
     if text is None:
-        raise TypeError(f"cannot read mocks from {source!r}")
+        raise OptionTypeError(f"cannot read mocks from {source!r}")
     try:
         data = json.loads(text)
     except ValueError:
@@ -86,7 +87,7 @@ def load_mocks(source: Any) -> dict:
 def _checked(data: Any) -> dict:
     problems = mock_problems(data)
     if problems:
-        raise ValueError("; ".join(f"{path}: {message}" for path, message in problems))
+        raise OptionError("; ".join(f"{path}: {message}" for path, message in problems), code="DryRun.MocksInvalid")
     return data
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol, Sequence
 
+from ..errors import OptionError
 from ..dataflow import DataFlow
 from ..model import Call, Plan, Value
 from .errors import ErrorInfo
@@ -109,7 +110,7 @@ class GrowingPlan:
 
     def __init__(self, header: Plan, order: str = "any", streamed: bool = True) -> None:
         if order not in ORDERS:
-            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+            raise OptionError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         self.order = order
         self.streamed = streamed  # False: every call arrives before any runs (reads wait for the close)
         self.late: dict[int, tuple[int, ...]] = {}  # refused call -> the decided readers it came too late for

@@ -247,7 +247,7 @@ class InputResolver:
             out = calls[j].output
             if out is None or not out.is_branching or out.method not in _ACCUMULATING:
                 return False
-            if not any(p.kind == ref.kind and p.path == ref.path for p in out.paths):
+            if not out.holds(ref):
                 return False
         return bool(writers)
 

@@ -28,6 +28,7 @@ from ..tools import as_registry
 from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
+from ..errors import OptionError
 from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
                      error_from_exception, matches)
 from .protocols import Branch
@@ -160,7 +161,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     while len(order) < n:
         ready = [i for i in range(n) if i not in done and deps[i] <= done]
         if not ready:
-            raise ValueError("dependency cycle")
+            raise OptionError("dependency cycle", code="Plan.Cycle")  # (a plan that was not checked: E302)
         order.append(ready[0])
         done.add(ready[0])
 
@@ -234,7 +235,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 else:
                     missing.append(v.text())
                 return None
-            raise TypeError(v)
+            raise AssertionError(f"not a plan value: {v!r}")  # the value kinds are closed
 
         args = {p.name: ev(p.value) for p in call.params}
         inline = ev(call.inline_output) if call.inline_output is not None else None
@@ -275,16 +276,11 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 else:
                     result = await executor.execute(args)  # pragma: no cover - minimal
                 if isinstance(result, Branch):
-                    paths = call.output.paths if call.output else ()
-                    t = result.target
-                    names = [p.text("") for p in paths]
-                    # an index is an int, not a bool (Branch(True, v) names no alternative)
-                    target = t if isinstance(t, int) and not isinstance(t, bool) else (
-                        names.index(str(t).lstrip("†$"))
-                                                           if str(t).lstrip("†$") in names else -1)
-                    if not (0 <= target < len(paths)) or (target > 0 and call.output.op != "||"):
-                        raise _Invalid(f"{call.tool} picked branch {t!r}, which is not an alternative "
-                                       "of its output path")
+                    picked = call.output.pick(result.target) if call.output is not None else None
+                    if picked is None:
+                        raise _Invalid(f"{call.tool} picked branch {result.target!r}, which is not an "
+                                       "alternative of its output path")
+                    target = picked
                     result = result.value
                 # results are normalised to JSON as pydantic serialises them (tuples, sets,
                 # dataclasses, models...); anything else is Tool.OutputInvalid
@@ -311,8 +307,7 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     raise _Invalid(f"{call.tool} returned {type(result).__name__}, but '{method.value}' "
                                    f"writes need {need[0]}")
                 if call.output is not None and plan.state_schema is not None:
-                    paths = call.output.paths
-                    chosen = list(paths) if call.output.op == "&&" else [paths[target]]
+                    chosen = list(call.output.targets(target))
                     bad = _state_error(plan.state_schema, chosen, result, method)
                     if bad is not None:
                         raise _StateInvalid(bad)
@@ -327,23 +322,19 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             if err is None:
                 out = call.output
                 if out is not None:
-                    if out.op == "&&":
-                        targets = list(out.paths)
-                    else:
-                        targets = [out.paths[target]]
+                    targets = out.targets(target)
                     for p in targets:
                         messages.append((p.kind, p.path, copy.deepcopy(result), out.method, rec.id))
                         wrote[i].append(p.key)
                         rec.written.append(p.text())
-                    if out.op == "||" and len(out.paths) > 1:
+                    if out.is_branching:
                         rec.branch = targets[0].text()
                 rec.status = "succeeded"
                 break
             if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
                 continue
             rec.status, rec.error = "failed", err
-            if call.output is not None and call.output.op == "||" and len(call.output.paths) > 1:
-                catch = call.output.paths[-1]
+            if call.output is not None and (catch := call.output.catch) is not None:
                 messages.append((catch.kind, catch.path, err.to_json(), call.output.method, rec.id))
                 wrote[i].append(catch.key)
                 rec.written.append(catch.text())
@@ -452,7 +443,7 @@ def _unwritten_accumulator(call: Any, rec: CallRecord, r: Reference) -> bool:
     out = call.output
     return (rec.status == "succeeded" and out is not None and out.is_branching
             and out.method in (OutputMethod.PUSH, OutputMethod.CONCAT)
-            and any(p.kind == r.kind and p.path == r.path for p in out.paths))
+            and out.holds(r))
 
 
 def _refuse_unresolvable(plan: Plan, calls: list, writers: Any, messages: list) -> None:
@@ -534,7 +525,7 @@ def _final(v: Any, messages: list, missing: list, loose: bool = False) -> Any:
                 return val
         missing.append(v.text())
         return None
-    raise TypeError(v)
+    raise AssertionError(f"not a plan value: {v!r}")  # the value kinds are closed
 
 
 def _read_loose(messages: list, r: Reference) -> Any:

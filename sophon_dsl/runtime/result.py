@@ -6,10 +6,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import SophonError
 from .errors import ErrorInfo
 from .state import iso_time
 
-__all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "new_record"]
+__all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "UnknownCallId", "new_record"]
+
+
+class UnknownCallId(SophonError, KeyError):
+    """:meth:`RunResult.call` of an id the run has no call for (a ``KeyError`` too)."""
+
+    code = "Result.UnknownCall"
 
 RUN_STATUSES = ("succeeded", "failed", "cancelled", "rejected", "waiting")
 CALL_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "pending")
@@ -96,7 +103,7 @@ class RunResult:
         for c in self.calls:
             if c.id == call_id:
                 return c
-        raise KeyError(call_id)
+        raise UnknownCallId(call_id)
 
     def to_json(self) -> dict:
         return {

@@ -436,19 +436,10 @@ class CallRunner:
             if type(result) is float and not isfinite(result):
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result is not JSON: {result!r} is not a JSON number")
         elif isinstance(result, Branch):
-            paths = out.paths if out is not None else ()
-            tgt = result.target
-            if isinstance(tgt, int) and not isinstance(tgt, bool):
-                branch = tgt if 0 <= tgt < len(paths) else None
-            else:
-                text = str(tgt).lstrip("†$")
-                for k, p in enumerate(paths):
-                    if p.text("") == text:
-                        branch = k
-                        break
-            if branch is None or (branch > 0 and not (out is not None and out.op == "||")):
-                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {tgt!r}, which is not an "
-                                 "alternative of its output path")
+            branch = out.pick(result.target) if out is not None else None
+            if branch is None:
+                return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} picked branch {result.target!r}, which is "
+                                 "not an alternative of its output path")
             result = result.value
         rt = type(result)
         if rt is str or (rt is int and result.bit_length() < 14_000):
@@ -513,13 +504,7 @@ class CallRunner:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"{call.tool} returned {type(value).__name__}, but "
                                  f"'{out.method.value}' writes need {kind}")
         if out is not None:
-            op = out.op
-            if op == "&&":
-                targets = out.paths
-            elif op == "||":
-                targets = (out.paths[branch or 0],)
-            else:
-                targets = out.paths if len(out.paths) == 1 else (out.paths[0],)
+            targets = out.targets(branch)
             schema = s.feed.header.state_schema
             sw = state_writes(schema) if schema is not None else None
             if sw is not None:  # State.Invalid: checked before anything is written
@@ -530,7 +515,7 @@ class CallRunner:
         if s.gate.local_sources.get(call.tool, True):  # local data joins the session's taint set
             s.gate.observe(call.tool, s.specs[i], value)
         if out is not None:
-            if op == "||" and len(out.paths) > 1:
+            if out.is_branching:
                 rec.branch = targets[0].text()
             write = s.store.write
             method, cid = out.method, rec.id
@@ -568,8 +553,7 @@ class CallRunner:
         rec = s.records[i]
         rec.error = err
         out = s.calls[i].output
-        if out is not None and out.is_branching:
-            catch = out.paths[-1]
+        if out is not None and (catch := out.catch) is not None:
             s.store.write(catch.kind, catch.path, err.to_json(), out.method, rec.id)
             s.wrote[i] += (catch,)
             rec.add_written((catch,))

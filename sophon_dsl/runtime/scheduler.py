@@ -487,7 +487,7 @@ class Scheduler:
             # a clean end (succeeded, wrote every output path) can only bring a reader
             # closer to ready; anything else may break a read at once
             out = calls[i].output
-            clean = records[i].status == "succeeded" and (out is None or out.op != "||" or len(out.paths) == 1)
+            clean = records[i].status == "succeeded" and (out is None or not out.is_branching)
             for j in deps[i]:
                 if decided[j]:
                     continue

@@ -173,7 +173,7 @@ def _combine(old: Any, new: Any, method: OutputMethod) -> Any:
     if method is OutputMethod.CONCAT:
         items = new if isinstance(new, list) else [new]
         return [*old, *items] if isinstance(old, list) else [old, *items]
-    raise ValueError(f"unknown output method {method!r}")
+    raise AssertionError(f"unknown output method {method!r}")  # OutputMethod has these five
 
 
 def apply_write(root: Any, path: tuple, value: Any, method: OutputMethod) -> Any:

@@ -24,6 +24,8 @@ such values before they are built.
 
 from __future__ import annotations
 
+from ..errors import OptionError
+
 import asyncio
 import os
 import sys
@@ -74,14 +76,14 @@ def parse_size(text: str) -> int:
         i -= 1
     number, unit = s[:i].strip(), s[i:].strip()
     if not number or unit not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (write bytes, or a number with K, M, G or T: 2G, 512M)")
+        raise OptionError(f"not a size: {text!r} (write bytes, or a number with K, M, G or T: 2G, 512M)")
     try:
         value = float(number) if "." in number else int(number)
     except ValueError:
-        raise ValueError(f"not a size: {text!r} (write bytes, or a number with K, M, G or T: 2G, 512M)") from None
+        raise OptionError(f"not a size: {text!r} (write bytes, or a number with K, M, G or T: 2G, 512M)") from None
     size = int(value * _UNITS[unit])
     if size < 1:
-        raise ValueError(f"a size must be at least one byte, not {text!r}")
+        raise OptionError(f"a size must be at least one byte, not {text!r}")
     return size
 
 

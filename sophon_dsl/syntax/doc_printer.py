@@ -48,8 +48,7 @@ def call_to_document(call: Call) -> dict[str, Any]:
         for p in call.params:
             out[param_key(p.name)] = value_to_json(p.value)
     if call.output is not None:
-        sep = f" {call.output.op} " if call.output.op else " "
-        out["_outputPath"] = sep.join(r.text() for r in call.output.paths)
+        out["_outputPath"] = call.output.text()
         if call.output.method is not OutputMethod.SET:
             out["_outputMethod"] = call.output.method.value
     if call.inline_output is not None:

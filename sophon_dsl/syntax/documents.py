@@ -52,7 +52,7 @@ import re
 from typing import Any, Callable
 
 from ..diagnostics import Diagnostic, Span
-from ..model import (Call, InitialData, ListValue, Literal, Mode, ObjectValue, OutputMethod, OutputTarget,
+from ..model import (Call, InitialData, ListValue, Literal, Mode, ObjectValue, OutputTarget,
                      Param, Plan, Reference, Risk, ToolDecl, Value)
 from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute, param_key, param_name
@@ -102,6 +102,17 @@ def _sub_node(node: LocatedNode, path: tuple[str | int, ...]) -> LocatedNode:
             break
         node = child
     return node
+
+
+def _risk_problem(v: LocatedNode) -> str | None:
+    """Why ``v`` is no risk level (the text E103 / E109 give), or None."""
+    if not v.is_string:
+        return f"must be a string, got {v.describe()}"
+    try:
+        Risk.parse(v.value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _is_schema(node: LocatedNode) -> bool:
@@ -227,13 +238,11 @@ class _Reader:
             self.err("E103", f"_outputPath must be a string such as \"†state.result\", "
                              f"got {node.describe()}", node)
             return None
-        text = node.value.strip()
-        has_or, has_and = "||" in text, "&&" in text
-        if has_or and has_and:
+        split = OutputTarget.split(node.value)
+        if split is None:
             self.err("E106", "cannot mix '||' and '&&' in one output path", node)
             return None
-        op = "||" if has_or else "&&" if has_and else None
-        parts = [p.strip() for p in text.split(op)] if op else [text]
+        op, parts = split
         paths = []
         for part in parts:
             # an output path is always a path, never text, so a leading `$` can only mean
@@ -365,8 +374,7 @@ class _Reader:
         output = None
         if path_node is not None:
             paths, op = parsed_path
-            output = OutputTarget(paths, op, OutputMethod.SET if method is None else method,
-                                  lazy or path_node.span)
+            output = OutputTarget.of(paths, op, method, lazy or path_node.span)
         if lazy is not None:
             return Call(tool=tool, params=tuple(params), output=output, span=lazy, tool_span=lazy,
                         attr_spans=lazy, **kw)  # type: ignore[arg-type]
@@ -479,13 +487,11 @@ class _Reader:
                     kw["after"] = tuple(deps)
             elif key in ("estimatedRisk", "risk"):
                 attr_spans.append(("_risk", v.span))
-                try:
-                    if not v.is_string:
-                        raise ValueError(f"must be a string, got {v.describe()}")
-                    kw["risk"] = Risk.parse(v.value)
-                except ValueError as exc:
-                    self.err("E103", f"{key}: {exc}", v)
+                if (problem := _risk_problem(v)) is not None:
+                    self.err("E103", f"{key}: {problem}", v)
                     ok = False
+                else:
+                    kw["risk"] = Risk.parse(v.value)
             elif key == "modelHint":
                 attr_spans.append(("_modelHint", v.span))
                 if v.is_object:
@@ -524,7 +530,7 @@ class _Reader:
             if deps:
                 params.append(Param("inputs", ObjectValue(tuple(
                     (d, Reference("state", ("steps", d), node.span)) for d in deps), node.span), node.span))
-            kw["output"] = OutputTarget((Reference("state", ("steps", step_id), node.span),), span=node.span)
+            kw["output"] = OutputTarget.of((Reference("state", ("steps", step_id), node.span),), span=node.span)
         return Call(tool=STEP_TOOL, params=tuple(params), id=step_id, span=node.span,
                     tool_span=node.span, attr_spans=tuple(attr_spans), **kw)
 
@@ -614,13 +620,11 @@ class _Reader:
                     self.err("E109", f"tool {field_name} must be a JSON Schema object, got {v.describe()}", v)
                     ok = False
             elif field_name == "risk":
-                try:
-                    if not v.is_string:
-                        raise ValueError(f"must be a string, got {v.describe()}")
-                    kw["risk"] = Risk.parse(v.value)
-                except ValueError as exc:
-                    self.err("E109", f"tool risk: {exc}", v)
+                if (problem := _risk_problem(v)) is not None:
+                    self.err("E109", f"tool risk: {problem}", v)
                     ok = False
+                else:
+                    kw["risk"] = Risk.parse(v.value)
             elif field_name == "latent":
                 if v.is_scalar and isinstance(v.value, bool):
                     kw["latent"] = v.value

@@ -2,7 +2,10 @@
 
 One Lark LALR parser with a basic lexer, a bracket-aware post-lexer and an
 inline transformer builds the model while parsing (no parse tree).  Spans are
-computed from tokens.  :func:`parse_dsl` never raises: every problem becomes a
+computed from tokens.  The stages around the builder have their own modules:
+:mod:`.dsl_lexing` (post-lexer, tokens, string literals), :mod:`.dsl_syntax_errors`
+(a Lark error as a diagnostic, where to resume), :mod:`.dsl_comments` (comments
+attached to statements).  :func:`parse_dsl` never raises: every problem becomes a
 :class:`~sophon_dsl.diagnostics.Diagnostic`; after a syntax error the parser
 resynchronises at the next line that starts in column 1 so several errors are
 reported in one pass.
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 import threading
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..cachedir import cache_dir
 from ..diagnostics import Diagnostic, Span
@@ -44,12 +46,14 @@ from ..model import (
 )
 from .. import refs as _refs
 from ..maps import make_map_call
-from ..refs import ReferenceSyntaxError, parse_reference, parse_string_value
+from ..refs import ReferenceSyntaxError, parse_reference
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
 from .map_syntax import map_from_dsl
 from .declarations import declaration_problems, refine, value_span
-from .dsl_messages import badref_message, explain
-from .json_source import LONE_SURROGATE, lone_surrogate_message
+from .dsl_comments import attach_comments
+from .dsl_lexing import PostLex, decode_string, join_spans, kwname, literal_error, string_value, tspan
+from .dsl_messages import badref_message
+from .dsl_syntax_errors import clamp_diag, describe_token, resume_line, syntax_diag
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
 
@@ -87,34 +91,6 @@ _BARE_CONSTANTS = {
     "True": True, "False": False, "None": None,
 }
 
-_TOKEN_NAMES = {
-    "NAME": "a name",
-    "KW": "a keyword argument (name=value)",
-    "DOTTED": "a dotted tool name",
-    "STRING": "a string",
-    "NUMBER": "a number",
-    "REF": "a reference",
-    "BADREF": "a reference",
-    "DECO": "a decorator",
-    "SETOP": "an output operator ('|=', '&=', '+=', '<<=')",
-    "OROR": "'||'",
-    "ANDAND": "'&&'",
-    "ARROW": "'->'",
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "_COMMA": "','",
-    "_COLON": "':'",
-    "_EQ": "'='",
-    "_SEMI": "';'",
-    "_NL": "a new line",
-    "$END": "end of input",
-}
-_OPEN = frozenset(("LPAR", "LSQB", "LBRACE"))
-_CLOSE = frozenset(("RPAR", "RSQB", "RBRACE"))
 _MAX_ERRORS = 50
 _SKIP = ("skip",)
 
@@ -142,124 +118,8 @@ class _Ctx:
         # (bare words, malformed references) but fine in raw contexts.
         self.bad: dict[int, tuple[Any, Diagnostic]] = {}
         # line -> (column, text) of each `#` comment (at most one per line), filled by the
-        # lexer callback; attached to statements after parsing (_attach_comments).
+        # lexer callback; attached to statements after parsing (attach_comments).
         self.comments: dict[int, tuple[int, str]] = {}
-
-
-class _PostLex:
-    """Drops newlines inside brackets, maps top-level ';' to a newline, collapses separators."""
-
-    always_accept = ("_SEMI",)
-
-    def __init__(self) -> None:
-        # lines above the text being parsed (parse_dsl's first_line): every token is moved
-        # down by this much, so a statement parsed alone gets its place in a longer reply
-        self.line_offset = 0
-
-    def process(self, stream):
-        depth = 0
-        prev_sep = True
-        off = self.line_offset
-        # a map body (`{` right after `)`) separates statements as the top level does:
-        # the bracket depth each open body started at
-        blocks: list[int] = []
-        prev = None
-        for tok in stream:
-            if off:
-                tok.line += off
-                tok.end_line += off
-            t = tok.type
-            if t == "_NL" or t == "_SEMI":
-                if depth and not (blocks and blocks[-1] == depth):
-                    if t == "_SEMI":
-                        yield tok
-                    continue
-                if prev_sep:
-                    continue
-                prev_sep = True
-                if t == "_SEMI":
-                    tok.type = "_NL"
-                yield tok
-                continue
-            prev_sep = False
-            if t in _OPEN:
-                depth += 1
-                if t == "LBRACE" and prev == "RPAR":
-                    blocks.append(depth)
-                    prev_sep = True  # no separator right after the body's `{`
-            elif t in _CLOSE and depth:
-                if blocks and blocks[-1] == depth:
-                    blocks.pop()
-                depth -= 1
-            prev = t
-            yield tok
-
-
-def _tspan(tok: Token) -> Span:
-    return Span(tok.line, tok.column, tok.end_line, tok.end_column)
-
-
-def _join(start: Span, end: Span) -> Span:
-    return Span(start.line, start.column, end.end_line, end.end_column)
-
-
-class _LoneSurrogate(ValueError):
-    """A string literal whose escapes leave a lone surrogate: E006 rather than E001."""
-
-    code = "E006"
-
-
-def _decode_string(tok: str) -> str:
-    if tok[0] == '"':
-        if "\\" not in tok and not _CTRL.search(tok):
-            return tok[1:-1]
-        text = json.loads(tok)
-    else:
-        body = tok[1:-1]
-        body = _SQ_ESC.sub(_sq_repl, body)
-        text = json.loads('"' + body + '"')
-    if LONE_SURROGATE.search(text):
-        raise _LoneSurrogate(lone_surrogate_message(text))
-    return text
-
-
-def _literal_error(e: ValueError) -> tuple[str, str]:
-    """The code and message of a string literal that does not decode."""
-    code = getattr(e, "code", "E001")
-    return code, str(e) if code != "E001" else f"invalid string literal: {e}"
-
-
-_SQ_ESC = re.compile(r"\\.|\"")
-# characters json.loads must see: controls (refused) and surrogates in text handed over by a
-# program (a UTF-8 file cannot hold one), which the E006 check below the decoding reports
-_CTRL = re.compile(r"[\x00-\x1f\ud800-\udfff]")
-
-
-def _sq_repl(m: re.Match) -> str:
-    g = m.group(0)
-    if g == '"':
-        return '\\"'
-    if g == "\\'":
-        return "'"
-    return g
-
-
-def _string_value(text: str, span: Span) -> Any:
-    try:
-        return parse_string_value(text, span)
-    except ReferenceSyntaxError:
-        # refs.parse_string_value tries the expression reading for any string that starts
-        # with a dagger and contains '||'/'&&' (e.g. "††||", an escaped dagger) and raises
-        # instead of falling back to the template reading the rules call for.
-        parse_template = getattr(_refs, "_parse_template", None)
-        if parse_template is None or not text.lstrip().startswith("††"):
-            raise
-        return parse_template(text, span)
-
-
-def _kwname(tok: Token) -> str:
-    text = str(tok)
-    return text.rstrip(" \t=") if tok.type == "KW" else text
 
 
 def _type_name(v: Any) -> str:
@@ -315,6 +175,10 @@ class _Builder(Transformer):
             return {k: self._to_json(x) for k, x in v.entries}
         return value_to_json(v)
 
+    def _allow(self, v: Any) -> None:
+        """``v`` is fine where it stands (a bare word as a map option): no longer an error."""
+        self.ctx.bad.pop(id(v), None)
+
     def _flush_bad(self) -> None:
         ctx = self.ctx
         if ctx.bad:
@@ -334,15 +198,15 @@ class _Builder(Transformer):
         tok = c[0]
         span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
         try:
-            text = _decode_string(tok)
+            text = decode_string(tok)
         except ValueError as e:
             v = Literal(str(tok)[1:-1], span)
-            self.ctx.bad[id(v)] = (v, Diagnostic(*_literal_error(e), span))
+            self.ctx.bad[id(v)] = (v, Diagnostic(*literal_error(e), span))
             return v
         if "†" not in text:
             return Literal(text, span)
         try:
-            v = _string_value(text, span)
+            v = string_value(text, span)
         except ReferenceSyntaxError as e:
             v = Literal(text, span)
             col = tok.column + 1 + e.offset if "\\" not in tok else tok.column
@@ -357,13 +221,10 @@ class _Builder(Transformer):
         tok = c[0]
         span = Span(tok.line, tok.column, tok.end_line, tok.end_column)
         try:
-            if "." in tok or "e" in tok or "E" in tok:
-                val: Any = float(tok)
-                if val != val or val in (float("inf"), float("-inf")):
-                    raise ValueError("out of range")
-            else:
-                val = int(tok)
+            val: Any = float(tok) if "." in tok or "e" in tok or "E" in tok else int(tok)
         except ValueError:
+            val = None  # (int() refuses more than 4,300 digits)
+        if val is None or (type(val) is float and (val != val or val in (float("inf"), float("-inf")))):
             self._err("E001", f"number {str(tok)[:30]!r} is out of range", span)
             val = 0
         return Literal(val, span)
@@ -404,30 +265,30 @@ class _Builder(Transformer):
 
     def or_expr(self, c):
         refs = self._refs(c)
-        return Expression("||", refs, _join(refs[0].span, refs[-1].span))
+        return Expression("||", refs, join_spans(refs[0].span, refs[-1].span))
 
     def and_expr(self, c):
         refs = self._refs(c)
-        return Expression("&&", refs, _join(refs[0].span, refs[-1].span))
+        return Expression("&&", refs, join_spans(refs[0].span, refs[-1].span))
 
     def badref(self, c):
         tok = c[0]
-        span = _tspan(tok)
+        span = tspan(tok)
         v = Literal(str(tok), span)
         self.ctx.bad[id(v)] = (v, Diagnostic("E105", badref_message(str(tok)), span))
         self.ctx.raw[id(v)] = (v, str(tok))
         return v
 
     def list(self, c):
-        return ListValue(tuple(c[1:-1]), _join(_tspan(c[0]), _tspan(c[-1])))
+        return ListValue(tuple(c[1:-1]), join_spans(tspan(c[0]), tspan(c[-1])))
 
     def pair(self, c):
         k = c[0]
         if k.type == "STRING":
             try:
-                key = _decode_string(k)
+                key = decode_string(k)
             except ValueError as e:
-                self._err(*_literal_error(e), _tspan(k))
+                self._err(*literal_error(e), tspan(k))
                 key = str(k)[1:-1]
         else:
             key = str(k)
@@ -440,16 +301,16 @@ class _Builder(Transformer):
             seen = set()
             for k, _, tok in pairs:
                 if k in seen:
-                    self._err("E108", f"duplicate key {k!r} in object", _tspan(tok))
+                    self._err("E108", f"duplicate key {k!r} in object", tspan(tok))
                 seen.add(k)
-        return ObjectValue(entries, _join(_tspan(c[0]), _tspan(c[-1])))
+        return ObjectValue(entries, join_spans(tspan(c[0]), tspan(c[-1])))
 
     # -- statements -------------------------------------------------------
 
     def header(self, c):
         tok, value = c
-        name = _kwname(tok)
-        span = _join(_tspan(tok), value.span)
+        name = kwname(tok)
+        span = join_spans(tspan(tok), value.span)
         data = self._to_json(value)
         self._drop_pending()
         ctx = self.ctx
@@ -460,11 +321,11 @@ class _Builder(Transformer):
                 msg += f" (did you mean {hint[0]!r}?)"
             if name == "tool":
                 msg += "; declare tools as `tool name = {...}`"
-            self._err("E107", msg, _tspan(tok))
+            self._err("E107", msg, tspan(tok))
             return
         if name in ctx.header_spans:
             prev = ctx.header_spans[name]
-            self._err("E108", f"duplicate header field {name!r} (first set on line {prev.line})", _tspan(tok))
+            self._err("E108", f"duplicate header field {name!r} (first set on line {prev.line})", tspan(tok))
             return
         if name in ("goal", "id"):
             if not isinstance(data, str):
@@ -488,20 +349,20 @@ class _Builder(Transformer):
         data = self._to_json(value)
         self._drop_pending()
         if ntok.type == "KW":
-            ntok = Token("NAME", _kwname(ntok), ntok.start_pos, ntok.line, ntok.column,
+            ntok = Token("NAME", kwname(ntok), ntok.start_pos, ntok.line, ntok.column,
                          ntok.end_line, ntok.end_column, ntok.end_pos)
         if str(kw) != "tool":
-            self._err("E001", f"unexpected {_describe(ntok)} after {str(kw)!r}; "
-                      f"a call needs '(' and a tool declaration starts with 'tool'", _tspan(ntok))
+            self._err("E001", f"unexpected {describe_token(ntok)} after {str(kw)!r}; "
+                      f"a call needs '(' and a tool declaration starts with 'tool'", tspan(ntok))
             return
         if ntok.type == "STRING":
             try:
-                name = _decode_string(ntok)
+                name = decode_string(ntok)
             except ValueError:
                 name = str(ntok)[1:-1]
         else:
             name = str(ntok)
-        span = _join(_tspan(kw), value.span)
+        span = join_spans(tspan(kw), value.span)
         if not isinstance(data, dict):
             self._err("E109", f"tool declaration {name!r} must be an object "
                       "{description, input, output, risk, latent}", value.span)
@@ -555,7 +416,7 @@ class _Builder(Transformer):
         self._flush_bad()
         ctx = self.ctx
         if ctx.output_seen:
-            self._err("E108", "duplicate 'return' statement", _tspan(kw))
+            self._err("E108", "duplicate 'return' statement", tspan(kw))
             return
         ctx.output_seen = True
         ctx.output = value
@@ -579,7 +440,7 @@ class _Builder(Transformer):
         del ctx.calls[start:]
         result = ctx.output if ctx.output_seen else None
         ctx.output, ctx.output_seen = output, seen
-        return ("block", body, result, _join(_tspan(c[0]), _tspan(c[-1])))
+        return ("block", body, result, join_spans(tspan(c[0]), tspan(c[-1])))
 
     # -- calls ------------------------------------------------------------
 
@@ -599,17 +460,17 @@ class _Builder(Transformer):
             else:
                 args.append(self._to_json(ch))
         if dup is not None:
-            self._err("E108", f"duplicate argument {dup[0]!r} in @{str(tok)[1:]}", _join(dup[2], dup[1].span))
-        return ("@", str(tok)[1:], args, kwargs, _join(_tspan(tok), _tspan(end)), c[1:] != [])
+            self._err("E108", f"duplicate argument {dup[0]!r} in @{str(tok)[1:]}", join_spans(dup[2], dup[1].span))
+        return ("@", str(tok)[1:], args, kwargs, join_spans(tspan(tok), tspan(end)), c[1:] != [])
 
     def dkwarg(self, c):
-        return (_kwname(c[0]), c[1], _tspan(c[0]))
+        return (kwname(c[0]), c[1], tspan(c[0]))
 
     def darg(self, c):
         return c[0]
 
     def label(self, c):
-        return ("label", str(c[0]), _tspan(c[0]))
+        return ("label", str(c[0]), tspan(c[0]))
 
     def output(self, c):
         first, last = c[0], c[-1]
@@ -617,10 +478,10 @@ class _Builder(Transformer):
         if last.type == "SETOP":
             method = SETOPS[str(last)]
             c = c[:-1]
-        span = _join(_tspan(first), _tspan(c[-1]))
+        span = join_spans(tspan(first), tspan(c[-1]))
         if first.type == "BADREF":
             self._err("E106", f"malformed output path {str(first)!r}: expected †kind.name.name[index]",
-                      _tspan(first))
+                      tspan(first))
             return None
         if len(c) == 1:
             paths, op = (self.ref((first,)),), None
@@ -631,7 +492,7 @@ class _Builder(Transformer):
                 self._err("E106", f"output path {r.text()!r} has a JMESPath expression: a call writes at "
                           "a plain path, †kind.name.name[index]", r.span)
                 return None
-        return OutputTarget(paths, op, method, span)
+        return OutputTarget.of(paths, op, method, span)
 
     def arg(self, c):
         tok, value = c
@@ -639,7 +500,7 @@ class _Builder(Transformer):
         if tok.type == "KW":
             name = name[:-1].rstrip() if name[-2] in " \t" else name[:-1]
         if name[0] == "_":
-            return ("meta", name, value, _join(_tspan(tok), value.span), tok)
+            return ("meta", name, value, join_spans(tspan(tok), value.span), tok)
         return Param(name, value, Span(tok.line, tok.column, value.span.end_line, value.span.end_column))
 
     def shorthand(self, c):
@@ -656,11 +517,11 @@ class _Builder(Transformer):
     def qarg(self, c):
         tok, value = c
         try:
-            name = _decode_string(tok)
+            name = decode_string(tok)
         except ValueError as e:
-            self._err(*_literal_error(e), _tspan(tok))
+            self._err(*literal_error(e), tspan(tok))
             name = str(tok)[1:-1]
-        return Param(name, value, _join(_tspan(tok), value.span))
+        return Param(name, value, join_spans(tspan(tok), value.span))
 
     def call_stmt(self, c):
         fields: dict[str, Any] = {}
@@ -682,7 +543,7 @@ class _Builder(Transformer):
             elif tp is Token:
                 tt = ch.type
                 if tt == "RPAR":
-                    end = _tspan(ch)
+                    end = tspan(ch)
                 elif tt == "LPAR":
                     pass
                 elif tt == "ARROW":
@@ -691,7 +552,7 @@ class _Builder(Transformer):
                 else:
                     tool_tok = ch
                     if start is None:
-                        start = _tspan(ch)
+                        start = tspan(ch)
             elif tp is tuple:
                 if ch is _SKIP:
                     continue
@@ -714,15 +575,15 @@ class _Builder(Transformer):
                 out_seen = True
         if tool_tok.type == "STRING":
             try:
-                tool = _decode_string(tool_tok)
+                tool = decode_string(tool_tok)
             except ValueError:
                 tool = str(tool_tok)[1:-1]
         else:
             tool = str(tool_tok)
-        tool_span = _tspan(tool_tok)
+        tool_span = tspan(tool_tok)
         if not tool.strip():
             self._err("E102", "a quoted tool name must not be blank", tool_span)
-        span = _join(start, end)
+        span = join_spans(start, end)
         if output is not None:
             spans.append(("_outputPath", output.span))
         if inline is not None:
@@ -744,7 +605,7 @@ class _Builder(Transformer):
                         if hint:
                             msg += f"; did you mean {hint[0]!r}?"
                         msg += " (quote the name, \"" + name + "\"=..., for a parameter starting with '_')"
-                        self._err("E104", msg, _tspan(tok))
+                        self._err("E104", msg, tspan(tok))
                         continue
                     if name == "_output":
                         if "inline_output" in fields:
@@ -774,7 +635,7 @@ class _Builder(Transformer):
                     if not out_seen:
                         self._err("E103", OUTPUT_METHOD_WITHOUT_PATH, out_method_attr[1])
                 else:
-                    output = OutputTarget(output.paths, output.op, out_method_attr[0], output.span)
+                    output = OutputTarget.of(output.paths, output.op, out_method_attr[0], output.span)
                     spans.append(("_outputMethod", out_method_attr[1]))
         if len(params) > 1:
             seen = set()
@@ -783,7 +644,8 @@ class _Builder(Transformer):
                     self._err("E108", f"duplicate parameter {p.name!r} in call to {tool!r}", p.span)
                 seen.add(p.name)
         if block is not None:
-            spec = map_from_dsl(self, tool, params, block, tool_span, span)
+            spec = map_from_dsl(tool, params, block, tool_span, span, err=self._err, to_json=self._to_json,
+                                allow=self._allow)
             self._flush_bad()
             if spec is not None:
                 call = make_map_call(spec, output=output, span=span, tool_span=tool_span,
@@ -798,10 +660,10 @@ class _Builder(Transformer):
     def _meta_output(self, value: Any, span: Span) -> OutputTarget | None:
         if isinstance(value, Reference):
             self.ctx.raw.pop(id(value), None)
-            return OutputTarget((value,), None, OutputMethod.SET, value.span)
+            return OutputTarget.of((value,), span=value.span)
         if isinstance(value, Expression):
             self.ctx.raw.pop(id(value), None)
-            return OutputTarget(value.operands, value.op, OutputMethod.SET, value.span)
+            return OutputTarget.of(value.operands, value.op, span=value.span)
         if id(value) not in self.ctx.bad:
             self._err("E106", "_outputPath must be a reference such as \"†state.x\" or an expression "
                       "\"†state.a || †state.b\"", span)
@@ -901,7 +763,7 @@ def _cache_file(grammar: str, directory: Path) -> str:
 
     import lark
 
-    key = repr((grammar, sorted(_LARK_OPTIONS.items()), _PostLex.always_accept, lark.__version__,
+    key = repr((grammar, sorted(_LARK_OPTIONS.items()), PostLex.always_accept, lark.__version__,
                 sys.version_info[:2]))
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
     return str(directory / f"lalr-{digest}.pickle")
@@ -918,7 +780,7 @@ def build_lark(builder: "_Builder", directory: Path | None = None) -> Lark:
         # Lark writes the tables in place: it writes a file of this process's own instead,
         # renamed over the cache whole, so a process starting meanwhile never reads half of it
         final, cache = cache, f"{cache}.{os.getpid()}.tmp"
-    parser = Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=_PostLex(), transformer=builder,
+    parser = Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=PostLex(), transformer=builder,
                   lexer_callbacks={"COMMENT": builder.comment})
     if final is not None:
         try:
@@ -937,140 +799,6 @@ def _get_parser() -> tuple[Lark, _Builder]:
         _BUILDER = builder
     assert _BUILDER is not None
     return _PARSER, _BUILDER
-
-
-# ---------------------------------------------------------------------------
-# Errors
-
-
-def _describe(tok: Any) -> str:
-    t = getattr(tok, "type", None)
-    if t == "$END":
-        return "end of input"
-    if t == "_NL":
-        return "end of line" if str(tok) != ";" else "';'"
-    text = str(tok)
-    if len(text) > 30:
-        text = text[:27] + "..."
-    name = _TOKEN_NAMES.get(t or "", "token").split(" ", 1)[-1]
-    if t in ("NAME", "DOTTED", "STRING", "NUMBER", "REF", "DECO", "BADREF"):
-        return f"{name} {text!r}" if t != "DECO" else f"decorator {text}"
-    return f"{text!r}"
-
-
-def _expected(names) -> str:
-    shown = []
-    for n in sorted(set(names)):
-        d = _TOKEN_NAMES.get(n)
-        if d is None or n in ("BADREF", "_SEMI"):
-            continue
-        if d not in shown:
-            shown.append(d)
-    if not shown:
-        return ""
-    if len(shown) > 8:
-        shown = shown[:8] + ["..."]
-    return "; expected " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1])
-
-
-def _syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
-    line = getattr(e, "line", None)
-    col = getattr(e, "column", None)
-    if isinstance(e, UnexpectedCharacters):
-        ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else ""
-        if ch in "\"'":
-            msg = "unterminated string literal (strings end on the same line; write \\n for a line break)"
-        elif ch == "@":
-            msg = "'@' must be followed by a decorator name"
-        else:
-            msg = f"unexpected character {ch!r}"
-        allowed = getattr(e, "allowed", None) or ()
-        if ch not in "\"'" and allowed:
-            msg += _expected(allowed)
-    elif isinstance(e, UnexpectedToken):
-        tok = e.token
-        expected = e.expected
-        try:
-            if e.interactive_parser is not None:
-                expected = e.interactive_parser.accepts() or expected
-        except Exception:
-            pass
-        msg = f"unexpected {_describe(tok)}" + _expected(expected)
-        if tok.type == "$END":
-            line, col = _end_position(lines)
-        else:
-            line, col = tok.line, tok.column
-    elif isinstance(e, UnexpectedEOF):
-        msg = "unexpected end of input" + _expected(getattr(e, "expected", ()) or ())
-        line, col = _end_position(lines)
-    else:  # pragma: no cover
-        msg = str(e)
-    better = _explain_syntax(e, text)
-    if better is not None:
-        msg, line, col = better
-    line, col = _clamp(line, col, lines)
-    # data marks what the grammar itself rejects (the builder's E001s are accepted by it)
-    return Diagnostic("E001", msg, Span(line, col, line, col + 1), data={"grammar": True})
-
-
-def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | None:
-    """The cause and fix of a syntax error (sophon_dsl.syntax.dsl_messages), or None."""
-    if isinstance(e, UnexpectedCharacters):
-        pos = e.pos_in_stream
-        return explain("CHAR", text[pos:pos + 1], e.line, e.column, pos, e.allowed, text)
-    if isinstance(e, UnexpectedToken):
-        tok = e.token
-        expected = e.expected
-        try:
-            if e.interactive_parser is not None:
-                expected = e.interactive_parser.accepts() or expected
-        except Exception:
-            pass
-        if tok.type == "$END":
-            return explain("$END", "", text.count("\n") + 1, 1, len(text), expected, text)
-        return explain(tok.type, str(tok), tok.line, tok.column, tok.start_pos, expected, text)
-    return None
-
-
-def _end_position(lines: list[str]) -> tuple[int, int]:
-    n = len(lines)
-    while n > 1 and not lines[n - 1].strip():
-        n -= 1
-    return n, len(lines[n - 1]) + 1
-
-
-def _clamp(line: Any, col: Any, lines: list[str]) -> tuple[int, int]:
-    if not isinstance(line, int) or line < 1:
-        line = 1
-    if line > len(lines):
-        line = len(lines)
-    if not isinstance(col, int) or col < 1:
-        col = 1
-    col = min(col, len(lines[line - 1]) + 1)
-    return line, col
-
-
-def _resume_line(lines: list[str], after: int) -> int | None:
-    """Index (0-based) of the first line after ``after`` (1-based) that looks like a new statement."""
-    for i in range(max(after, 0), len(lines)):
-        s = lines[i]
-        if s and s[0] not in " \t\r\f)]},#;" and not s.startswith("->"):
-            return i
-    return None
-
-
-def _clamp_diag(d: Diagnostic, lines: list[str]) -> Diagnostic:
-    s = d.span
-    if s is None:
-        return d
-    line, col = _clamp(s.line, s.column, lines)
-    eline, ecol = _clamp(s.end_line, s.end_column, lines)
-    if (eline, ecol) < (line, col):
-        eline, ecol = line, col
-    if (line, col, eline, ecol) == (s.line, s.column, s.end_line, s.end_column):
-        return d
-    return Diagnostic(d.code, d.message, Span(line, col, eline, ecol), d.file, d.path, d.severity, d.related,
-                      d.data)
 
 
 # ---------------------------------------------------------------------------
@@ -1189,7 +917,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
             builder.ctx = _Ctx()
     diags = ctx.diags
     lines = text.split("\n")
-    diags = [_clamp_diag(d, lines) for d in diags]
+    diags = [clamp_diag(d, lines) for d in diags]
     if file is not None:
         diags = [d.with_file(file) for d in diags]
     diags.sort(key=lambda d: (d.span.line, d.span.column) if d.span else (0, 0))
@@ -1198,7 +926,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
     trivia: dict[str, Any] = {}
     if ctx.comments:
         try:
-            calls, trivia = _attach_comments(ctx, lines)
+            calls, trivia = attach_comments(ctx.comments, ctx.calls, _statements(ctx), lines)
         except Exception:  # pragma: no cover - defensive: comments are trivia
             calls, trivia = ctx.calls, {}
     try:
@@ -1223,6 +951,16 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
     return plan, diags
 
 
+def _statements(ctx: _Ctx) -> list[tuple[str, Span]]:
+    """The statements besides calls a comment can belong to: header fields, tool
+    declarations (``"tool NAME"``) and ``return``, with their spans."""
+    out = [(name, sp) for name, sp in ctx.header_spans.items() if name in ctx.header]
+    out += [("tool " + name, tool.span) for name, tool in ctx.tools.items() if tool.span is not None]
+    if ctx.output_seen and ctx.output is not None and ctx.output.span is not None:
+        out.append(("return", ctx.output.span))
+    return out
+
+
 def _run(parser: Lark, builder: _Builder, text: str) -> None:
     ctx = builder.ctx
     lines: list[str] | None = None
@@ -1235,7 +973,7 @@ def _run(parser: Lark, builder: _Builder, text: str) -> None:
         except UnexpectedInput as e:
             if lines is None:
                 lines = text.split("\n")
-            ctx.diags.append(_syntax_diag(e, chunk, lines))
+            ctx.diags.append(syntax_diag(e, chunk, lines))
             ctx.bad.clear()
             ctx.raw.clear()
             errors += 1
@@ -1248,133 +986,10 @@ def _run(parser: Lark, builder: _Builder, text: str) -> None:
                 line = e.token.line
             if not isinstance(line, int) or line < 1:
                 return
-            nxt = _resume_line(lines, line)
+            nxt = resume_line(lines, line)
             if nxt is None:
                 return
             chunk = "\n" * nxt + "\n".join(lines[nxt:])
         except RecursionError:
             ctx.diags.append(Diagnostic("E001", "values are nested too deeply", Span(1, 1, 1, 2)))
             return
-
-
-# ---------------------------------------------------------------------------
-# Comments
-
-
-class _Body:
-    """The anchor key of a map body call (the comment fields are set on the call itself)."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: Call) -> None:
-        self.call = call
-
-
-def _body_anchors(spec: Any, anchors: list) -> None:
-    for b in spec.body:
-        if b.span is not None:
-            anchors.append((b.span.line, b.span.column, b.span.end_line, _Body(b)))
-            if b.map is not None:
-                _body_anchors(b.map, anchors)
-
-
-def _attach_comments(ctx: _Ctx, lines: list[str]) -> tuple[list[Call], dict[str, Any]]:
-    """Attach the collected comments to statements by line position.
-
-    * a comment at the end of a statement's last line is that statement's trailing comment;
-    * any other comment inside a statement (between its decorators, label and call, inside
-      its argument list or a multi-line value) and a comment on its own line directly
-      before a statement is a leading comment of that statement;
-    * comments before the first statement that a blank line separates from it open the
-      file (``Plan.comments``); comments after the last statement are
-      ``Plan.trailing_comments``.
-
-    Statements are the calls, header fields, tool declarations and ``return`` that were
-    built; a comment before a statement with an error moves on to the next statement.
-    Returns the calls (with comments) and the comment fields of the plan.
-    """
-    # (start line, start column, end line, key); key: call index or field key
-    anchors: list[tuple[int, int, int, Any]] = []
-    for i, c in enumerate(ctx.calls):
-        if c.span is not None:
-            anchors.append((c.span.line, c.span.column, c.span.end_line, i))
-            if c.map is not None:  # a map's body calls keep their own comments (nested maps too)
-                _body_anchors(c.map, anchors)
-    for name, sp in ctx.header_spans.items():
-        if name in ctx.header:
-            anchors.append((sp.line, sp.column, sp.end_line, name))
-    for name, tool in ctx.tools.items():
-        if tool.span is not None:
-            anchors.append((tool.span.line, tool.span.column, tool.span.end_line, "tool " + name))
-    out = ctx.output
-    if ctx.output_seen and out is not None and getattr(out, "span", None) is not None:
-        anchors.append((out.span.line, out.span.column, out.span.end_line, "return"))
-    anchors.sort(key=lambda a: (a[0], a[1]))
-
-    head: list[str] = []
-    tail: list[str] = []
-    leading: dict[Any, list[str]] = {}
-    trailing: dict[Any, str] = {}
-    n = len(anchors)
-    # Comments on lines before `first_blank` (the blank line nearest above the first
-    # statement, or above the last comment in a file without statements) open the file.
-    first_blank = 0
-    for ln in range((anchors[0][0] if anchors else max(ctx.comments)) - 1, 0, -1):
-        if not lines[ln - 1].strip():
-            first_blank = ln
-            break
-    k = 0
-    for line in sorted(ctx.comments):
-        col, text = ctx.comments[line]
-        while k < n and anchors[k][2] < line:
-            k += 1
-        if k == n:
-            tail.append(text)
-            continue
-        # the last statement that starts on or before this line and has not ended yet
-        j = k
-        while j + 1 < n and anchors[j + 1][0] <= line and anchors[j + 1][2] >= line:
-            j += 1
-        start, _, end, key = anchors[j]
-        if start <= line and j + 1 < n and anchors[j + 1][0] > line and anchors[j + 1][2] <= end:
-            # inside a map, on a line before one of its body calls: that call's comment
-            start, _, end, key = anchors[j + 1]
-        if start > line:  # before the statement
-            if j == 0 and line < first_blank:
-                head.append(text)
-            else:
-                leading.setdefault(key, []).append(text)
-        elif line == end and lines[line - 1][:col - 1].strip():
-            trailing[key] = text
-        else:
-            leading.setdefault(key, []).append(text)
-
-    # The calls were built by this parse and are not shared yet: set the comment fields in
-    # place (much cheaper than dataclasses.replace on plans with thousands of comments).
-    calls = ctx.calls
-    setattr_ = object.__setattr__
-    for key, lead in leading.items():
-        if type(key) is int:
-            setattr_(calls[key], "comments", tuple(lead))
-        elif type(key) is _Body:
-            setattr_(key.call, "comments", tuple(lead))
-    for key, text in trailing.items():
-        if type(key) is int:
-            setattr_(calls[key], "trailing_comment", text)
-        elif type(key) is _Body:
-            setattr_(key.call, "trailing_comment", text)
-    fields = []
-    for _, _, _, key in anchors:
-        if type(key) is str and (key in leading or key in trailing):
-            fields.append((key, tuple(leading.get(key, ())), trailing.get(key)))
-    if not anchors:  # a file of comments only
-        head = [text for line, (_, text) in sorted(ctx.comments.items()) if line < first_blank]
-        tail = tail[len(head):]
-    trivia: dict[str, Any] = {}
-    if head:
-        trivia["comments"] = tuple(head)
-    if fields:
-        trivia["field_comments"] = tuple(fields)
-    if tail:
-        trivia["trailing_comments"] = tuple(tail)
-    return calls, trivia

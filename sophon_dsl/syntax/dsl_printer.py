@@ -31,6 +31,7 @@ import math
 import re
 from typing import Any
 
+from ..errors import OptionError, OptionTypeError
 from ..model import (
     Call,
     Expression,
@@ -91,7 +92,7 @@ def _bare_word(s: str) -> str:
 def _num(v: int | float) -> str:
     if isinstance(v, float):
         if not math.isfinite(v):
-            raise ValueError(f"cannot print non-finite number {v!r}")
+            raise OptionError(f"cannot print non-finite number {v!r}", code="Print.NotPrintable")
         if v.is_integer() and abs(v) < 1e16:
             return repr(v)
         return repr(v)
@@ -107,7 +108,7 @@ def _scalar(v: Any) -> str:
         return "false"
     if isinstance(v, (int, float)):
         return _num(v)
-    raise TypeError(f"not a scalar: {v!r}")
+    raise OptionTypeError(f"not a scalar: {v!r}")
 
 
 def format_value(value: Value, dagger: str = CANONICAL_DAGGER) -> str:
@@ -128,7 +129,7 @@ def format_value(value: Value, dagger: str = CANONICAL_DAGGER) -> str:
         return "[" + ", ".join(format_value(x, dagger) for x in value.items) + "]"
     if tp is ObjectValue:
         return "{" + ", ".join(f"{_key(k)}: {format_value(x, dagger)}" for k, x in value.entries) + "}"
-    raise TypeError(f"not a plan value: {value!r}")
+    raise OptionTypeError(f"not a plan value: {value!r}")
 
 
 def format_json(data: Any) -> str:
@@ -179,8 +180,7 @@ def _with_comments(lines: list[str], leading, trailing: str | None) -> list[str]
 
 
 def _target(out: OutputTarget, dagger: str) -> str:
-    op = f" {out.op} " if out.op else " || "
-    return op.join(p.text(dagger) for p in out.paths) + " " + _METHOD_OPS[out.method]
+    return out.text(dagger) + " " + _METHOD_OPS[out.method]
 
 
 def _decorators(call: Call, label_ok: bool) -> list[str]:
@@ -273,7 +273,7 @@ def format_call(call: Call, dagger: str = CANONICAL_DAGGER, width: int = MAX_WID
 def print_dsl(plan: Plan, dagger: str = CANONICAL_DAGGER) -> str:
     """Canonical DSL text for ``plan`` (ends with a newline unless the plan is empty)."""
     if dagger not in ("†", "$"):
-        raise ValueError("dagger must be '†' or '$'")
+        raise OptionError("dagger must be '†' or '$'")
     notes = {key: (lead, trail) for key, lead, trail in plan.field_comments}
     pending: list[str] = []  # comments of a statement that is not printed (e.g. `mode = eager`)
 

@@ -78,35 +78,37 @@ def convert_options(opts: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[st
 # ---------------------------------------------------------------------------- DSL
 
 
-def map_from_dsl(builder: Any, tool: str, params: list, block: tuple, tool_span: Span,
-                 span: Span) -> MapSpec | None:
-    """A ``map(...) {...}`` statement of the DSL parser (``builder``) -> MapSpec, or None
-    after reporting E501."""
+def map_from_dsl(tool: str, params: list, block: tuple, tool_span: Span, span: Span, *,
+                 err: Callable[[str, str, Span], None], to_json: Callable[[Value], Any],
+                 allow: Callable[[Value], None]) -> MapSpec | None:
+    """A ``map(...) {...}`` statement of the DSL parser -> MapSpec, or None after reporting
+    E501 through ``err(code, message, span)``.  ``to_json`` turns an option's value into
+    plain data; ``allow(value)`` tells the parser a value that is an error in a call (a
+    bare word, ``map(†row)``'s shorthand) is fine here."""
     _, body, result, block_span = block
     if tool != MAP_TOOL:
-        builder._err("E501", f"only map takes a body in braces; '{tool}(...)' is a call (write "
+        err("E501", f"only map takes a body in braces; '{tool}(...)' is a call (write "
                      f"map(†kind.list) {{ ... }} to run calls per item)", block_span)
         return None
     over: Value | None = None
     opts: dict[str, Any] = {}
     spans: dict[str, Span] = {}
-    bad = builder.ctx.bad
     for p in params:
         v = p.value
-        bad.pop(id(v), None)  # `as=text`, `map(†row)`: fine here, errors in a call
+        allow(v)  # `as=text`, `map(†row)`: fine here, errors in a call
         shorthand = type(v) is Reference and p.span == v.span
         if p.name == "over" or (shorthand and over is None):
             over = v
             continue
         spans[p.name] = p.span
-        opts[p.name] = v.value if type(v) is Literal else builder._to_json(v)
+        opts[p.name] = v.value if type(v) is Literal else to_json(v)
     ok = True
     if over is None:
-        builder._err("E501", "map needs the list to go over: map(†input.items) or map(over=[...])", tool_span)
+        err("E501", "map needs the list to go over: map(†input.items) or map(over=[...])", tool_span)
         ok = False
     fields, errors = convert_options(opts)
     for key, message in errors:
-        builder._err("E501", message, spans.get(key, tool_span))
+        err("E501", message, spans.get(key, tool_span))
         ok = False
     if not ok:
         return None

@@ -12,6 +12,7 @@ import asyncio
 import random as _random
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
+from ...errors import OptionError
 from ..provider import Message, Provider, ProviderError, check_ready, close_stream
 from .errors import StreamInterruptedError
 
@@ -52,7 +53,7 @@ class FailoverProvider:
                  sleep: Sleep | None = None, random: Callable[[], float] | None = None,
                  name: str | None = None, on_event: Callable[[Any], Any] | None = None):
         if not providers:
-            raise ValueError("FailoverProvider needs at least one provider")
+            raise OptionError("FailoverProvider needs at least one provider")
         self.providers = list(providers)
         self.base_delay = base_delay
         self.max_delay = max_delay
