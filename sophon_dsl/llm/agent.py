@@ -434,7 +434,8 @@ class Agent:
                     status, error = "failed", self._time_up()
                     break
                 msgs = build_messages(
-                    request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
+                    request, tools=guard.tools(self.prompt_tools(), request, self.registry.get),
+                    input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls, form=self.reply_form)

@@ -89,6 +89,40 @@ def test_agent_prompt_offers_at_most_ten_tools():
     assert len(listed) == 10 and any(x.startswith("web.search(") for x in listed)
 
 
+def _listed(provider):
+    system = provider.calls[0]["messages"][0].content
+    return [x.split("(", 1)[0] for x in system.split("\nTools:\n", 1)[1].splitlines() if "->" in x]
+
+
+def test_agent_keeps_the_standard_always_on_tools_next_to_the_top_scored_own_tools():
+    # the prompt lists the caller's own tools; the seed's always-on tools come from the
+    # standard library and are offered with them, the ten best own tools filling the rest
+    tools = [search] + [_spec(f"misc.t{i}", "does nothing") for i in range(14)]
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=tools).run("search the web")
+    listed = _listed(provider)
+    assert len(listed) == 10
+    assert {"datetime.now", "memory.search", "web.search"} <= set(listed)
+    provider = keyed(("Request: ", "return 1"))          # a few own tools: all of them, plus the two
+    Agent(provider, tools=[search]).run("search the web")
+    assert sorted(_listed(provider)) == ["datetime.now", "memory.search", "web.search"]
+
+
+def test_always_on_lists_the_callers_own_pinned_tools_and_off_means_the_seeds_are_not_added():
+    tools = [search] + [_spec(f"misc.t{i}", "does nothing") for i in range(14)]
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=tools, guards=Guards(always_on=("misc.t13", "datetime.now"))).run("search the web")
+    listed = _listed(provider)
+    assert len(listed) == 10 and {"misc.t13", "datetime.now", "web.search"} <= set(listed)
+    assert "memory.search" not in listed
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=[search], guards=Guards(always_on=())).run("search the web")
+    assert _listed(provider) == ["web.search"]
+    provider = keyed(("Request: ", "return 1"))          # no filter: the caller's tools as given
+    Agent(provider, tools=[search], guards=Guards(tool_filter=False)).run("search the web")
+    assert _listed(provider) == ["web.search"]
+
+
 # -- loop detector -----------------------------------------------------------------------
 
 def test_generic_repeat_thresholds_10_20_30():
