@@ -3,8 +3,10 @@ replies and the calls its turns run, kept in a run store so that a resume asks t
 nothing it was already answered and runs no committed call again.
 
 * The run's row has ``spec = {"kind": "agent", "request", "input", "state", "instances",
-  "mode", "planning", "options", "meta"}``: what the loop needs to start again (the planning
-  decision too, so a resume does not ask for it again).  Its hash covers the tools' sources
+  "mode", "planning", "options", "meta", "session"}``: what the loop needs to start again (the
+  planning decision too, so a resume does not ask for it again); ``session`` holds the
+  ``user_message`` logged when the run began, and the summary's ``agent.session`` the pair
+  once it ended (seed 002's session log).  Its hash covers the tools' sources
   and the loop's options (``Store.PlanChanged`` unless forced).
 * Each turn's reply is appended to the store (table ``agent_replies``) as it streams: before
   a call's tool starts, the reply so far is handed to the store and committed (the store
@@ -297,4 +299,6 @@ def stored_agent(store: Any, row: dict) -> dict:
     agent = summary.get("agent") or {}
     return {"run_id": run_id, "kind": AGENT_KIND, "status": row["status"], "request": spec.get("request"),
             "output": summary.get("output"), "error": summary.get("error"), "state": agent.get("state"),
-            "waiting": summary.get("waiting") if row["status"] == "waiting" else None, "recorded_turns": turns}
+            "waiting": summary.get("waiting") if row["status"] == "waiting" else None, "recorded_turns": turns,
+            # the session log: the request logged when the run began, the answer when it ended
+            "session": agent.get("session") or spec.get("session") or []}

@@ -53,7 +53,13 @@ from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provid
                        close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
-__all__ = ["Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "warm_up"]
+__all__ = ["AGENT_MESSAGE", "Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "USER_MESSAGE",
+           "warm_up"]
+
+# the session log (seed 002's first middleware): the request as it came in, the answer as it
+# went out, one event each through on_event, kept in AgentResult.session and a durable run's row
+USER_MESSAGE = "user_message"
+AGENT_MESSAGE = "agent_message"
 
 # Calls one turn may run, map items included.  20 (Sophon's PlanMaxSteps) broke plain plans: 20
 # fetches and a join written without `map` ran the fetches, then lost the join and a turn.
@@ -127,6 +133,8 @@ class AgentResult:
     run_id: str | None = None      # the run's id in its store (durable runs)
     # status "waiting" (approve="wait"): what it waits for: {decision, kind, call_id, calls, decision_run}
     waiting: dict | None = None
+    # the session log: [the user_message, the agent_message] (see session_message)
+    session: list[dict] | None = None
 
     @property
     def ok(self) -> bool:
@@ -147,10 +155,32 @@ class AgentResult:
             out["run_id"] = self.run_id
         if self.waiting is not None:
             out["waiting"] = self.waiting
+        if self.session is not None:
+            out["session"] = self.session
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, indent=indent, default=str)
+
+
+def session_message(type_: str, text: str, **extra: Any) -> dict:
+    """One entry of the session log: ``{"type": "user_message" | "agent_message", "text", "at"}``
+    (``at``: UTC ISO time) and, for the agent's answer, its ``status`` and ``output``."""
+    from ..runtime.state import now_iso
+
+    return {"type": type_, "text": text, "at": now_iso(), **extra}
+
+
+def _answer(status: str, output: Any, error: str | None) -> dict:
+    """The agent_message for how a run ended: its output as text (JSON when not a string), or
+    the error when there is no output."""
+    if isinstance(output, str):
+        text = output
+    elif output is not None:
+        text = json.dumps(output, ensure_ascii=False, default=str)
+    else:
+        text = error or ""
+    return session_message(AGENT_MESSAGE, text, status=status, output=output)
 
 
 def _agent_event(type_: str, turn: int, status: str = "", *, call_id: str | None = None, tool: str | None = None,
@@ -334,6 +364,9 @@ class Agent:
         if self.latent_provider is not None:
             check_ready(self.latent_provider)
         warm_up()
+        # the request is logged before anything else of the pipeline runs (planning included)
+        self._user_message = session_message(USER_MESSAGE, request)
+        self._emit(_agent_event(USER_MESSAGE, 0, "received", data=self._user_message))
         mode, planned = await self._plan_mode(request, planning)
         record = None
         if self.store is not None:
@@ -343,7 +376,8 @@ class Agent:
 
             rid, self.run_id = run_id or self.run_id or uuid.uuid4().hex, None
             spec = {"request": request, "input": input, "state": state, "instances": instances,
-                    "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta}
+                    "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta,
+                    "session": [self._user_message]}
             record = AgentRecord.create(self.store, rid, spec, agent_hash(self.registry, spec["options"]))
         return await self._loop(request, input, state, instances, mode, planned, record)
 
@@ -371,9 +405,19 @@ class Agent:
                                           lambda sp: agent_hash(self.registry, sp.get("options") or {}),
                                           unknown=unknown, force=force)
         self._take_options(spec.get("options") or {})
+        # the request was logged when the run began (runs recorded before the log: logged now)
+        self._user_message = (spec.get("session") or [None])[0] or session_message(USER_MESSAGE, spec["request"])
         warm_up()
         return await self._loop(spec["request"], spec.get("input"), spec.get("state"), spec.get("instances"),
                                 Mode(spec["mode"]), spec.get("planning"), record)
+
+    _user_message: dict | None = None  # this run's user_message (set when it starts or resumes)
+
+    def _answered(self, result: AgentResult) -> None:
+        """The run ended: its answer is logged (event and ``result.session``) after its request."""
+        answer = _answer(result.status, result.output, result.error)
+        self._emit(_agent_event(AGENT_MESSAGE, len(result.turns), result.status, data=answer))
+        result.session = [m for m in (self._user_message, answer) if m is not None]
 
     def _time_up(self) -> str:
         return f"Agent.Timeout: the agent's time limit ({self.max_time:g} s, max_time) passed"
@@ -478,6 +522,7 @@ class Agent:
             status, error = "cancelled", "the agent was cancelled"
             result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage(),
                                  run_id=run_id)
+            self._answered(result)
             if record is not None:
                 await asyncio.shield(record.finish(_summary(result)))
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
@@ -488,6 +533,7 @@ class Agent:
             raise
         result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage(), run_id,
                              waiting)
+        self._answered(result)
         if record is not None:
             await record.finish(_summary(result))
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
