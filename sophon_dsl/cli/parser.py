@@ -412,7 +412,17 @@ def _approve_args(sub: argparse._SubParsersAction) -> None:
     _store_only(p)
 
 
-COMMAND_ARGS += (_runs_args, _resume_args, _approve_args)
+def _cancel_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cancel", help="cancel a recorded run, whichever process runs it (through its store)")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--reason", default="", metavar="TEXT", help="why (kept with the request and the run)")
+    p.add_argument("--wait", type=positive_seconds, default=10.0, metavar="SECONDS",
+                   help="wait this long for the run's process to end it (default 10)")
+    p.add_argument("--no-wait", action="store_true", help="return once the request is stored")
+    _store_only(p)
+
+
+COMMAND_ARGS += (_runs_args, _resume_args, _approve_args, _cancel_args)
 
 
 def _config_args(sub: argparse._SubParsersAction) -> None:

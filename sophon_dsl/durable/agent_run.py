@@ -34,7 +34,7 @@ from . import default_store_url, open_store
 from .base import dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .journal import BeforeStart
-from .session import DurableRun, owner_id
+from .session import DurableRun, owner_id, watch_cancel
 
 __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
            "stored_agent", "turn_run_id"]
@@ -170,6 +170,7 @@ class AgentRecord:
         self.resumed = replies is not None
         self.lease_s = 60.0
         self._renewal: asyncio.Task | None = None
+        self._watch: asyncio.Future | None = None   # the cancel request watcher (keep_lease)
 
     # -- opening --------------------------------------------------------------------
 
@@ -240,8 +241,12 @@ class AgentRecord:
 
     # -- the lease and the end ---------------------------------------------------------
 
-    def keep_lease(self) -> None:
-        """Renew the run's lease while the loop goes on."""
+    def keep_lease(self, on_cancel: Any = None) -> None:
+        """Renew the run's lease while the loop goes on; ``on_cancel`` is called when another
+        process asks the store to cancel the run (``sophon-dsl cancel RUN_ID``)."""
+        if on_cancel is not None:
+            self._watch = asyncio.ensure_future(watch_cancel(self.backend, self.run_id, on_cancel))
+
         async def renew() -> None:
             loop = asyncio.get_running_loop()
             while True:
@@ -255,6 +260,8 @@ class AgentRecord:
         release the lease, close a store opened for the run."""
         if self._renewal is not None:
             self._renewal.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         try:
             if summary is not None:
                 await _settled(self.backend.set_status(self.run_id, summary["status"], summary))

@@ -25,7 +25,10 @@ from ..errors import SophonError
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
 
-__all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+__all__ = ["CANCEL_DECISION", "Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+
+# the decision name under which `sophon-dsl cancel` asks a run's holder to stop (base.RunStore.request_cancel)
+CANCEL_DECISION = "cancel"
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
 # version it finds, in one transaction, and records each in schema_migrations.
@@ -364,6 +367,18 @@ class RunStore:
         stmt = self.sql("INSERT INTO decisions (run_id, name, decision) VALUES (?,?,?) ON CONFLICT (run_id, name) "
                         "DO UPDATE SET decision = excluded.decision")
         return self.submit(lambda cur: cur.execute(stmt, (run_id, name, text)) and None)
+
+    def request_cancel(self, run_id: str, request: dict) -> Future:
+        """Ask the process holding ``run_id`` to cancel it (``sophon-dsl cancel``, seed 000's
+        ``TryCancelPlan``): kept as the run's decision named :data:`CANCEL_DECISION`, which the
+        holder polls (:meth:`cancel_requested`); no schema change, as the trace id's row."""
+        return self.put_decision(run_id, CANCEL_DECISION, request)
+
+    def cancel_requested(self, run_id: str) -> dict | None:
+        """The cancel request stored for ``run_id`` (None: nobody asked)."""
+        stmt = self.sql("SELECT decision FROM decisions WHERE run_id = ? AND name = ?")
+        row = self._wait(lambda cur: _one(cur, stmt, (run_id, CANCEL_DECISION)))
+        return json.loads(row[0]) if row is not None else None
 
     def set_status(self, run_id: str, status: str, summary: dict | None = None) -> Future:
         text = dumps(summary) if summary is not None else None

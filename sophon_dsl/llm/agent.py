@@ -464,8 +464,8 @@ class Agent:
         from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
         self._spans = agent_subscriber(run_id, request, durable=record is not None)
-        if record is not None:
-            record.keep_lease()
+        if record is not None:  # (`sophon-dsl cancel RUN_ID` from another process cancels the loop)
+            record.keep_lease(on_cancel=asyncio.current_task().cancel)
             if record.resumed:
                 self._emit(_agent_event("agent_resumed", 0, "running", data={
                     "run_id": run_id, "recorded_turns": len(record.replies)}))

@@ -478,7 +478,8 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
 
 async def _stamped(handle: RunHandle, coro: Any) -> RunResult:
     """The run's result with its run id; a durable run records how it ended."""
-    result = await (coro if handle.durable is None else handle.durable.guard(coro))
+    # a durable run can be cancelled from another process through its store (sophon-dsl cancel)
+    result = await (coro if handle.durable is None else handle.durable.guard(coro, on_cancel=handle.cancel))
     result.run_id = handle.run_id
     if handle.spans is not None:  # a run left waiting ends without a terminal event
         handle.spans.finish(result)
