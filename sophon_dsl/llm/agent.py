@@ -460,6 +460,11 @@ class Agent:
         waiting: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
         guard = self.guards.start(self.provider)
+        # with a context window the loop carries its conversation (each earlier turn's reply and
+        # outcome); past 80 % the window summarises its oldest 60 % once, and later turns carry
+        # the summary instead (planning/context.py, ContextWindow.carry)
+        window = guard.window()
+        carried: list[Message] = []
         run_id = record.run_id if record is not None else None
         from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
@@ -483,6 +488,8 @@ class Agent:
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls, form=self.reply_form)
+                if window is not None:
+                    msgs, carried = await window.carry(msgs, carried)
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
                 turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
@@ -494,6 +501,8 @@ class Agent:
                     status, error = "failed", self._time_up()
                     break
                 turns.append(rec)
+                if window is not None:
+                    carried += _exchange(rec)
                 self._emit(_agent_event("agent_turn_end", n, rec.status, data=rec))
                 if rec.state_after is not None:
                     kinds = {k: v for k, v in rec.state_after.items() if not k.startswith("input")}
@@ -780,6 +789,17 @@ def _summary(result: AgentResult) -> dict:
         agent = json.loads(json.dumps(agent, default=str))
     return {"status": result.status, "output": agent.get("output"), "error": result.error, "agent": agent,
             "waiting": result.waiting}
+
+
+def _exchange(rec: TurnRecord) -> list[Message]:
+    """A finished turn as the conversation carries it: the reply, then what came of its calls."""
+    calls = "; ".join(f"{c.get('id')} {c.get('status')}" + (f" ({c['error'].get('error')})"
+                                                              if isinstance(c.get("error"), dict) else "")
+                      for c in rec.calls)
+    errors = "; ".join(str((e.get("error") or {}).get("message") or e.get("error")) for e in rec.errors)
+    text = f"Turn {rec.number}: {rec.status}" + (f"; calls: {calls}" if calls else "") + \
+        (f"; errors: {errors}" if errors else "")
+    return [Message("assistant", rec.reply), Message("user", text)]
 
 
 def _invalid(turn: StreamTurn) -> TurnOutcome:

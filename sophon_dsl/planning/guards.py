@@ -102,6 +102,11 @@ class GuardRun:
         told = [{"call": None, "error": {"code": f.code, "message": f.message()}} for f in tell]
         return told, (f"{LOOP_DETECTED}: {stop.message()}" if stop is not None else None)
 
+    def window(self) -> ContextWindow | None:
+        """The context window the agent fits its requests to (None: no limit set)."""
+        window = self.guards.context_window
+        return window if isinstance(window, ContextWindow) else None
+
     @staticmethod
     def checkpoint(turn: int) -> bool:
         return is_checkpoint(turn)

@@ -281,3 +281,39 @@ def test_the_seeds_iteration_limit_is_the_default_under_planning():
     endless = keyed(("Request: ", [f'$state.v{i} = web.search(query="q{i}")\n' for i in range(120)]))
     result = Agent(endless, tools=[search], stdlib=False, planning="never").run("go on")
     assert result.status == "failed" and len(result.turns) == 100
+
+
+# -- context compaction inside the agent loop (issue 26 item 7) ---------------------------
+
+def test_long_session_is_summarised_once_and_later_turns_carry_the_summary():
+    # each turn writes a long comment (the conversation grows) and one call; the tenth returns
+    filler = "# " + "notes " * 300 + "\n"
+    turns = [f'{filler}$state.v{i} = web.search(query="q{i}")\n' for i in range(9)] + ["return 1\n"]
+
+    def provider():
+        return keyed(("Summarise this conversation", "EARLIER: v0..v3 searched"), ("Request: ", turns))
+
+    first = provider()
+    Agent(first, tools=[search], stdlib=False, max_turns=1).run("search ten times")
+    base = sum(estimate_tokens(m.content) for m in first.calls[0]["messages"])
+    per_turn = estimate_tokens(turns[0]) + 40
+    p = provider()   # (a window given as a size summarises with the agent's own provider)
+    agent = Agent(p, tools=[search], stdlib=False, max_turns=12,
+                  guards=Guards(context_window=int((base + 4.5 * per_turn) / 0.8)))
+    window = agent.guards.context_window
+    result = agent.run("search ten times")
+    assert result.status == "succeeded" and len(result.turns) == 10
+    asks = [i for i, c in enumerate(p.calls) if "Summarise this conversation" in c["messages"][0].content]
+    assert asks, "no summary was asked for"
+    first_ask = asks[0]
+    summarised = p.calls[first_ask]["messages"][1].content
+    assert "Turn 1: succeeded" in summarised                      # the oldest turns went into it
+    after = [m.content for m in p.calls[first_ask + 1]["messages"]]
+    assert any(t.startswith("(Summary of ") and "EARLIER: v0..v3 searched" in t for t in after)
+    assert not any("Turn 1: succeeded" in t for t in after)       # replaced by the summary
+    # the turn after that carries the same summary without asking again (until it grows past 80 %)
+    nxt = p.calls[first_ask + 2]
+    if "Summarise this conversation" not in nxt["messages"][0].content:
+        assert any("EARLIER: v0..v3 searched" in m.content for m in nxt["messages"])
+    assert any(a["action"] == "compacted" for a in window.actions)
+    assert p.calls[0]["messages"][0].content.startswith(first.calls[0]["messages"][0].content[:200])
