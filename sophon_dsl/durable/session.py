@@ -68,18 +68,22 @@ CANCEL_POLL = 0.25
 async def watch_cancel(backend: Any, run_id: str, on_cancel: Callable[[], Any],
                        every: float = CANCEL_POLL) -> dict:
     """Poll ``backend`` for a cancel request of ``run_id`` (``RunStore.request_cancel``) and
-    call ``on_cancel()`` once one is there; returns the request.  The read runs in a thread:
-    the store answers through its writer thread, which may be committing a batch."""
+    call ``on_cancel()`` once one is there; returns the request.  The read runs in a thread, on
+    a connection of its own (``RunStore.cancel_reader``): not through the writer's queue."""
     loop = asyncio.get_running_loop()
-    while True:
-        try:
-            request = await loop.run_in_executor(None, backend.cancel_requested, run_id)
-        except Exception:  # noqa: BLE001 - a store that cannot answer now: asked again next time
-            request = None
-        if request is not None:
-            on_cancel()
-            return request
-        await asyncio.sleep(every)
+    read = backend.cancel_reader()
+    try:
+        while True:
+            try:
+                request = await loop.run_in_executor(None, read, run_id)
+            except Exception:  # noqa: BLE001 - a store that cannot answer now: asked again next time
+                request = None
+            if request is not None:
+                on_cancel()
+                return request
+            await asyncio.sleep(every)
+    finally:
+        read.close()
 
 
 def owner_id() -> str:
