@@ -20,7 +20,8 @@ Every tool is declared without code and answered by the mocks.  A case runs
 through :func:`sophon_dsl.runtime.dry_run` (the real scheduler); a case with
 ``context`` runs through :func:`sophon_dsl.run` (dry_run takes no initial
 context), with the same mock answers supplied as its latent executor and
-retry delays skipped; so does a case with ``wait: true``, whose mocks' ``latency`` is
+retry delays skipped; so does a case with ``cascade`` (the run's cascade, ``skip`` or
+``partial``) and a case with ``wait: true``, whose mocks' ``latency`` is
 waited for in real time (a time limit such as a map's ``@timeout`` can elapse).  ``xfail: reason`` marks a case whose expectation is the
 spec's but which the implementation gets wrong; it must fail (strict).  See
 spec/README.md#run-time-corpus.
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "spec" / "conformance" / "runtime"
 LANGUAGE = ROOT / "spec" / "language.md"
 CASE_KEYS = {"name", "rule", "form", "plan", "tools", "input", "state", "context", "mocks", "expect", "xfail",
-             "wait"}
+             "wait", "cascade"}
 EXPECT_KEYS = {"status", "state", "calls", "errors", "attempts", "reasons", "args", "output", "error"}
 TOPICS = {"output_methods", "expressions", "templates", "branches", "cascade", "retries", "fire_and_forget",
           "instances", "status", "jmespath", "map_runs"}
@@ -103,7 +104,7 @@ def _run(case: dict, registry):
     loaded = parse(case["plan"], format=case["form"], file="case")
     errors = [d for d in loaded.diagnostics if d.is_error]
     assert not errors, [f"{d.code} {d.message}" for d in errors]
-    if "context" not in case and not case.get("wait"):
+    if "context" not in case and not case.get("wait") and "cascade" not in case:
         report = dry_run(loaded.plan, registry, mocks=case.get("mocks") or {}, input=case.get("input"),
                          state=case.get("state"))
         return report.result, report.arguments
@@ -116,7 +117,8 @@ def _run(case: dict, registry):
     mock = _MockExecutor(case.get("mocks") or {}, registry)
     executor = _Waiting(mock) if case.get("wait") else mock
     result = sophon_dsl.run(loaded.plan, registry, input=case.get("input"), state=case.get("state"),
-                            context=case.get("context"), executor=executor, approve=True, sleep=no_sleep)
+                            context=case.get("context"), executor=executor, approve=True, sleep=no_sleep,
+                            cascade=case.get("cascade", "skip"))
     return result, mock.arguments
 
 

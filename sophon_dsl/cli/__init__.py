@@ -32,6 +32,7 @@ COMMAND_MODULES = {"check": "check", "fmt": "fmt", "graph": "graph", "run": "run
 COMMAND_MODULES["runs"] = "runs"          # durable runs (issue 13)
 COMMAND_MODULES["resume"] = "resume"
 COMMAND_MODULES["approve"] = "approve"
+COMMAND_MODULES["cancel"] = "cancel"      # cancel a run another process holds (issue 26)
 COMMAND_MODULES["config"] = "config"      # the project config file (issue 28)
 COMMAND_MODULES["lsp"] = "lsp"            # the language server (issue 28)
 COMMAND_MODULES["ui"] = "ui"              # the web dashboard (issue 29)

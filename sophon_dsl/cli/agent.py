@@ -225,6 +225,8 @@ def _run_options(args: argparse.Namespace, tool_executor: Any) -> dict | None:
         options["tool_executor"] = tool_executor
     if getattr(args, "max_threads", None) is not None:
         options["max_threads"] = args.max_threads
+    if getattr(args, "cascade", None) is not None:
+        options["cascade"] = args.cascade
     return options or None
 
 

@@ -79,14 +79,15 @@ def run(args: argparse.Namespace) -> int:
     # A step that needs a person asks only a person (or the explicit --approve answer):
     # off a terminal and without --approve the run stops 'hitl' rather than guessing.
     person = approve if args.approve is not None or approve == "ask" else None
+    cascade = getattr(args, "cascade", None) or "skip"
     agent = Agent(provider, tools=registry, max_turns=args.max_turns, approve=approve, model=args.model,
-                  on_event=progress)
+                  on_event=progress, run_options={"cascade": cascade})
     store, run_id = _store(args)
     try:
         runner = GoalRunner(agent, planner_provider=planner, evaluator_provider=evaluator,
                             max_goal_steps=args.max_goal_steps, max_replans=args.max_replans,
                             subagent_turns=args.max_turns, approve=person, on_event=progress, store=store,
-                            store_meta=_meta(args))
+                            store_meta=_meta(args), cascade=cascade)
     except ValueError as exc:       # MAX_GOAL_STEPS / MAX_REPLAN_ATTEMPTS that are not numbers
         raise UsageError(str(exc)) from None
     if run_id is not None:

@@ -199,6 +199,7 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
                    help="turns of each imported plan step's sub-agent (ExecutionPlan / step list; default 4)")
     p.add_argument("--hinted-tools-only", action="store_true",
                    help="offer an imported plan step's sub-agent only the tools its toolHints name")
+    add_cascade_arg(p)
     add_store_args(p)
     add_executor_args(p)
 
@@ -298,6 +299,7 @@ def agent_args(sub: argparse._SubParsersAction,
                         "replies in either form are read)")
     p.add_argument("--max-reply-bytes", type=byte_size, default=None, metavar="SIZE",
                    help="cut a reply past SIZE (default 1M) and tell the next turn (Reply.TooLarge)")
+    add_cascade_arg(p)
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
@@ -326,6 +328,7 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
                    help="record the goal (default: $SOPHON_DSL_STORE, else the per-user SQLite file), so a "
                         "goal waiting for a person continues with 'sophon-dsl approve RUN_ID'")
     p.add_argument("--no-store", action="store_true", help="do not record the goal (it cannot be continued)")
+    add_cascade_arg(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no progress view")
 
 
@@ -333,6 +336,13 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
 COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _classify_args, _goal_args,
 )
+
+
+def add_cascade_arg(p: argparse.ArgumentParser) -> None:
+    """What a failed call does to the calls that depend on it (docs/runtime.md, Cascade)."""
+    p.add_argument("--cascade", choices=("skip", "partial"), default=None,
+                   help="skip (default): a failed call's dependents are skipped; partial: a dependent "
+                        "with another dependency that succeeded runs, reading the failure's {error, cause}")
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
@@ -409,7 +419,17 @@ def _approve_args(sub: argparse._SubParsersAction) -> None:
     _store_only(p)
 
 
-COMMAND_ARGS += (_runs_args, _resume_args, _approve_args)
+def _cancel_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cancel", help="cancel a recorded run, whichever process runs it (through its store)")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--reason", default="", metavar="TEXT", help="why (kept with the request and the run)")
+    p.add_argument("--wait", type=positive_seconds, default=10.0, metavar="SECONDS",
+                   help="wait this long for the run's process to end it (default 10)")
+    p.add_argument("--no-wait", action="store_true", help="return once the request is stored")
+    _store_only(p)
+
+
+COMMAND_ARGS += (_runs_args, _resume_args, _approve_args, _cancel_args)
 
 
 def _config_args(sub: argparse._SubParsersAction) -> None:

@@ -97,7 +97,7 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
     if view is not None:
         options["on_event"] = view
     for name in ("max_concurrency", "max_threads", "timeout", "max_time", "max_memory", "max_calls",
-                 "max_expanded_calls"):
+                 "max_expanded_calls", "cascade"):
         value = getattr(args, name, None)  # (commands that share this runner may lack the budget flags)
         if value is not None:
             options[name] = value

@@ -3,8 +3,10 @@ replies and the calls its turns run, kept in a run store so that a resume asks t
 nothing it was already answered and runs no committed call again.
 
 * The run's row has ``spec = {"kind": "agent", "request", "input", "state", "instances",
-  "mode", "planning", "options", "meta"}``: what the loop needs to start again (the planning
-  decision too, so a resume does not ask for it again).  Its hash covers the tools' sources
+  "mode", "planning", "options", "meta", "session"}``: what the loop needs to start again (the
+  planning decision too, so a resume does not ask for it again); ``session`` holds the
+  ``user_message`` logged when the run began, and the summary's ``agent.session`` the pair
+  once it ended (seed 002's session log).  Its hash covers the tools' sources
   and the loop's options (``Store.PlanChanged`` unless forced).
 * Each turn's reply is appended to the store (table ``agent_replies``) as it streams: before
   a call's tool starts, the reply so far is handed to the store and committed (the store
@@ -32,7 +34,7 @@ from . import default_store_url, open_store
 from .base import dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .journal import BeforeStart
-from .session import DurableRun, owner_id
+from .session import DurableRun, owner_id, watch_cancel
 
 __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
            "stored_agent", "turn_run_id"]
@@ -168,6 +170,7 @@ class AgentRecord:
         self.resumed = replies is not None
         self.lease_s = 60.0
         self._renewal: asyncio.Task | None = None
+        self._watch: asyncio.Future | None = None   # the cancel request watcher (keep_lease)
 
     # -- opening --------------------------------------------------------------------
 
@@ -238,8 +241,12 @@ class AgentRecord:
 
     # -- the lease and the end ---------------------------------------------------------
 
-    def keep_lease(self) -> None:
-        """Renew the run's lease while the loop goes on."""
+    def keep_lease(self, on_cancel: Any = None) -> None:
+        """Renew the run's lease while the loop goes on; ``on_cancel`` is called when another
+        process asks the store to cancel the run (``sophon-dsl cancel RUN_ID``)."""
+        if on_cancel is not None:
+            self._watch = asyncio.ensure_future(watch_cancel(self.backend, self.run_id, on_cancel))
+
         async def renew() -> None:
             loop = asyncio.get_running_loop()
             while True:
@@ -253,6 +260,8 @@ class AgentRecord:
         release the lease, close a store opened for the run."""
         if self._renewal is not None:
             self._renewal.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         try:
             if summary is not None:
                 await _settled(self.backend.set_status(self.run_id, summary["status"], summary))
@@ -297,4 +306,6 @@ def stored_agent(store: Any, row: dict) -> dict:
     agent = summary.get("agent") or {}
     return {"run_id": run_id, "kind": AGENT_KIND, "status": row["status"], "request": spec.get("request"),
             "output": summary.get("output"), "error": summary.get("error"), "state": agent.get("state"),
-            "waiting": summary.get("waiting") if row["status"] == "waiting" else None, "recorded_turns": turns}
+            "waiting": summary.get("waiting") if row["status"] == "waiting" else None, "recorded_turns": turns,
+            # the session log: the request logged when the run began, the answer when it ended
+            "session": agent.get("session") or spec.get("session") or []}

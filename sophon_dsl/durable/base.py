@@ -25,7 +25,10 @@ from ..errors import SophonError
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
 
-__all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+__all__ = ["CANCEL_DECISION", "CancelReader", "Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+
+# the decision name under which `sophon-dsl cancel` asks a run's holder to stop (base.RunStore.request_cancel)
+CANCEL_DECISION = "cancel"
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
 # version it finds, in one transaction, and records each in schema_migrations.
@@ -72,6 +75,35 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
 
 _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
                 "last_seq", "lease_owner", "lease_until", "plan_file", "calls_total")
+
+
+class CancelReader:
+    """A run store's cancel requests read on a connection of its own, opened on the first read
+    (see :meth:`RunStore.cancel_reader`); calls are made one at a time, from any thread."""
+
+    def __init__(self, store: "RunStore", stmt: str) -> None:
+        self._connect = store._connect
+        self._stmt = stmt
+        self._conn: Any = None
+
+    def __call__(self, run_id: str) -> dict | None:
+        if self._conn is None:
+            self._conn = self._connect()
+        try:
+            cur = self._conn.cursor()
+            cur.execute(self._stmt, (run_id, CANCEL_DECISION))
+            row = cur.fetchone()
+        finally:
+            self._conn.rollback()  # (PostgreSQL opened a transaction for the read: not left open)
+        return json.loads(row[0]) if row is not None else None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - nothing more to read
+                pass
+            self._conn = None
 
 
 class StoreError(SophonError):
@@ -364,6 +396,24 @@ class RunStore:
         stmt = self.sql("INSERT INTO decisions (run_id, name, decision) VALUES (?,?,?) ON CONFLICT (run_id, name) "
                         "DO UPDATE SET decision = excluded.decision")
         return self.submit(lambda cur: cur.execute(stmt, (run_id, name, text)) and None)
+
+    def request_cancel(self, run_id: str, request: dict) -> Future:
+        """Ask the process holding ``run_id`` to cancel it (``sophon-dsl cancel``, seed 000's
+        ``TryCancelPlan``): kept as the run's decision named :data:`CANCEL_DECISION`, which the
+        holder polls (:meth:`cancel_requested`); no schema change, as the trace id's row."""
+        return self.put_decision(run_id, CANCEL_DECISION, request)
+
+    def cancel_reader(self) -> "CancelReader":
+        """What the process holding a run polls with (``durable.session.watch_cancel``): reads
+        on a connection of its own, so polling adds no operation to the writer's queue and no
+        transaction to its count."""
+        return CancelReader(self, self.sql("SELECT decision FROM decisions WHERE run_id = ? AND name = ?"))
+
+    def cancel_requested(self, run_id: str) -> dict | None:
+        """The cancel request stored for ``run_id`` (None: nobody asked)."""
+        stmt = self.sql("SELECT decision FROM decisions WHERE run_id = ? AND name = ?")
+        row = self._wait(lambda cur: _one(cur, stmt, (run_id, CANCEL_DECISION)))
+        return json.loads(row[0]) if row is not None else None
 
     def set_status(self, run_id: str, status: str, summary: dict | None = None) -> Future:
         text = dumps(summary) if summary is not None else None

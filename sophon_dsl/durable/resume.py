@@ -81,6 +81,8 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
         if spec.get("context"):
             opts["context"] = spec["context"]
         opts["plan_id"] = spec.get("plan_id")
+        if spec.get("cascade") and "cascade" not in options:  # the run's own cascade, unless given now
+            opts["cascade"] = spec["cascade"]
         handle, run_opts, context, prep, input, state = make_run(plan, tools, opts, spec.get("state"),
                                                                  spec.get("input"))
         if not force and plan_hash(spec["plan"], prep.registry, plan) != row["plan_hash"]:

@@ -17,7 +17,7 @@ import inspect
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import OptionError
 from ..maps import body_ids
@@ -30,7 +30,8 @@ from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore
 if TYPE_CHECKING:  # (the runtime imports this package's journal: the scheduler is only named here)
     from ..runtime.scheduler import Scheduler
 
-__all__ = ["WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
+__all__ = ["CANCEL_POLL", "WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
+           "watch_cancel",
            "waiting_calls"]
 
 WAIT = "wait"  # approve="wait": a decision nobody gave yet leaves the run waiting
@@ -61,6 +62,32 @@ def plan_hash(plan_text: str, registry: Any, plan: Plan) -> str:
             src = getattr(func, "__qualname__", repr(func))
         h.update(f"\0{name}\0{src}".encode())
     return h.hexdigest()
+
+
+# how often a running durable run looks for a cancel request in its store: `sophon-dsl cancel`
+# is observed within this (plus one store round trip), well inside the second the seed allows
+CANCEL_POLL = 0.25
+
+
+async def watch_cancel(backend: Any, run_id: str, on_cancel: Callable[[], Any],
+                       every: float = CANCEL_POLL) -> dict:
+    """Poll ``backend`` for a cancel request of ``run_id`` (``RunStore.request_cancel``) and
+    call ``on_cancel()`` once one is there; returns the request.  The read runs in a thread, on
+    a connection of its own (``RunStore.cancel_reader``): not through the writer's queue."""
+    loop = asyncio.get_running_loop()
+    read = backend.cancel_reader()
+    try:
+        while True:
+            try:
+                request = await loop.run_in_executor(None, read, run_id)
+            except Exception:  # noqa: BLE001 - a store that cannot answer now: asked again next time
+                request = None
+            if request is not None:
+                on_cancel()
+                return request
+            await asyncio.sleep(every)
+    finally:
+        read.close()
 
 
 def owner_id() -> str:
@@ -306,9 +333,12 @@ class DurableRun:
             await asyncio.sleep(self.lease_s / 3)
             await loop.run_in_executor(None, self.backend.acquire_lease, self.run_id, self.owner, self.lease_s)
 
-    async def guard(self, coro: Any) -> RunResult:
-        """Run the API's coroutine; record how the run ended (or that it waits)."""
+    async def guard(self, coro: Any, on_cancel: Callable[[], Any] | None = None) -> RunResult:
+        """Run the API's coroutine; record how the run ended (or that it waits).  ``on_cancel``
+        (the run handle's ``cancel``) is called when another process asks the store to cancel
+        the run (``sophon-dsl cancel RUN_ID``): see :func:`watch_cancel`."""
         renew = asyncio.ensure_future(self._renew())
+        watch = None if on_cancel is None else asyncio.ensure_future(watch_cancel(self.backend, self.run_id, on_cancel))
         try:
             try:
                 result = await coro
@@ -333,6 +363,8 @@ class DurableRun:
                 result.status, result.error = "failed", err
         finally:
             renew.cancel()
+            if watch is not None:
+                watch.cancel()
             try:
                 await asyncio.wrap_future(self.backend.release_lease(self.run_id, self.owner))
             except Exception:  # noqa: BLE001 - a failed store: the lease expires by itself

@@ -97,7 +97,15 @@ class GoalRunner:
                  max_goal_steps: int | None = None, max_replans: int | None = None, subagent_turns: int = 4,
                  roles: dict[str, list[str]] | None = None, approve: Any = None,
                  on_event: Callable[[Event], Any] | None = None, identity: str | None = None,
-                 approval_timeout: float | None = 600.0, store: Any = None, store_meta: dict | None = None):
+                 approval_timeout: float | None = 600.0, store: Any = None, store_meta: dict | None = None,
+                 cascade: str = "skip"):
+        from ..runtime.inputs import CASCADES
+
+        if cascade not in CASCADES:
+            raise OptionError(f"cascade must be one of {', '.join(map(repr, CASCADES))}, not {cascade!r}")
+        # what a failed step does to the steps after it (as a plan run's cascade): skip them,
+        # or run those with another dependency done, the failure in their inputs
+        self.cascade = cascade
         self.agent = agent
         self.planner = Planner(_provider(planner_provider) or agent.provider, model=planner_model)
         self.evaluator = StepEvaluator(_provider(evaluator_provider) or agent.provider, model=evaluator_model)
@@ -356,7 +364,7 @@ class _Loop:
         spec = ToolSpec(STEP_TOOL, "Carry out one planned step of a goal with a sub-agent, then judge it",
                         STEP_INPUT_SCHEMA, STEP_OUTPUT_SCHEMA, Risk.NONE, step_tool, True, origin="goal")
         plan = steps_to_plan(self.goal, steps, plan_id=f"goal-plan-{done.number}")
-        result = await arun(plan, ToolRegistry([spec]),
+        result = await arun(plan, ToolRegistry([spec]), cascade=self.runner.cascade,
                             input={"facts": dict(self.facts),
                                    "completed": {d: self.completed[d] for s in steps for d in s.depends_on
                                                  if d in self.completed}})

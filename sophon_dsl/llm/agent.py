@@ -54,7 +54,13 @@ from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provid
                        close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
-__all__ = ["Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "warm_up"]
+__all__ = ["AGENT_MESSAGE", "Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "USER_MESSAGE",
+           "warm_up"]
+
+# the session log (seed 002's first middleware): the request as it came in, the answer as it
+# went out, one event each through on_event, kept in AgentResult.session and a durable run's row
+USER_MESSAGE = "user_message"
+AGENT_MESSAGE = "agent_message"
 
 # Calls one turn may run, map items included.  20 (Sophon's PlanMaxSteps) broke plain plans: 20
 # fetches and a join written without `map` ran the fetches, then lost the join and a turn.
@@ -128,6 +134,8 @@ class AgentResult:
     run_id: str | None = None      # the run's id in its store (durable runs)
     # status "waiting" (approve="wait"): what it waits for: {decision, kind, call_id, calls, decision_run}
     waiting: dict | None = None
+    # the session log: [the user_message, the agent_message] (see session_message)
+    session: list[dict] | None = None
 
     @property
     def ok(self) -> bool:
@@ -148,10 +156,32 @@ class AgentResult:
             out["run_id"] = self.run_id
         if self.waiting is not None:
             out["waiting"] = self.waiting
+        if self.session is not None:
+            out["session"] = self.session
         return out
 
     def dumps(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, indent=indent, default=str)
+
+
+def session_message(type_: str, text: str, **extra: Any) -> dict:
+    """One entry of the session log: ``{"type": "user_message" | "agent_message", "text", "at"}``
+    (``at``: UTC ISO time) and, for the agent's answer, its ``status`` and ``output``."""
+    from ..runtime.state import now_iso
+
+    return {"type": type_, "text": text, "at": now_iso(), **extra}
+
+
+def _answer(status: str, output: Any, error: str | None) -> dict:
+    """The agent_message for how a run ended: its output as text (JSON when not a string), or
+    the error when there is no output."""
+    if isinstance(output, str):
+        text = output
+    elif output is not None:
+        text = json.dumps(output, ensure_ascii=False, default=str)
+    else:
+        text = error or ""
+    return session_message(AGENT_MESSAGE, text, status=status, output=output)
 
 
 def _agent_event(type_: str, turn: int, status: str = "", *, call_id: str | None = None, tool: str | None = None,
@@ -349,6 +379,9 @@ class Agent:
         if self.latent_provider is not None:
             check_ready(self.latent_provider)
         warm_up()
+        # the request is logged before anything else of the pipeline runs (planning included)
+        self._user_message = session_message(USER_MESSAGE, request)
+        self._emit(_agent_event(USER_MESSAGE, 0, "received", data=self._user_message))
         mode, planned = await self._plan_mode(request, planning)
         record = None
         if self.store is not None:
@@ -358,7 +391,8 @@ class Agent:
 
             rid, self.run_id = run_id or self.run_id or uuid.uuid4().hex, None
             spec = {"request": request, "input": input, "state": state, "instances": instances,
-                    "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta}
+                    "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta,
+                    "session": [self._user_message]}
             if given is not None:   # (a resume hands the model the same plan)
                 from ..loader import dumps
 
@@ -390,11 +424,21 @@ class Agent:
                                           lambda sp: agent_hash(self.registry, sp.get("options") or {}),
                                           unknown=unknown, force=force)
         self._take_options(spec.get("options") or {})
+        # the request was logged when the run began (runs recorded before the log: logged now)
+        self._user_message = (spec.get("session") or [None])[0] or session_message(USER_MESSAGE, spec["request"])
         warm_up()
         from .given_plan import as_plan
 
         return await self._loop(spec["request"], spec.get("input"), spec.get("state"), spec.get("instances"),
                                 Mode(spec["mode"]), spec.get("planning"), record, as_plan(spec.get("plan")))
+
+    _user_message: dict | None = None  # this run's user_message (set when it starts or resumes)
+
+    def _answered(self, result: AgentResult) -> None:
+        """The run ended: its answer is logged (event and ``result.session``) after its request."""
+        answer = _answer(result.status, result.output, result.error)
+        self._emit(_agent_event(AGENT_MESSAGE, len(result.turns), result.status, data=answer))
+        result.session = [m for m in (self._user_message, answer) if m is not None]
 
     def _time_up(self) -> str:
         return f"Agent.Timeout: the agent's time limit ({self.max_time:g} s, max_time) passed"
@@ -439,12 +483,17 @@ class Agent:
         waiting: dict | None = None
         delegate = DelegateExecutor(self, depth=self._depth)
         guard = self.guards.start(self.provider)
+        # with a context window the loop carries its conversation (each earlier turn's reply and
+        # outcome); past 80 % the window summarises its oldest 60 % once, and later turns carry
+        # the summary instead (planning/context.py, ContextWindow.carry)
+        window = guard.window()
+        carried: list[Message] = []
         run_id = record.run_id if record is not None else None
         from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
         self._spans = agent_subscriber(run_id, request, durable=record is not None)
-        if record is not None:
-            record.keep_lease()
+        if record is not None:  # (`sophon-dsl cancel RUN_ID` from another process cancels the loop)
+            record.keep_lease(on_cancel=asyncio.current_task().cancel)
             if record.resumed:
                 self._emit(_agent_event("agent_resumed", 0, "running", data={
                     "run_id": run_id, "recorded_turns": len(record.replies)}))
@@ -457,13 +506,17 @@ class Agent:
                     status, error = "failed", self._time_up()
                     break
                 msgs = build_messages(
-                    request, tools=guard.tools(self.prompt_tools(), request), input=input, state=kinds, state_schema=self.state_schema,
+                    request, tools=guard.tools(self.prompt_tools(), request, self.registry.get),
+                    input=input, state=kinds, state_schema=self.state_schema,
                     output_schema=self.output_schema, plan=prev_plan, plan_calls=prev_calls, errors=prev_errors,
                     mode=mode, turn=n, max_turns=self.max_turns, instance_inputs=inst_inputs,
                     system=self.system, max_calls=self.max_calls, form=self.reply_form,
                     plan_given=given is not None and prev_plan is given)
+                # with a context window the conversation is carried (summarised past its budget);
                 # stateless (seed 004): these two messages, built from the plan and the state, are
-                # the whole request; nothing else of earlier turns is ever added to them
+                # the whole request, nothing of earlier turns is added
+                if window is not None and not self.stateless:
+                    msgs, carried = await window.carry(msgs, carried)
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
                 turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
@@ -475,6 +528,8 @@ class Agent:
                     status, error = "failed", self._time_up()
                     break
                 turns.append(rec)
+                if window is not None:
+                    carried += _exchange(rec)
                 self._emit(_agent_event("agent_turn_end", n, rec.status, data=rec))
                 if rec.state_after is not None:
                     kinds = {k: v for k, v in rec.state_after.items() if not k.startswith("input")}
@@ -506,6 +561,7 @@ class Agent:
             status, error = "cancelled", "the agent was cancelled"
             result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage(),
                                  run_id=run_id)
+            self._answered(result)
             if record is not None:
                 await asyncio.shield(record.finish(_summary(result)))
             self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
@@ -516,6 +572,7 @@ class Agent:
             raise
         result = AgentResult(status, output, kinds, turns, error, provider_error, planned, guard.usage(), run_id,
                              waiting)
+        self._answered(result)
         if record is not None:
             await record.finish(_summary(result))
         self._emit(_agent_event("agent_done", len(turns), status, reason=error, data=result))
@@ -764,6 +821,17 @@ def _summary(result: AgentResult) -> dict:
         agent = json.loads(json.dumps(agent, default=str))
     return {"status": result.status, "output": agent.get("output"), "error": result.error, "agent": agent,
             "waiting": result.waiting}
+
+
+def _exchange(rec: TurnRecord) -> list[Message]:
+    """A finished turn as the conversation carries it: the reply, then what came of its calls."""
+    calls = "; ".join(f"{c.get('id')} {c.get('status')}" + (f" ({c['error'].get('error')})"
+                                                              if isinstance(c.get("error"), dict) else "")
+                      for c in rec.calls)
+    errors = "; ".join(str((e.get("error") or {}).get("message") or e.get("error")) for e in rec.errors)
+    text = f"Turn {rec.number}: {rec.status}" + (f"; calls: {calls}" if calls else "") + \
+        (f"; errors: {errors}" if errors else "")
+    return [Message("assistant", rec.reply), Message("user", text)]
 
 
 def _invalid(turn: StreamTurn) -> TurnOutcome:

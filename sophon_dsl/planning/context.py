@@ -7,9 +7,11 @@ times out, fails or is still too long, the request is hard-truncated to :data:`T
 (70 %) of the window: the system prompt and the most recent messages are kept whole while they
 fit, and what no longer fits is cut from its middle with a note of how much was left out.
 
-The agent sends two messages per turn (the system prompt and one context message), so for it
-the guard mostly truncates that one message; conversations of many messages (a goal loop, a
-caller's own) get the summary.
+The agent builds two messages per turn (the system prompt and one context message).  With a
+context window set it also carries its conversation: each earlier turn's reply and what came
+of its calls, between those two (:meth:`ContextWindow.carry`).  Past 80 % the oldest 60 % of
+that conversation is summarised once, and the summary replaces it in every later turn's
+request; the rest of the conversation goes on growing after it until the next compaction.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from typing import Any, AsyncIterator, Sequence
 from ..llm.provider import Message, collect
 from .budget import estimate_tokens
 
-__all__ = ["COMPACT_AT", "ContextWindow", "ContextWindowProvider"]
+__all__ = ["COMPACT_AT", "ContextWindow", "ContextWindowProvider", "SUMMARY_NOTE"]
 
 COMPACT_AT = 0.80
 COMPACT_SHARE = 0.60
 TRUNCATE_TO = 0.70
 SUMMARY_TIMEOUT = 30.0
 SUMMARY_TOKENS = 512
+SUMMARY_NOTE = "(Summary of {n} earlier messages) "   # how the summary opens in the request
 SUMMARY_PROMPT = ("Summarise this conversation so far in a few sentences: keep every fact, value, "
                   "decision and open question a later step may need. Reply with the summary only.")
 
@@ -46,6 +49,8 @@ class ContextWindow:
     summary_model: str | None = None
     timeout: float = SUMMARY_TIMEOUT
     actions: list[dict] = field(default_factory=list)
+    # the last compaction's request, before any truncation (what carry() keeps)
+    _compacted: list[Message] | None = field(default=None, init=False, repr=False, compare=False)
 
     async def fit(self, messages: Sequence[Message]) -> list[Message]:
         msgs = list(messages)
@@ -85,8 +90,25 @@ class ContextWindow:
             self._why = f"the summary failed: {type(exc).__name__}: {exc}"
             return None
         self._why = "still too long after the summary"
-        note = Message("user", f"(Summary of {n} earlier messages) {summary.strip()}")
-        return msgs[:head] + [note] + history[n:] + msgs[-1:]
+        note = Message("user", SUMMARY_NOTE.format(n=n) + summary.strip())
+        self._compacted = msgs[:head] + [note] + history[n:] + msgs[-1:]
+        return self._compacted
+
+    async def carry(self, msgs: Sequence[Message], conversation: Sequence[Message]) -> tuple[list[Message],
+                                                                                           list[Message]]:
+        """A turn's request, ``msgs`` = [system prompt, the turn's context message], with the
+        ``conversation`` carried from earlier turns placed between the two and the whole fitted
+        (:meth:`fit`); and the conversation the next turn carries: when this request was
+        compacted, the summary and what followed the summarised part (even if the request was
+        then truncated too), else the conversation as it was.  So a summary is asked for once,
+        and every later turn sends it in place of what it summarised."""
+        msgs = list(msgs)
+        head = 1 if msgs and msgs[0].role == "system" else 0
+        self._compacted = None
+        fitted = await self.fit(msgs[:head] + list(conversation) + msgs[head:])
+        if self._compacted is not None:
+            return fitted, self._compacted[head:-1]
+        return fitted, list(conversation)
 
 
 def truncate_messages(msgs: Sequence[Message], budget: int) -> list[Message]:

@@ -10,13 +10,13 @@ module: :mod:`.budget`, :mod:`.context`, :mod:`.toolfilter`, :mod:`.loops`, :mod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .budget import Budget, BudgetedProvider, Usage
 from .context import ContextWindow, ContextWindowProvider
 from .limits import is_checkpoint
 from .loops import LOOP_DETECTED, LoopDetector
-from .toolfilter import filter_tools
+from .toolfilter import ALWAYS_ON, filter_tools
 
 __all__ = ["GuardRun", "Guards"]
 
@@ -28,12 +28,15 @@ class Guards:
     """``budget``: a :class:`~.budget.Budget` (None: no limits, no usage report);
     ``context_window``: a :class:`~.context.ContextWindow` or the window's size in tokens
     (None: requests are sent as built); ``tool_filter`` and ``loop_detection`` are on by
-    default."""
+    default.  ``always_on``: the tools the filter offers with every request whenever they are
+    registered (the seed's ``datetime.now`` and ``memory.search``), next to the top-scored
+    ones."""
 
     budget: Budget | None = None
     context_window: ContextWindow | int | None = None
     tool_filter: bool = True
     loop_detection: bool = True
+    always_on: Sequence[str] = ALWAYS_ON
 
     def wrap(self, provider: Any, model: str | None = None) -> Any:
         """``provider`` behind the budget and the context window (outermost: the window, so the
@@ -74,8 +77,19 @@ class GuardRun:
         if self._meter is not None:
             self._start.add(self._meter.usage)
 
-    def tools(self, specs: Sequence[Any], request: str) -> list[Any]:
-        return filter_tools(specs, request) if self.guards.tool_filter else list(specs)
+    def tools(self, specs: Sequence[Any], request: str,
+              lookup: Callable[[str], Any] | None = None) -> list[Any]:
+        """The tools the prompt lists: ``specs`` filtered for ``request``.  ``lookup`` (the run's
+        registry) finds the always-on tools ``specs`` leave out: the agent lists the caller's
+        own tools only, which would otherwise drop the standard ``datetime.now`` and
+        ``memory.search`` the seed keeps in every request."""
+        if not self.guards.tool_filter:
+            return list(specs)
+        always = tuple(self.guards.always_on)
+        listed = {s.name for s in specs}
+        pinned = [] if lookup is None else [
+            spec for spec in (lookup(name) for name in always if name not in listed) if spec is not None]
+        return filter_tools([*specs, *pinned], request, always_on=always)
 
     def after_turn(self, record: Any) -> tuple[list[dict], str | None]:
         """(errors to show the model next turn, the ``Loop.Detected`` error that ends the loop)."""
@@ -87,6 +101,11 @@ class GuardRun:
         tell, stop = self.loops.check()
         told = [{"call": None, "error": {"code": f.code, "message": f.message()}} for f in tell]
         return told, (f"{LOOP_DETECTED}: {stop.message()}" if stop is not None else None)
+
+    def window(self) -> ContextWindow | None:
+        """The context window the agent fits its requests to (None: no limit set)."""
+        window = self.guards.context_window
+        return window if isinstance(window, ContextWindow) else None
 
     @staticmethod
     def checkpoint(turn: int) -> bool:

@@ -28,6 +28,7 @@ from ..toolsource import resolve_tools
 from ..dataflow import DataFlow
 from .approval import ApprovalRequest, decide, normalize_approver
 from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
+from .inputs import CASCADES
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
 from .gate import ApprovalScope, TaintSet, plan_risky
@@ -275,6 +276,8 @@ def _check_options(opts: RunOptions) -> None:
     v = opts.preview_chars
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise OptionError(f"preview_chars must be an integer >= 0, not {v!r}")
+    if opts.cascade not in CASCADES:
+        raise OptionError(f"cascade must be one of {', '.join(map(repr, CASCADES))}, not {opts.cascade!r}")
 
 
 class RunHandle:
@@ -448,8 +451,10 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     if store is not None:
         from ..durable.session import begin
 
-        opts.approver = begin(handle, store, _load(plan), prep, {"input": input, "state": state, "context": context,
-                                                                 "meta": store_meta}, "wait" if wait else opts.approver)
+        data = {"input": input, "state": state, "context": context, "meta": store_meta}
+        if opts.cascade != "skip":  # the run's semantics: a resume keeps it (rows of default runs unchanged)
+            data["cascade"] = opts.cascade
+        opts.approver = begin(handle, store, _load(plan), prep, data, "wait" if wait else opts.approver)
     from ..telemetry import run_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
     if (spans := run_subscriber(handle, prep)) is not None:  # (a resume sets the run id and store later)
@@ -460,7 +465,8 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
 
 async def _stamped(handle: RunHandle, coro: Any) -> RunResult:
     """The run's result with its run id; a durable run records how it ended."""
-    result = await (coro if handle.durable is None else handle.durable.guard(coro))
+    # a durable run can be cancelled from another process through its store (sophon-dsl cancel)
+    result = await (coro if handle.durable is None else handle.durable.guard(coro, on_cancel=handle.cancel))
     result.run_id = handle.run_id
     if handle.spans is not None:  # a run left waiting ends without a terminal event
         handle.spans.finish(result)

@@ -12,6 +12,10 @@ Deterministic, whatever the timing (``spec/language.md``, Runtime):
   value is the last;
 * a call with a broken input is skipped (with the reason); otherwise a call
   with a missing input fails with ``Ref.Unresolved``;
+* with the partial cascade (``RunOptions.cascade="partial"``, seed 001), a call whose
+  read is broken because its writers failed or were skipped runs anyway once one of its
+  dependencies succeeded: that read's value is the failure, ``{error, cause}``
+  (:meth:`InputResolver.failure`); with no dependency succeeded it is skipped as above;
 * a reference whose JMESPath (or a template whose text) passes its bounds
   (:mod:`sophon_dsl.jmes_bounded`: steps, size, nesting, the run's deadline) fails the
   call with ``Ref.TooExpensive``, decided as a missing read is (after broken and pending
@@ -38,7 +42,8 @@ from ..values import ValueVisitor, template_to_string
 from .errors import REF_TOO_EXPENSIVE, REF_UNRESOLVED, ErrorInfo
 from .state import MISSING, json_copy
 
-__all__ = ["InputResolver", "RefState", "Verdict", "evaluate_loose", "read_at", "render_template", "render_text_value",
+__all__ = ["CALL_SKIPPED", "CASCADES", "InputResolver", "RefState", "Verdict", "evaluate_loose", "read_at",
+           "render_template", "render_text_value",
            "too_expensive"]
 
 
@@ -67,6 +72,12 @@ _SCAN_LIMIT = 16
 # output methods that collect (a list that grows): a `||` alternative written with one of
 # them that no writer took reads as the empty list once its writers succeeded
 _ACCUMULATING = frozenset({OutputMethod.PUSH, OutputMethod.CONCAT})
+# the cascade a run applies to a failed call's dependents (RunOptions.cascade): "skip" (seed
+# 000, the default) skips them; "partial" (seed 001) runs those with another dependency that
+# succeeded, the failed one's {error, cause} in place of what it would have written
+CASCADES = ("skip", "partial")
+# what a read of a skipped call's output holds under the partial cascade
+CALL_SKIPPED = "Call.Skipped"
 
 
 def render_text_value(value: Any) -> str:
@@ -97,13 +108,15 @@ def _overlaps(a: tuple, b: tuple) -> bool:
 
 
 class _Acc:
-    __slots__ = ("broken", "missing", "pending", "expensive")
+    __slots__ = ("broken", "missing", "pending", "expensive", "partial")
 
-    def __init__(self) -> None:
+    def __init__(self, partial: bool = False) -> None:
         self.broken: list[str] = []
         self.missing: list[str] = []
         self.pending = False
         self.expensive: ErrorInfo | None = None  # the first read past its bounds (Ref.TooExpensive)
+        # the partial cascade's second pass: a read broken by a failure takes the failure
+        self.partial = partial
 
     def too_expensive(self, what: str, exc: QueryTooExpensive) -> None:
         if self.expensive is None:
@@ -140,6 +153,11 @@ class InputResolver:
         # starts (its max_result_bytes, deadline and stop flag)
         self.limits: QueryLimits = DEFAULT_LIMITS
         self._expensive: dict[int, tuple] = {}  # id(ref) -> (ref, value, its QueryTooExpensive): see _query
+        # the partial cascade (RunOptions.cascade="partial"); ``items`` holds the map item calls
+        # not ended (the map driver's), which keep the default: an item's failure is the map's
+        # to tolerate, and its calls' other dependencies are outside the item
+        self.partial = False
+        self.items: Any = ()
 
     # -- one reference ---------------------------------------------------------
 
@@ -507,13 +525,19 @@ class InputResolver:
             if self.reads_nothing(i):
                 return _READY, self.literal_args(call)
         acc = _Acc()
+        partial = self.partial and call.map is None and i not in self.items
         if after:
             self._after_state(i, after, acc)
-            if acc.broken:
+            if acc.broken and not partial:
                 return _SKIP, "; ".join(acc.broken)
         ev = self.eval
         args = {p.name: ev(i, p.value, acc) for p in call.params}
         inline = ev(i, call.inline_output, acc) if call.inline_output is not None else None
+        if acc.broken and partial:
+            return self._partial(i, call, after, acc, expensive)
+        return self._decide(acc, args, inline, expensive)
+
+    def _decide(self, acc: _Acc, args: dict, inline: Any, expensive: ErrorInfo | None) -> tuple[Verdict, Any]:
         if acc.broken:
             return _SKIP, "; ".join(acc.broken)
         if acc.pending:
@@ -523,6 +547,51 @@ class InputResolver:
         if acc.missing:
             return _FAIL, ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(acc.missing))
         return _READY, (args, inline)
+
+    def _partial(self, i: int, call: Any, after: Any, acc: _Acc,
+                 expensive: ErrorInfo | None) -> tuple[Verdict, Any]:
+        """The partial cascade for call ``i``, some of whose reads (or ``@after`` calls) are
+        broken: it runs when one of its dependencies succeeded, each read broken by a failure
+        holding that failure; else it is skipped once every dependency has ended (a
+        dependency still running may yet succeed)."""
+        records, ended = self.records, self.ended
+        deps = [j for j in self.flow.run_deps(i) if j != i]
+        if not any(records[j].status == "succeeded" for j in deps):
+            if acc.pending or not all(ended[j] for j in deps):
+                return _WAIT, None
+            return _SKIP, "; ".join(acc.broken)
+        if acc.pending:
+            return _WAIT, None
+        acc = _Acc(partial=True)
+        if after:
+            self._after_state(i, after, acc)
+        ev = self.eval
+        args = {p.name: ev(i, p.value, acc) for p in call.params}
+        inline = ev(i, call.inline_output, acc) if call.inline_output is not None else None
+        return self._decide(acc, args, inline, expensive)
+
+    def failure(self, i: int, ref: Reference) -> dict | None:
+        """What a broken read of ``ref`` by call ``i`` holds under the partial cascade: when
+        every writer of it failed or was skipped without writing anything, the first failed
+        writer's ``{error, cause}`` (in plan order), else ``{"error": "Call.Skipped", "cause":
+        "<id> was skipped"}`` of the first skipped one; None when it is broken otherwise (a
+        writer took another branch, was cancelled): such a read still skips its call."""
+        writers = self.writers_of(i, ref)
+        records, wrote = self.records, self.wrote
+        first_skipped = None
+        for j in writers:
+            rec = records[j]
+            if wrote[j] or rec.status not in ("failed", "skipped"):
+                return None
+        for j in writers:
+            rec = records[j]
+            if rec.status == "failed" and rec.error is not None:
+                return rec.error.to_json()
+            if first_skipped is None:
+                first_skipped = rec
+        if first_skipped is None:
+            return None
+        return {"error": CALL_SKIPPED, "cause": f"{first_skipped.id} was skipped"}
 
     def use_maps(self, item_kinds: set[str]) -> None:
         """The run has maps (``runtime/maps.py``): ``item_kinds`` are their items' own kinds
@@ -547,6 +616,8 @@ class InputResolver:
             if not self.ended[j]:
                 acc.pending = True
             elif rec.status != "succeeded" and not rec.caught:
+                if acc.partial and rec.status in ("failed", "skipped"):
+                    continue  # the partial cascade: a failed dependency does not hold the call
                 acc.broken.append(f"@after({rec.id}): {rec.id} {rec.status}")
 
 
@@ -568,6 +639,10 @@ class _CallValue(ValueVisitor):
             return None
         if st is _HAS:
             return json_copy(val)
+        if st is _BROKEN and self.acc.partial:
+            failed = self.res.failure(self.i, node)
+            if failed is not None:
+                return failed
         self.res._note(st, val, self.acc)
         return None
 
@@ -587,6 +662,10 @@ class _CallValue(ValueVisitor):
                 acc.too_expensive(part.text(), exc)
                 failed = True
                 continue
+            if st is _BROKEN and acc.partial:
+                caught = res.failure(i, part)
+                if caught is not None:
+                    st, val = _HAS, caught
             if st is not _HAS:
                 res._note(st, val, acc)
             elif not failed:
@@ -617,6 +696,12 @@ class _CallValue(ValueVisitor):
                     acc.pending = True
                     return None
                 (broken if st is _BROKEN else missing).append(val)
+            if broken and acc.partial:  # the partial cascade: the leftmost failure
+                for r in node.operands:
+                    if res._ref_state(i, r)[0] is _BROKEN:
+                        failed = res.failure(i, r)
+                        if failed is not None:
+                            return failed
             if broken:
                 acc.broken.append(f"no alternative of {node.text()} has a value: " + "; ".join(broken))
             else:

@@ -126,8 +126,11 @@ def _text(v: Any) -> str:
 
 async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, state: Any = None,
                          retry: Any = None, executor: Any = None, validate_output: bool = True,
+                         cascade: str = "skip",
                          _context: dict | None = None, _messages: list | None = None) -> RunResult:
     # (_context: the data of one map item's run, by kind; _messages: that run's log, given back)
+    # cascade "partial": a call with a failed dependency runs when another one succeeded, each
+    # read the failure broke holding it (the items of a map keep "skip": _map does not pass it)
     registry = as_registry(resolve_tools(tools)).with_plan_decls(plan.tools)
     calls = list(plan.calls)
     n = len(calls)
@@ -169,23 +172,32 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
     items_recs: list[CallRecord] = []  # the calls of map items, after the plan's own
     wrote: list[list[tuple]] = [[] for _ in range(n)]
 
+    def failure(ws: list[int]) -> dict | None:
+        """The partial cascade's value of a read whose writers ``ws`` wrote nothing: the first
+        failed one's error, else the first skipped one's; None if any did otherwise."""
+        if not ws or any(wrote[j] or recs[j].status not in ("failed", "skipped") for j in ws):
+            return None
+        for j in ws:
+            if recs[j].status == "failed" and recs[j].error is not None:
+                return recs[j].error.to_json()
+        return {"error": "Call.Skipped", "cause": f"{recs[ws[0]].id} was skipped"}
+
     for i in order:
         call, rec = calls[i], recs[i]
+        partial = False  # the second pass of the partial cascade: failures are values
+
         broken: list[str] = []
         missing: list[str] = []
-        for a in call.after:
-            j = ids.index(a)
-            if recs[j].status != "succeeded" and not recs[j].caught:
-                broken.append(a)
-
         expensive: list[ErrorInfo] = []  # the first read past its bounds
 
-        def ref_value(r: Reference):
+        def ref_value(r: Reference, caught: bool = True):
             ws = writers(i, r.key)
             if ws and not any(_prefix_related(r.key, k) for j in ws for k in wrote[j]):
                 if all(_unwritten_accumulator(calls[j], recs[j], r) for j in ws):
                     # every writer succeeded by another branch of an accumulating `||`
                     return "has", [] if r.query is None else query_value(r.query, [])
+                if partial and caught and failure(ws) is not None:
+                    return "has", failure(ws)
                 return "broken", None
             try:
                 v = _read_ref(messages, r)
@@ -224,12 +236,15 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                     return [ev(r) for r in v.operands][-1]
                 states = []
                 for r in v.operands:  # the leftmost with a value (or past its bounds) decides
-                    st, val = ref_value(r)
+                    st, val = ref_value(r, caught=False)
                     if st == "has":
                         return val
                     if st == "expensive":
                         return None
                     states.append((st, val))
+                for r, (st, _) in zip(v.operands, states):  # partial cascade: the leftmost failure
+                    if partial and st == "broken" and failure(writers(i, r.key)) is not None:
+                        return failure(writers(i, r.key))
                 if any(st == "broken" for st, _ in states):
                     broken.append(v.text())
                 else:
@@ -237,8 +252,21 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
                 return None
             raise AssertionError(f"not a plan value: {v!r}")  # the value kinds are closed
 
-        args = {p.name: ev(p.value) for p in call.params}
-        inline = ev(call.inline_output) if call.inline_output is not None else None
+        def inputs() -> tuple[dict, Any]:
+            for a in call.after:
+                j = ids.index(a)
+                if recs[j].status != "succeeded" and not recs[j].caught and \
+                        not (partial and recs[j].status in ("failed", "skipped")):
+                    broken.append(a)
+            return ({p.name: ev(p.value) for p in call.params},
+                    ev(call.inline_output) if call.inline_output is not None else None)
+
+        args, inline = inputs()
+        if broken and cascade == "partial" and call.map is None and \
+                any(recs[j].status == "succeeded" for j in deps[i]):
+            partial = True
+            broken, missing, expensive = [], [], []
+            args, inline = inputs()
         if call.map is not None:  # what every item reads outside it: broken skips the map
             broken += [r.text() for r in plain_outer_reads(call.map) if ref_value(r)[0] == "broken"]
         if broken:
@@ -248,7 +276,8 @@ async def areference_run(plan: Plan, tools: Any = None, *, input: Any = None, st
             rec.status, rec.error = "failed", expensive[0]
             continue
         if missing:
-            rec.status, rec.error = "failed", ErrorInfo(REF_UNRESOLVED, ", ".join(missing))
+            # (worded as the scheduler words it: the partial cascade hands it to dependents)
+            rec.status, rec.error = "failed", ErrorInfo(REF_UNRESOLVED, "no value at " + ", ".join(missing))
             continue
 
         spec = registry.get(call.tool)

@@ -127,6 +127,7 @@ class RunOptions:
     preview_chars: int = 200
     max_result_bytes: int | None = 16 << 20   # one call's result as JSON -> Result.TooLarge
     max_run_result_bytes: int | None = 256 << 20  # every result of the run together -> Result.TooLarge
+    cascade: str = "skip"                     # a failed call's dependents: "skip" or "partial" (inputs.CASCADES)
     sleep: Callable[[float], Any] = asyncio.sleep  # for retry delays (tests may replace it)
     rng: random.Random = field(default_factory=random.Random)
 
@@ -192,6 +193,7 @@ class Scheduler:
         # which ended calls each call waited for (dry-run's predictions)
         self.waited_on: list[set[int]] = [set() for _ in range(n)] if track_waits else []
         self.inputs = InputResolver(self.flow, self._ended, self.wrote, self.records, self.store.get)
+        self.inputs.partial = opts.cascade == "partial"
         self.n = n
         self._remaining = n
         self._tasks: dict[int, asyncio.Task] = {}
@@ -239,6 +241,7 @@ class Scheduler:
         one just arrived in a streamed reply)."""
         self.maps = MapDriver(self)
         self.inputs.use_maps(self.maps.hidden)
+        self.inputs.items = self.maps.owner  # item calls keep the default cascade
         self._start = self.maps.start
         self.finish = self.state.finish = self.maps.finish
 

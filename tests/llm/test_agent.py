@@ -119,7 +119,7 @@ def test_loop_runs_two_turns_and_returns_the_output():
     assert '"n":2' in ctx
     assert "Plan (your previous turn):" in ctx and "web.search(" in ctx
     data = result.to_json()
-    assert set(data) == {"status", "output", "state", "turns"}
+    assert set(data) == {"status", "output", "state", "turns", "session"}  # session: issue 26 item 12
     assert [c["status"] for c in data["turns"][0]["calls"]] == ["succeeded", "succeeded"]
     assert data["turns"][0]["errors"] == [] and data["state"]["state"]["n"] == 2
 

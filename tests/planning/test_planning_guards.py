@@ -89,6 +89,40 @@ def test_agent_prompt_offers_at_most_ten_tools():
     assert len(listed) == 10 and any(x.startswith("web.search(") for x in listed)
 
 
+def _listed(provider):
+    system = provider.calls[0]["messages"][0].content
+    return [x.split("(", 1)[0] for x in system.split("\nTools:\n", 1)[1].splitlines() if "->" in x]
+
+
+def test_agent_keeps_the_standard_always_on_tools_next_to_the_top_scored_own_tools():
+    # the prompt lists the caller's own tools; the seed's always-on tools come from the
+    # standard library and are offered with them, the ten best own tools filling the rest
+    tools = [search] + [_spec(f"misc.t{i}", "does nothing") for i in range(14)]
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=tools).run("search the web")
+    listed = _listed(provider)
+    assert len(listed) == 10
+    assert {"datetime.now", "memory.search", "web.search"} <= set(listed)
+    provider = keyed(("Request: ", "return 1"))          # a few own tools: all of them, plus the two
+    Agent(provider, tools=[search]).run("search the web")
+    assert sorted(_listed(provider)) == ["datetime.now", "memory.search", "web.search"]
+
+
+def test_always_on_lists_the_callers_own_pinned_tools_and_off_means_the_seeds_are_not_added():
+    tools = [search] + [_spec(f"misc.t{i}", "does nothing") for i in range(14)]
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=tools, guards=Guards(always_on=("misc.t13", "datetime.now"))).run("search the web")
+    listed = _listed(provider)
+    assert len(listed) == 10 and {"misc.t13", "datetime.now", "web.search"} <= set(listed)
+    assert "memory.search" not in listed
+    provider = keyed(("Request: ", "return 1"))
+    Agent(provider, tools=[search], guards=Guards(always_on=())).run("search the web")
+    assert _listed(provider) == ["web.search"]
+    provider = keyed(("Request: ", "return 1"))          # no filter: the caller's tools as given
+    Agent(provider, tools=[search], guards=Guards(tool_filter=False)).run("search the web")
+    assert _listed(provider) == ["web.search"]
+
+
 # -- loop detector -----------------------------------------------------------------------
 
 def test_generic_repeat_thresholds_10_20_30():
@@ -247,3 +281,39 @@ def test_the_seeds_iteration_limit_is_the_default_under_planning():
     endless = keyed(("Request: ", [f'$state.v{i} = web.search(query="q{i}")\n' for i in range(120)]))
     result = Agent(endless, tools=[search], stdlib=False, planning="never").run("go on")
     assert result.status == "failed" and len(result.turns) == 100
+
+
+# -- context compaction inside the agent loop (issue 26 item 7) ---------------------------
+
+def test_long_session_is_summarised_once_and_later_turns_carry_the_summary():
+    # each turn writes a long comment (the conversation grows) and one call; the tenth returns
+    filler = "# " + "notes " * 300 + "\n"
+    turns = [f'{filler}$state.v{i} = web.search(query="q{i}")\n' for i in range(9)] + ["return 1\n"]
+
+    def provider():
+        return keyed(("Summarise this conversation", "EARLIER: v0..v3 searched"), ("Request: ", turns))
+
+    first = provider()
+    Agent(first, tools=[search], stdlib=False, max_turns=1).run("search ten times")
+    base = sum(estimate_tokens(m.content) for m in first.calls[0]["messages"])
+    per_turn = estimate_tokens(turns[0]) + 40
+    p = provider()   # (a window given as a size summarises with the agent's own provider)
+    agent = Agent(p, tools=[search], stdlib=False, max_turns=12,
+                  guards=Guards(context_window=int((base + 4.5 * per_turn) / 0.8)))
+    window = agent.guards.context_window
+    result = agent.run("search ten times")
+    assert result.status == "succeeded" and len(result.turns) == 10
+    asks = [i for i, c in enumerate(p.calls) if "Summarise this conversation" in c["messages"][0].content]
+    assert asks, "no summary was asked for"
+    first_ask = asks[0]
+    summarised = p.calls[first_ask]["messages"][1].content
+    assert "Turn 1: succeeded" in summarised                      # the oldest turns went into it
+    after = [m.content for m in p.calls[first_ask + 1]["messages"]]
+    assert any(t.startswith("(Summary of ") and "EARLIER: v0..v3 searched" in t for t in after)
+    assert not any("Turn 1: succeeded" in t for t in after)       # replaced by the summary
+    # the turn after that carries the same summary without asking again (until it grows past 80 %)
+    nxt = p.calls[first_ask + 2]
+    if "Summarise this conversation" not in nxt["messages"][0].content:
+        assert any("EARLIER: v0..v3 searched" in m.content for m in nxt["messages"])
+    assert any(a["action"] == "compacted" for a in window.actions)
+    assert p.calls[0]["messages"][0].content.startswith(first.calls[0]["messages"][0].content[:200])

@@ -73,7 +73,8 @@ def test_always_plans_first_dry_run_and_plan_approval_before_any_tool():
     first_tool = next(i for i, x in enumerate(log) if str(x).startswith("tool "))
     for before in ("agent_planning", "reply_end", "agent_dry_run", "approval_requested", "approval_granted"):
         assert log.index(before) < first_tool, before
-    assert events[0].type == "agent_planning" and events[0].status == "plan"
+    # the session log's user_message comes first (seed 002: before the pipeline), then planning
+    assert [e.type for e in events[:2]] == ["user_message", "agent_planning"] and events[1].status == "plan"
 
 
 def test_never_streams_a_tool_starts_before_the_reply_ends():
@@ -119,7 +120,7 @@ def test_llm_falls_back_to_the_heuristic(answer, why):
     planning = result.to_json()["planning"]
     assert planning["decided_by"] == "heuristic" and planning["plan"] is True   # ACME scores 4
     assert why in planning["fallback"]
-    assert why in events[0].reason
+    assert why in events[1].reason   # (events[0]: the session log's user_message)
 
 
 def test_llm_decides_through_the_openai_sdk_and_local_sse_server(monkeypatch):

@@ -116,8 +116,8 @@ def _names_only(v):
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plans(), st.booleans())
-def test_scheduler_agrees_with_reference(case, with_input):
+@given(plans(), st.booleans(), st.sampled_from(["skip", "partial"]))
+def test_scheduler_agrees_with_reference(case, with_input, cascade):
     plan, behaviours, latencies = case
     inp = {"x": "hello"} if with_input else None
 
@@ -126,11 +126,12 @@ def test_scheduler_agrees_with_reference(case, with_input):
         # refused before anything runs, by both
         try:
             a = await arun(plan, [make_tool(behaviours, latencies)], input=inp, state={"seed": 1},
-                           validate_input=False)
+                           validate_input=False, cascade=cascade)
         except PlanInvalid:
             a = None
         try:
-            b = await areference_run(plan, [make_tool(behaviours, latencies)], input=inp, state={"seed": 1})
+            b = await areference_run(plan, [make_tool(behaviours, latencies)], input=inp, state={"seed": 1},
+                                     cascade=cascade)
         except PlanInvalid:
             b = None
         return a, b

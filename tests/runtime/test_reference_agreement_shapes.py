@@ -416,16 +416,17 @@ def _summary(res) -> list:
             for c in res.calls]
 
 
-async def _both(plan, behaviours, latencies, inp, state, concurrency):
+async def _both(plan, behaviours, latencies, inp, state, concurrency, cascade="skip"):
     # a read that can never resolve (nothing writes it, the initial state lacks it) is
     # refused before anything runs, by both
     try:
         got = await arun(plan, make_tools(behaviours, latencies), input=inp, state=state, validate_input=False,
-                         max_concurrency=concurrency)
+                         max_concurrency=concurrency, cascade=cascade)
     except PlanInvalid:
         got = REFUSED
     try:
-        want = await areference_run(plan, make_tools(behaviours, latencies), input=inp, state=state)
+        want = await areference_run(plan, make_tools(behaviours, latencies), input=inp, state=state,
+                                    cascade=cascade)
     except PlanInvalid:
         want = REFUSED
     return got, want
@@ -434,8 +435,8 @@ async def _both(plan, behaviours, latencies, inp, state, concurrency):
 REFUSED = "refused before anything ran"
 
 
-def assert_agree(plan, behaviours, latencies, inp=None, state=None, concurrency=None):
-    got, want = asyncio.run(_both(plan, behaviours, latencies, inp, state, concurrency))
+def assert_agree(plan, behaviours, latencies, inp=None, state=None, concurrency=None, cascade="skip"):
+    got, want = asyncio.run(_both(plan, behaviours, latencies, inp, state, concurrency, cascade))
     if got is REFUSED or want is REFUSED:
         assert got is want, (got, want)
         return got, want
@@ -456,11 +457,12 @@ def assert_agree(plan, behaviours, latencies, inp=None, state=None, concurrency=
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plans(), st.booleans(), st.sampled_from(range(len(INITIAL_STATES))), st.sampled_from([None, None, 2]))
-def test_scheduler_agrees_with_reference_on_shapes(case, with_input, state_index, concurrency):
+@given(plans(), st.booleans(), st.sampled_from(range(len(INITIAL_STATES))), st.sampled_from([None, None, 2]),
+       st.sampled_from(["skip", "skip", "partial"]))
+def test_scheduler_agrees_with_reference_on_shapes(case, with_input, state_index, concurrency, cascade):
     plan, behaviours, latencies = case
     assert_agree(plan, behaviours, latencies, INPUT if with_input else None,
-                 INITIAL_STATES[state_index], concurrency)
+                 INITIAL_STATES[state_index], concurrency, cascade)
 
 
 # --------------------------------------------------------------------------- regressions
