@@ -35,7 +35,8 @@ _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 # bidi controls, other invisible format characters and C0/C1 controls (newline and tab kept)
 _HIDDEN = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled", "rejected")
+# what the store records (a goal run ends complete or blocked)
+STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled", "rejected", "complete", "blocked")
 
 
 def esc(value: Any, limit: int = 20000) -> str:
@@ -123,15 +124,18 @@ def _runs_page(ui: UI, request: Request) -> HTMLResponse:
     trs = []
     for r in rows:
         counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(r["calls"].items())) or "none"
+        if r.get("calls_total") is not None:
+            counts += f' <span class="total">of {esc(r["calls_total"])}</span>'
         dur = f'{r["duration_s"]:.2f} s' if r.get("duration_s") is not None else ""
         trs.append(f'<tr class="run" data-status="{esc(r["status"])}">'
                    f'<td><a href="/runs/{quote(r["run_id"], safe="")}">{esc(r["run_id"])}</a></td>'
                    f'<td><span class="st st-{esc(r["status"])}">{esc(r["status"])}</span></td>'
-                   f'<td class="goal">{esc(r.get("goal") or "")}</td><td>{esc(r.get("plan_id") or "")}</td>'
+                   f'<td class="goal">{esc(r.get("goal") or "")}</td>'
+                   f'<td class="file">{esc(r.get("file") or "")}</td><td>{esc(r.get("plan_id") or "")}</td>'
                    f'<td>{esc(r.get("created") or "")}</td><td>{dur}</td><td>{counts}</td></tr>')
     table = ('<div class="scroll"><table class="runs"><thead><tr><th>run</th><th>status</th><th>goal</th>'
-             '<th>plan</th><th>started</th><th>duration</th><th>calls</th></tr></thead><tbody>'
-             + ("".join(trs) or '<tr><td colspan="7">no runs</td></tr>') + "</tbody></table></div>")
+             '<th>plan file</th><th>plan</th><th>started</th><th>duration</th><th>calls</th></tr></thead><tbody>'
+             + ("".join(trs) or '<tr><td colspan="8">no runs</td></tr>') + "</tbody></table></div>")
     nav = []
     base = {"status": status, "q": text}
     if offset > 0:
@@ -150,9 +154,9 @@ def _run_page(ui: UI, row: dict) -> HTMLResponse:
             f'<p>status <span id="run-status" class="st st-{esc(row["status"])}">{esc(row["status"])}</span>'
             f' · {esc(kind)} run · goal <span class="goal">{esc(row.get("goal") or "")}</span></p>')
     body = [head, _waiting_panel(result.get("waiting"), run_id)]
-    if kind != "plan":  # agent and goal runs: their turns / steps as runs show --json gives them
-        body.append(f'<h2>{"Turns" if kind == "agent" else "Steps"}</h2><pre class="json">{_pretty(result)}</pre>')
-        attrs = f'data-run="{esc(run_id)}" data-kind="{esc(kind)}"'
+    if kind != "plan":  # agent runs: each turn's reply, plan and calls; goal runs: steps, verdicts, facts
+        body.append(_agent_body(data.agent_view(ui.store, row)) if kind == "agent" else _goal_body(data.goal_view(row)))
+        attrs = f'data-run="{esc(run_id)}" data-kind="{esc(kind)}" data-status="{esc(row["status"])}"'
         return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
     pv = data.plan_view(row)
     snap = data.snapshot(ui.store, row, pv["plan"])
@@ -171,6 +175,77 @@ def _run_page(ui: UI, row: dict) -> HTMLResponse:
                 '<div id="panel-body"></div></section>')
     attrs = f'data-run="{esc(run_id)}" data-kind="plan" data-status="{esc(row["status"])}"'
     return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
+
+
+def _ended(out: dict) -> str:
+    parts = []
+    if out.get("output") is not None:
+        parts.append(f'<h2>Output</h2><pre class="output">{_pretty(out["output"])}</pre>')
+    if out.get("error"):
+        parts.append(f'<h2>Error</h2><pre class="err">{esc(out["error"])}</pre>')
+    return "".join(parts)
+
+
+def _agent_body(view: dict) -> str:
+    """Each recorded turn: the model's reply as it streamed, the plan it stands for, and what
+    became of its calls."""
+    parts = [f'<p>request <span class="request">{esc(view.get("request") or "")}</span></p>', _ended(view)]
+    turns = view.get("recorded_turns") or []
+    parts.append(f'<h2>Turns ({len(turns)})</h2>')
+    for t in turns:
+        n = esc(t.get("turn"))
+        note = "" if t.get("complete") else " · reply incomplete"
+        rows = "".join(
+            f'<tr><td>{esc(c.get("id"))}</td><td><span class="st st-{esc(_st(c).replace(" ", "-"))}">{esc(_st(c))}</span></td>'
+            f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(_err(c.get("error")))}</td></tr>'
+            for c in t.get("calls") or ())
+        calls = ('<div class="scroll"><table class="calls"><thead><tr><th>call</th><th>status</th><th>attempts</th>'
+                 f'<th>error</th></tr></thead><tbody>{rows or "<tr><td colspan=4>no calls</td></tr>"}</tbody></table></div>')
+        plan = (f'<h4>Plan</h4><pre class="plan">{esc(t["plan"])}</pre>' if t.get("plan") else "")
+        parts.append(f'<section class="turn" data-turn="{n}"><h3>Turn {n}{note}</h3>'
+                     f'<h4>Reply</h4><pre class="reply">{esc(t.get("reply") or "")}</pre>{plan}'
+                     f'<h4>Calls</h4>{calls}</section>')
+    if view.get("state"):
+        parts.append(f'<h2>State</h2><pre>{_pretty(view["state"])}</pre>')
+    return "".join(parts)
+
+
+def _goal_body(view: dict) -> str:
+    """The goal's steps with their verdicts, and the facts it established."""
+    parts = [_ended(view)]
+    steps = view.get("steps") or []
+    rows = "".join(
+        f'<tr data-step="{esc(st.get("id"))}"><td>{esc(st.get("id"))}</td><td>{esc(st.get("task") or "")}</td>'
+        f'<td><span class="st st-{esc(st.get("status"))}">{esc(st.get("status"))}</span></td>'
+        f'<td class="verdict">{esc(st.get("verdict") or "")}</td>'
+        f'<td>{esc("" if st.get("confidence") is None else st.get("confidence"))}</td>'
+        f'<td>{esc(st.get("note") or "")}</td></tr>' for st in steps)
+    extra = []
+    if view.get("replans") is not None:
+        extra.append(f'{esc(view["replans"])} replan(s)')
+    if view.get("steps_run") is not None:
+        extra.append(f'{esc(view["steps_run"])} step(s) run')
+    if view.get("elapsed_s") is not None:
+        extra.append(f'{esc(view["elapsed_s"])} s')
+    parts.append(f'<h2>Steps ({len(steps)})</h2><p>{" · ".join(extra)}</p>'
+                 '<div class="scroll"><table class="steps"><thead><tr><th>step</th><th>task</th><th>status</th>'
+                 '<th>verdict</th><th>confidence</th><th>note</th></tr></thead><tbody>'
+                 f'{rows or "<tr><td colspan=6>no steps recorded yet</td></tr>"}</tbody></table></div>')
+    facts = view.get("facts") or {}
+    frows = "".join(f'<tr><td>{esc(k)}</td><td><pre>{_pretty(v)}</pre></td></tr>' for k, v in facts.items())
+    parts.append(f'<h2>Facts ({len(facts)})</h2><div class="scroll"><table class="facts"><thead><tr><th>fact</th>'
+                 f'<th>value</th></tr></thead><tbody>{frows or "<tr><td colspan=2>none</td></tr>"}</tbody></table></div>')
+    return "".join(parts)
+
+
+def _st(c: dict) -> str:
+    return "in doubt" if c.get("in_doubt") else str(c.get("status") or "")
+
+
+def _err(error: Any) -> str:
+    if isinstance(error, dict):
+        return f'{error.get("error")}: {error.get("cause")}'
+    return "" if error is None else str(error)
 
 
 def _waiting_panel(waiting: Any, run_id: str) -> str:
@@ -226,9 +301,12 @@ def _timeline(tl: dict) -> str:
     for b in tl["bars"][:2000]:
         left, width = 100 * b["start"] / total, max(100 * (b["end"] - b["start"]) / total, 0.3)
         crit = " critical" if b["critical"] else ""
-        rows.append(f'<div class="bar-row"><span class="bar-id">{esc(b["id"])}</span><span class="track">'
-                    f'<span class="bar{crit}" data-left="{left:.3f}" data-width="{width:.3f}" '
-                    f'title="{esc(b["id"])}: {b["end"] - b["start"]:.3f} s"></span></span></div>')
+        tries = f' ×{b["attempts"]}' if b["attempts"] > 1 else ""
+        rows.append(f'<div class="bar-row" data-bar="{esc(b["id"])}"><span class="bar-id">{esc(b["id"])}{tries}'
+                    f'</span><span class="track"><span class="bar{crit} st-{esc(b["status"] or "")}" '
+                    f'data-left="{left:.3f}" data-width="{width:.3f}" title="{esc(b["id"])}: '
+                    f'{b["end"] - b["start"]:.3f} s, {b["attempts"]} attempt(s), {esc(b["status"] or "")}">'
+                    f'</span></span></div>')
     return (f'<h2>Timeline</h2><p>{tl["total"]:.3f} s; critical path: '
             f'{esc(" → ".join(tl["critical"]))}</p><div class="timeline">{"".join(rows)}</div>')
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..durable.report import run_summary, stored_result, waiting_view
 
-__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "TERMINAL"]
+__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "goal_view", "TERMINAL"]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 MAX_LAYER = 200  # nodes drawn per DAG layer; the rest of a wide fan-out is one "+N more" node
@@ -29,7 +29,8 @@ def list_runs(store: Any, status: str | None = None, text: str | None = None, of
     rows = store.list_runs(status=status or None)
     if text:
         t = text.lower()
-        rows = [r for r in rows if any(t in str(r.get(k) or "").lower() for k in ("run_id", "goal", "plan_id"))]
+        rows = [r for r in rows if any(t in str(r.get(k) or "").lower()
+                                 for k in ("run_id", "goal", "plan_id", "plan_file"))]
     page = rows[offset: offset + limit]
     out = []
     for r in page:
@@ -42,6 +43,7 @@ def list_runs(store: Any, status: str | None = None, text: str | None = None, of
             st = rec.get("status") or "unknown"
             counts[st] = counts.get(st, 0) + 1
         item["calls"] = counts
+        item["calls_total"] = r.get("calls_total")  # the plan's calls (None: an agent or goal run, or an old row)
         out.append(item)
     return out, len(rows)
 
@@ -154,11 +156,13 @@ def timeline(result: dict, deps: dict[str, list[str]]) -> dict:
         except ValueError:
             return None
 
-    spans = {}
+    spans, attempts, status = {}, {}, {}
     for c in result.get("calls") or ():
         s, e = ts(c.get("started_at")), ts(c.get("ended_at"))
         if s is not None and e is not None:
             spans[c["id"]] = (s, e)
+            attempts[c["id"]] = c.get("attempts") or 1
+            status[c["id"]] = c.get("status")
     if not spans:
         return {"bars": [], "total": 0.0, "critical": []}
     t0 = min(s for s, _ in spans.values())
@@ -168,7 +172,10 @@ def timeline(result: dict, deps: dict[str, list[str]]) -> dict:
         critical.append(cur)
         before = [d for d in deps.get(cur, ()) if d in spans]
         cur = max(before, key=lambda k: spans[k][1]) if before else None
-    bars = [{"id": cid, "start": round(s - t0, 6), "end": round(e - t0, 6), "critical": cid in critical}
+    # one bar per call, from its first attempt's start to its last attempt's end (the store
+    # keeps a call's first start and last end, not each attempt's), with its attempt count
+    bars = [{"id": cid, "start": round(s - t0, 6), "end": round(e - t0, 6), "critical": cid in critical,
+             "attempts": attempts[cid], "status": status[cid]}
             for cid, (s, e) in sorted(spans.items(), key=lambda kv: kv[1][0])]
     return {"bars": bars, "total": round(total, 6), "critical": critical[::-1]}
 
@@ -200,3 +207,48 @@ def call_detail(store: Any, row: dict, call_id: str) -> dict | None:
     return {"id": call_id, "call": text, "status": rec.get("status"), "attempts": rec.get("attempts"),
             "error": rec.get("error"), "reason": rec.get("reason"), "started": rec.get("started"),
             "ended": rec.get("ended"), "output": rec.get("output"), "writes": writes, "items": items}
+
+
+def _turn_plan(reply: str) -> str | None:
+    """A turn's reply as the plan it stands for, in canonical DSL (None when no form reads it:
+    an incomplete or broken reply is shown as it came)."""
+    from .. import loader
+    from ..syntax.dsl_printer import print_dsl
+
+    text = reply.lstrip()
+    form = "json" if text.startswith(("{", "[")) else "dsl"
+    try:
+        loaded = loader.parse(reply, form)
+        if not loaded.plan.calls and loaded.plan.output is None:
+            return None
+        return print_dsl(loaded.plan)
+    except Exception:  # noqa: BLE001 - a reply the printer cannot print is shown as sent
+        return None
+
+
+def agent_view(store: Any, row: dict) -> dict:
+    """An agent run as its page shows it: the request, how it ended, and per recorded turn the
+    reply as it streamed, the plan it stands for (canonical DSL) and its calls."""
+    from ..durable.agent_run import stored_agent
+
+    data = stored_agent(store, row)
+    turns = []
+    for t in data.get("recorded_turns") or ():
+        reply = t.get("reply") or ""
+        turns.append({**t, "plan": _turn_plan(reply) if reply else None})
+    return {**data, "recorded_turns": turns, "waiting": waiting_view(data.get("waiting"))}
+
+
+def goal_view(row: dict) -> dict:
+    """A goal run as its page shows it: the goal, its steps (task, status, verdict, confidence,
+    the evaluator's note), the facts found, the output and error, from the record the goal
+    keeps in the store (written when it ends or waits)."""
+    summary = row.get("summary") or {}
+    goal = summary.get("goal") or {}
+    execution = goal.get("goal_execution") or {}
+    return {"run_id": row["run_id"], "status": row["status"], "goal": row.get("goal"),
+            "steps": [s for s in execution.get("steps") or () if isinstance(s, dict)],
+            "facts": goal.get("facts") if isinstance(goal.get("facts"), dict) else {},
+            "output": goal.get("output"), "error": goal.get("error"), "replans": execution.get("replans"),
+            "steps_run": execution.get("steps_run"), "elapsed_s": execution.get("elapsed_s"),
+            "waiting": summary.get("waiting")}
