@@ -91,6 +91,9 @@ def test_runs_list_and_a_live_run(page, tmp_path):
         expect(page.locator('[data-status-of="c2"]')).to_have_text("succeeded")
         expect(page.locator("#run-status")).to_have_text("succeeded")
         assert page.evaluate("window.__notReloaded") is True
+        page.click('g.node[data-node="c2"]')  # a node of the graph opens its call's panel
+        expect(page.locator("#panel-id")).to_have_text("c2")
+        expect(page.locator("#panel-body")).to_contain_text("echo(x=")
         page.screenshot(path=str(SHOTS / "run-succeeded.png"), full_page=True)
         _narrow(page, "run")
         assert runner.wait(timeout=60) == 0

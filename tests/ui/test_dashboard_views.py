@@ -102,7 +102,7 @@ def test_the_runs_list_shows_plan_files_and_the_timeline_marks_attempts(tmp_path
         run = c.get(f"/runs/{run_id}").text
         assert len(re.findall(r'<div class="bar-row" data-bar="c\d">', run)) == 3
         # the critical path ends at the call that ended last, through what it waited for
-        path = re.search(r"critical path: ([^<]*)</p>", run).group(1)
+        path = re.search(r"critical path \(red\): ([^<]*)</p>", run).group(1)
         assert path.split(" → ")[-2:] == ["c1", "c2"] or path.split(" → ")[-1] == "c3"
         assert 'class="bar critical' in run
     finally:
