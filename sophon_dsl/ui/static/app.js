@@ -102,6 +102,7 @@
         field(body, "error", d.error);
         field(body, "reason", d.reason);
         if (d.started && d.ended) { field(body, "time", ((d.ended - d.started) * 1000).toFixed(1) + " ms"); }
+        field(body, "result", d.output);  // (null when the call wrote it to its output paths: see "wrote")
         field(body, "wrote", d.writes);
         field(body, "items", d.items);
         panel.hidden = false;
