@@ -5,12 +5,11 @@ context), so the spans it starts there are children of its call's span."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry.sdk import trace as otel_sdk
 
 import sophon_dsl
 from sophon_dsl import current_call, telemetry, tool
 from sophon_dsl.scaleout import DaskExecutor
-
-otel_sdk = pytest.importorskip("opentelemetry.sdk.trace")
 
 
 @pytest.fixture

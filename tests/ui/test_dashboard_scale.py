@@ -9,8 +9,8 @@ import json
 import re
 import threading
 import time
+import urllib.request
 
-import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -95,8 +95,9 @@ def test_several_runs_update_at_once(tmp_path):
         seen: dict[str, list] = {}
 
         def watch(run_id: str) -> None:
-            with httpx.Client(base_url=base, timeout=60) as c, c.stream("GET", f"/api/runs/{run_id}/events") as r:
-                for line in r.iter_lines():
+            with urllib.request.urlopen(f"{base}/api/runs/{run_id}/events", timeout=60) as r:
+                for raw in r:
+                    line = raw.decode("utf-8").rstrip("\n")
                     if line.startswith("data: "):
                         frame = json.loads(line[6:])
                         seen.setdefault(run_id, []).append(frame)
