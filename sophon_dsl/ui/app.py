@@ -279,7 +279,8 @@ def _run_page(ui: UI, head: dict, info: dict, offset: int = 0) -> HTMLResponse:
         body.append(f'<tr data-call="{esc(c["id"])}"><td><button class="open" data-call="{esc(c["id"])}">'
                     f'{esc(c["id"])}</button></td><td>{esc(c["tool"])}</td>'
                     f'<td><span class="st st-{esc(st.replace(" ", "-"))}" data-status-of="{esc(c["id"])}">{esc(st)}</span></td>'
-                    f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(err)}</td></tr>')
+                    f'<td data-attempts-of="{esc(c["id"])}">{esc(c.get("attempts"))}</td>'
+                    f'<td class="err">{esc(err)}</td></tr>')
     body.append('</tbody></table></div><section id="panel" hidden><h2>Call <span id="panel-id"></span></h2>'
                 '<div id="panel-body"></div></section>')
     return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
@@ -424,9 +425,18 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _timeline(tl: dict) -> str:
+def timeline_note(tl: dict) -> str:
+    """The line above the timeline (plain text: the page escapes it, the script sets it as text)."""
     if not tl["bars"]:
-        return '<h2>Timeline</h2><p>no call has run yet</p>'
+        return "no call has ended yet"
+    shown = (f'; the {len(tl["bars"])} drawn of {tl["ran"]} calls that ran: the critical path and the longest'
+             if len(tl["bars"]) < tl["ran"] else "")
+    return f'{tl["total"]:.3f} s{shown}; critical path (red): {" → ".join(tl["critical"])}'
+
+
+def _timeline(tl: dict) -> str:
+    """The Gantt view: a bar per call that ended (the page's script draws it again from
+    /api/runs/{id}/timeline as calls end)."""
     total = tl["total"] or 1e-9
     rows = []
     for b in tl["bars"]:
@@ -438,10 +448,8 @@ def _timeline(tl: dict) -> str:
                     f'data-left="{left:.3f}" data-width="{width:.3f}" title="{esc(b["id"])}: '
                     f'{b["end"] - b["start"]:.3f} s, {b["attempts"]} attempt(s), {esc(b["status"] or "")}">'
                     f'</span></span></div>')
-    shown = (f'; the {len(tl["bars"])} drawn of {tl["ran"]} calls that ran: the critical path and the longest'
-             if len(tl["bars"]) < tl["ran"] else "")
-    return (f'<h2>Timeline</h2><p>{tl["total"]:.3f} s{shown}; critical path (red): '
-            f'{esc(" → ".join(tl["critical"]))}</p><div class="timeline">{"".join(rows)}</div>')
+    return (f'<section id="timeline-section"><h2>Timeline</h2><p id="timeline-note">{esc(timeline_note(tl))}</p>'
+            f'<div class="timeline" id="timeline">{"".join(rows)}</div></section>')
 
 
 def make_app(store: Any, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:
@@ -497,6 +505,14 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         if out is None:
             return JSONResponse({"error": "no such call"}, status_code=404)
         return Response(json.dumps(out, ensure_ascii=False, default=str), media_type="application/json")
+
+    async def api_timeline(request: Request) -> Response:
+        """The timeline's bars and note now (what the page's script draws as calls end)."""
+        found = await ui.call(ui.info, request.path_params["run_id"])
+        if found is None or found[1]["kind"] != "plan":
+            return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+        tl = (await ui.call(ui.progress, found[0], found[1]["view"]))[2]
+        return JSONResponse({**tl, "note": timeline_note(tl)})
 
     async def api_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -579,7 +595,7 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         Route("/", index), Route("/runs/{run_id:path}", run_page), Route("/static/{name}", static),
         Route("/api/csrf", csrf), Route("/api/runs", api_runs),
         Route("/api/runs/{run_id}/calls/{call_id:path}", api_call),
-        Route("/api/runs/{run_id}/events", api_events),
+        Route("/api/runs/{run_id}/events", api_events), Route("/api/runs/{run_id}/timeline", api_timeline),
         Route("/api/runs/{run_id}/approve", decide("approve"), methods=["POST"]),
         Route("/api/runs/{run_id}/reject", decide("reject"), methods=["POST"]),
         Route("/api/runs/{run_id}", api_run),

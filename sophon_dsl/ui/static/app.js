@@ -6,10 +6,13 @@
   var run = document.getElementById("run");
 
   // timeline bars: positions come as data attributes (the CSP allows no inline styles)
-  document.querySelectorAll(".bar").forEach(function (b) {
-    b.style.left = b.dataset.left + "%";
-    b.style.width = b.dataset.width + "%";
-  });
+  function place(root) {
+    root.querySelectorAll(".bar").forEach(function (b) {
+      b.style.left = b.dataset.left + "%";
+      b.style.width = b.dataset.width + "%";
+    });
+  }
+  place(document);
   if (!run) { return; }
   var runId = run.dataset.run;
   var base = "/api/runs/" + encodeURIComponent(runId);
@@ -32,8 +35,12 @@
   index("data-status-of", "cell");
   index("data-node", "node");
   index("data-map-of", "map");
+  index("data-attempts-of", "attempts");
+  var ENDED = {succeeded: 1, failed: 1, skipped: 1, cancelled: 1};
 
+  // returns whether a call shown on the page has ended since it was drawn
   function apply(snap) {
+    var ended = false;
     var rs = document.getElementById("run-status");
     if (rs) { setStatus(rs, snap.status); }
     run.dataset.status = snap.status;
@@ -42,7 +49,10 @@
       var st = calls[id];
       (shows[id] || []).forEach(function (pair) {
         var el = pair[1];
-        if (pair[0] === "cell") { setStatus(el, st); }
+        if (pair[0] === "cell") {
+          if (el.textContent !== st && ENDED[st]) { ended = true; }
+          setStatus(el, st);
+        }
         else if (pair[0] === "node") {
           el.setAttribute("class", "node st-" + st.replace(/ /g, "-"));
           var t = el.querySelector("[data-node-status]");
@@ -62,6 +72,47 @@
     var w = document.getElementById("waiting");
     if (w && snap.status !== "waiting") { w.hidden = true; }
     run.dataset.live = String(Number(run.dataset.live || 0) + 1);  // frames applied (tests, benchmark)
+    return ended;
+  }
+
+  // the timeline and the attempt counts, drawn again once calls end (after a pause four times
+  // as long as the last redraw's request took: a large run's timeline is not fetched nonstop)
+  var redraw = null, pause = 300;
+  function drawTimeline(tl) {
+    var box = document.getElementById("timeline"), note = document.getElementById("timeline-note");
+    if (!box || !note) { return; }
+    note.textContent = tl.note;
+    box.textContent = "";
+    var total = tl.total || 1e-9;
+    (tl.bars || []).forEach(function (b) {
+      var row = document.createElement("div"); row.className = "bar-row"; row.setAttribute("data-bar", b.id);
+      var id = document.createElement("span"); id.className = "bar-id";
+      id.textContent = visible(b.id) + (b.attempts > 1 ? " ×" + b.attempts : "");
+      var track = document.createElement("span"); track.className = "track";
+      var bar = document.createElement("span");
+      bar.className = "bar" + (b.critical ? " critical" : "") + " st-" + (b.status || "");
+      bar.dataset.left = (100 * b.start / total).toFixed(3);
+      bar.dataset.width = Math.max(100 * (b.end - b.start) / total, 0.3).toFixed(3);
+      bar.title = visible(b.id) + ": " + (b.end - b.start).toFixed(3) + " s, " + b.attempts + " attempt(s), " + b.status;
+      track.appendChild(bar); row.appendChild(id); row.appendChild(track); box.appendChild(row);
+      (shows[b.id] || []).forEach(function (pair) {
+        if (pair[0] === "attempts") { pair[1].textContent = String(b.attempts); }
+      });
+    });
+    place(box);
+  }
+  function timelineLater() {
+    if (redraw !== null) { return; }
+    redraw = setTimeout(function () {
+      var asked = Date.now();
+      fetch(base + "/timeline", {credentials: "same-origin"})
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (tl) {
+          pause = Math.max(300, 4 * (Date.now() - asked));
+          redraw = null;
+          if (tl) { drawTimeline(tl); }
+        }, function () { redraw = null; });
+    }, pause);
   }
 
   if (window.EventSource && run.dataset.kind === "plan") {
@@ -69,7 +120,7 @@
     es.addEventListener("snapshot", function (e) {
       var snap;
       try { snap = JSON.parse(e.data); } catch (err) { return; /* a bad frame is skipped */ }
-      apply(snap);
+      if (apply(snap)) { timelineLater(); }
     });
   }
 
