@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from .helpers import ROOT, cli, make_plan, start_ui, stop, wait_status
-from .test_dashboard_views import agent_and_goal_runs  # noqa: F401 - a fixture
 
 CHROMIUM = os.environ.get("SOPHON_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
