@@ -462,7 +462,7 @@ def _ui_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, metavar="TOKEN",
                    help="access token checked on every request (default: $SOPHON_DSL_UI_TOKEN)")
     p.add_argument("--open", action="store_true", help="open the dashboard in the default browser")
-    p.add_argument("--run", default=None, metavar="RUN_ID", help="with --open: open this run's page")
+    p.add_argument("--run", default=None, metavar="RUN_ID", help="with --open: open this run's page ('latest': the newest run)")
 
 
 COMMAND_ARGS += (_ui_args,)

@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     store, url = _existing_store(args.store)
     try:
+        if args.run == "latest":  # the newest run: what `run ... && sophon-dsl ui --open --run latest` just made
+            newest = store.list_runs(limit=1)
+            args.run = newest[0]["run_id"] if newest else None
         app = make_app(store, url, token)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
         server = uvicorn.Server(config)

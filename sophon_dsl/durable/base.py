@@ -447,6 +447,14 @@ class RunStore:
         row = self._wait(lambda cur: _one(cur, stmt, (run_id,)))
         return _run_row(row) if row is not None else None
 
+    def get_run_head(self, run_id: str) -> dict | None:
+        """The run's row without its spec (the plan text, large for a large plan): what the
+        dashboard polls while it watches a run."""
+        names = [c for c in _RUN_COLUMNS if c != "spec"]
+        stmt = self.sql(f"SELECT {', '.join(names)} FROM runs WHERE run_id = ?")
+        row = self._wait(lambda cur: _one(cur, stmt, (run_id,)))
+        return _run_row(row, names) if row is not None else None
+
     def list_runs(self, status: str | None = None, limit: int | None = None) -> list[dict]:
         cols = ", ".join(c for c in _RUN_COLUMNS if c != "spec")
         where, params = ("WHERE status = ?", (status,)) if status else ("", ())

@@ -92,6 +92,8 @@ class GoalRunner:
     person, the run ends ``hitl``.
     """
 
+    _spans: Any = None  # the goal's span recorder while it runs with tracing on (sophon_dsl.telemetry)
+
     def __init__(self, agent: Any, *, planner_provider: Any = None, evaluator_provider: Any = None,
                  planner_model: str | None = None, evaluator_model: str | None = None,
                  max_goal_steps: int | None = None, max_replans: int | None = None, subagent_turns: int = 4,
@@ -179,6 +181,25 @@ class GoalRunner:
             if not created:
                 store.create_run(run_id, plan_id="goal", goal=loop.goal, spec=self._spec(loop, None),
                                  plan_hash="").result()
+        from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
+
+        self._spans = agent_subscriber(run_id, loop.goal, kind="goal")
+        active = None
+        if self._spans is not None:
+            # the goal's root span is the current context while it runs: its plans' runs (and
+            # through their goal.step calls, the steps' sub-agents) are inside it
+            self._spans.begin(time.time())
+            active = self._spans.activate()
+        try:
+            return await self._finish_driving(loop, driving, run_id, store, started)
+        finally:
+            if self._spans is not None:
+                self._spans.deactivate(active)
+                self._spans.abandon()  # (no-op once goal_done ended it)
+                self._spans = None
+
+    async def _finish_driving(self, loop: "_Loop", driving: Any, run_id: str | None, store: Any,
+                              started: float) -> GoalResult:
         try:
             status, error = await driving
         except asyncio.CancelledError:
@@ -217,6 +238,8 @@ class GoalRunner:
     def emit(self, type_: str, goal: str, status: str, *, call_id: str | None = None, reason: str | None = None,
              data: Any = None) -> None:
         cbs = self.on_event if isinstance(self.on_event, (list, tuple)) else [self.on_event] if self.on_event else []
+        if self._spans is not None:
+            cbs = [*cbs, self._spans]
         event = Event(type_, "goal", goal, None, 0, status, call_id=call_id, reason=reason, data=data)
         for cb in cbs:
             try:

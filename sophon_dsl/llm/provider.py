@@ -8,6 +8,7 @@ operation and :meth:`Provider.complete` is derived from it.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_checkable
 
@@ -93,16 +94,29 @@ async def collect(provider: Provider, messages: Sequence[Message], *,
                   max_bytes: int | None = DEFAULT_MAX_REPLY_BYTES, **kw: Any) -> str:
     """The whole reply as one string; :class:`ReplyTooLarge` past ``max_bytes`` (None: no
     limit), the stream closed there."""
+    # looked up, not imported (telemetry imports this module's users): every run, agent and
+    # goal imports it before a request is made; None unless tracing is on
+    tel = sys.modules.get("sophon_dsl.telemetry")
+    span = tel.request_span(provider, kw.get("model")) if tel is not None else None
     parts = []
     size = 0
-    stream = provider.stream(messages, **kw)
-    async for delta in stream:
-        if max_bytes is not None:
-            size += reply_bytes(delta)
-            if size > max_bytes:
-                await close_stream(stream)
-                raise ReplyTooLarge(max_bytes, provider=getattr(provider, "name", ""))
-        parts.append(delta)
+    try:
+        stream = provider.stream(messages, **kw)
+        async for delta in stream:
+            if max_bytes is not None:
+                size += reply_bytes(delta)
+                if size > max_bytes:
+                    await close_stream(stream)
+                    raise ReplyTooLarge(max_bytes, provider=getattr(provider, "name", ""))
+            parts.append(delta)
+    except Exception as exc:
+        if span is not None:
+            span.fail(exc)
+        raise
+    finally:
+        if span is not None:
+            span.delta("".join(parts))
+            span.end(messages)
     return "".join(parts)
 
 

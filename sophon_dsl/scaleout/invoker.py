@@ -24,6 +24,7 @@ from ..model import Call
 from ..runtime.errors import TOOL_FAILED, PlanInvalid, RunError
 from ..runtime.invoker import Invocation, Invoker, RunInfo
 from ..runtime.protocols import Branch
+from ..telemetry.context import traceparent
 from ..tools import ToolSpec
 from .preflight import Route, check_routes, refused_error, route_for
 from .worker import Payload, run_call
@@ -167,7 +168,10 @@ class DaskRun:
             raise refused_error(route)
         key = f"{self.run_id}/{inv.call_id}/{inv.attempt}"
         slot = asyncio.get_running_loop().create_future()
-        payload = Payload(route.digest, call.tool, inv.args, route.is_async, self.run_id, inv.call_id, inv.attempt)
+        # the attempt's span travels as a traceparent (None when the run is not traced)
+        span_of = traceparent(self.sched.run_id or "", inv.call_id)
+        payload = Payload(route.digest, call.tool, inv.args, route.is_async, self.run_id, inv.call_id, inv.attempt,
+                          span_of)
         self._pending.append((key, route, payload, slot))
         if self._flush_at is None:
             self._flush_at = asyncio.get_running_loop().call_soon(self._flush)

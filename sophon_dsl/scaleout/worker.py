@@ -22,15 +22,18 @@ class Payload:
     """One call's arguments as Dask sees them: an opaque object, so Dask never looks inside
     the arguments for task keys."""
 
-    __slots__ = ("digest", "tool", "args", "is_async", "run_id", "call_id", "attempt")
+    __slots__ = ("digest", "tool", "args", "is_async", "run_id", "call_id", "attempt", "traceparent")
 
     def __init__(self, digest: str, tool: str, args: dict, is_async: bool, run_id: str = "", call_id: str = "",
-                 attempt: int = 1) -> None:
+                 attempt: int = 1, traceparent: str | None = None) -> None:
         self.digest, self.tool, self.args, self.is_async = digest, tool, args, is_async
         self.run_id, self.call_id, self.attempt = run_id, call_id, attempt
+        # the W3C traceparent of the call attempt's span in the coordinator (None: not traced)
+        self.traceparent = traceparent
 
     def __reduce__(self):
-        return Payload, (self.digest, self.tool, self.args, self.is_async, self.run_id, self.call_id, self.attempt)
+        return Payload, (self.digest, self.tool, self.args, self.is_async, self.run_id, self.call_id, self.attempt,
+                         self.traceparent)
 
 
 class _Record:
@@ -80,6 +83,13 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
 
     # sophon_dsl.current_call() (the idempotency key) works in the tool's code here too
     token = CURRENT.set((payload.run_id, _Record(payload.call_id, payload.attempt)))
+    # the call's span in the coordinator is this call's span here too: its traceparent for
+    # current_call() and the http.* tools, and the parent of the spans the tool starts
+    adopted = None
+    if payload.traceparent is not None:
+        from ..telemetry.context import adopt
+
+        adopted = adopt(payload.run_id, payload.call_id, payload.traceparent)
     try:
         func = function(payload.digest, blob)
         out = func(**payload.args)
@@ -94,6 +104,10 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
             return ("error", TOOL_FAILED, f"{payload.tool} raised SystemExit({exc.code!r})")
         return ("error", TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})")
     finally:
+        if adopted is not None:
+            from ..telemetry.context import release
+
+            release(adopted)
         CURRENT.reset(token)
     target = None
     if isinstance(out, Branch):

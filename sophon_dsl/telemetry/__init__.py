@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 __all__ = ["active", "set_tracer_provider", "tracer", "run_subscriber", "traceparent", "call_context",
-           "inject", "agent_subscriber", "parse_traceparent"]
+           "inject", "agent_subscriber", "parse_traceparent", "request_span"]
 
 _override: Any = None           # a provider given to set_tracer_provider (tests, embedding programs)
 
@@ -84,6 +84,18 @@ def agent_subscriber(run_id: str | None, request: str | None = None, kind: str =
     from .spans import RunSpans
 
     return RunSpans(tracer(), run_id=run_id or "", kind=kind, goal=request, durable_turns=durable)
+
+
+def request_span(provider: Any, model: str | None, operation: str = "chat") -> Any:
+    """A GenAI span for one LLM request made outside an agent's turn (a goal's planner and
+    evaluator, latent calls, the planning pipeline's requests: ``llm.provider.collect``), a
+    child of the call the code runs for, else of the current context; None when tracing is
+    off.  The caller reports ``.delta(text)``, ``.fail(exc)`` and ``.end(messages)``."""
+    if not active():
+        return None
+    from .spans import LLMSpan
+
+    return LLMSpan(tracer(), provider, model, operation, context=call_context())
 
 
 from .context import _LIVE, call_context, inject, parse_traceparent, traceparent  # noqa: E402

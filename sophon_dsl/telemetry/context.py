@@ -15,6 +15,59 @@ _lock = threading.Lock()
 _LIVE: dict[tuple[str, str], Any] = {}
 
 
+class Remote:
+    """A call's span started in another process (the coordinator of a Dask worker), known by
+    its ``traceparent``: what the worker registers while it runs the call, so that
+    ``current_call().traceparent``, :func:`call_context` and the ``http.*`` tools see the
+    call's span there too."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def otel_span(self) -> Any:
+        """The span as OpenTelemetry's non-recording span of a remote parent (None when the
+        value is malformed)."""
+        parsed = parse_traceparent(self.value)
+        if parsed is None:
+            return None
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+        trace_id, span_id, flags = parsed
+        return NonRecordingSpan(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)))
+
+
+def adopt(run_id: str, call_id: str, value: str | None) -> Any:
+    """On a worker: the call ``(run_id, call_id)`` runs under the coordinator's span
+    ``value`` (a ``traceparent``) until :func:`release`.  When OpenTelemetry is installed
+    here, that span is also made the current context, so spans a tool starts with the
+    default context are children of its call's span.  Returns what :func:`release` needs."""
+    if parse_traceparent(value) is None:
+        return None
+    remote = Remote(value)  # type: ignore[arg-type]
+    _register(run_id, call_id, remote)
+    token = None
+    try:
+        from opentelemetry import context, trace
+    except ImportError:
+        pass
+    else:
+        token = context.attach(trace.set_span_in_context(remote.otel_span()))
+    return (run_id, call_id, remote, token)
+
+
+def release(adopted: Any) -> None:
+    """Undo :func:`adopt` (same thread)."""
+    if adopted is None:
+        return
+    run_id, call_id, remote, token = adopted
+    if token is not None:
+        from opentelemetry import context
+
+        context.detach(token)
+    _unregister(run_id, call_id, remote)
+
 
 def _register(run_id: str, call_id: str, span: Any) -> None:
     with _lock:
@@ -47,6 +100,8 @@ def traceparent(run_id: str | None = None, call_id: str | None = None) -> str | 
     span = _span_for(run_id, call_id)
     if span is None:
         return None
+    if isinstance(span, Remote):
+        return span.value
     ctx = span.get_span_context()
     if not ctx.is_valid:
         return None
@@ -58,6 +113,8 @@ def call_context(run_id: str | None = None, call_id: str | None = None) -> Any:
     spans of its own (``tracer.start_as_current_span(name, context=call_context())``); None
     when there is none."""
     span = _span_for(run_id, call_id) if _LIVE else None
+    if isinstance(span, Remote):
+        span = span.otel_span()
     if span is None:
         return None
     from opentelemetry import trace

@@ -13,7 +13,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from .context import _register, _unregister, parse_traceparent
+from opentelemetry import context as otel_context
+
+from .context import Remote, _register, _span_for, _unregister, call_context, parse_traceparent
 
 __all__ = ["RunSpans", "LLMSpan"]
 
@@ -21,6 +23,8 @@ _NS = 1_000_000_000
 _CALL_END = {"plan_step_complete": "succeeded", "plan_step_failed": "failed", "plan_step_skipped": "skipped",
              "plan_step_cancelled": "cancelled", "plan_step_unknown": None}
 _CALL_OPEN = ("plan_step_queued", "plan_step_start", "approval_requested")
+# a run's final statuses that are not errors (a goal's "complete"; "hitl" waits for a person)
+_OK = ("succeeded", "waiting", "complete", "hitl")
 
 
 def _ns(t: float | None) -> int | None:
@@ -75,6 +79,11 @@ class RunSpans:
         self._tool_risk: Any = prep.registry.get if prep is not None else None
         # what current_call().run_id reads in an agent turn: "{run id}/t{n}" when durable, else ""
         self.durable_turns = durable_turns
+        # where this run sits: inside a call of another run (a goal's step, a tool that runs a
+        # plan), else in the context current when the run was set up (a goal's root, a span of
+        # the embedding program); captured now, because events may come from other tasks
+        self.parent_ctx = call_context() or otel_context.get_current()
+        self.verdicts: dict[str, int] = {}
         if prep is not None:
             self._risks(prep)
 
@@ -99,26 +108,33 @@ class RunSpans:
             tp = stored_traceparent(self.durable)
         parsed = parse_traceparent(tp)
         if parsed is None:
-            return None
+            return self.parent_ctx
         trace_id, span_id, flags = parsed
         sc = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
         return trace.set_span_in_context(NonRecordingSpan(sc))
 
     def _start_root(self, ev: Any) -> None:
+        self.begin(ev.time, ev.plan_id, ev.goal)
+
+    def begin(self, when: float | None = None, plan_id: str | None = None, goal: str | None = None) -> None:
+        """Start the run's root span now (the first event does it otherwise): a goal run
+        starts it before its planner's request, so that everything after is inside it."""
+        if self.root is not None:
+            return
         if self.handle is not None:
             self.run_id = self.handle.run_id or ""
             self.durable = self.handle.durable
         attrs = {"sophon.run.id": self.run_id, "sophon.run.kind": self.kind}
-        if ev.plan_id and self.kind == "plan":
-            attrs["sophon.plan.id"] = ev.plan_id
-        goal = ev.goal if self.kind == "plan" else self.goal
+        if plan_id and self.kind == "plan":
+            attrs["sophon.plan.id"] = plan_id
+        goal = goal if self.kind == "plan" else self.goal
         if goal:
             attrs["sophon.goal"] = _text(goal)
         parent = self._parent_of_root()
         self.root = self.tracer.start_span("sophon.run", context=parent, kind=SpanKind.INTERNAL,
-                                           attributes=attrs, start_time=_ns(ev.time))
+                                           attributes=attrs, start_time=_ns(when))
         self.root_ctx = trace.set_span_in_context(self.root)
-        if self.durable is not None and parent is None:
+        if self.durable is not None and parent is self.parent_ctx:
             from .store import store_traceparent
 
             store_traceparent(self.durable, self.root)
@@ -133,7 +149,9 @@ class RunSpans:
         if ev.error:
             root.set_attribute("sophon.error.code", str(ev.error.get("error")))
             root.set_attribute("sophon.error.cause", _text(ev.error.get("cause") or ""))
-        if status not in ("succeeded", "waiting"):
+        for name, n in sorted(self.verdicts.items()):
+            root.set_attribute(f"sophon.goal.verdicts.{name}", n)
+        if status not in _OK:
             root.set_status(Status(StatusCode.ERROR, _text(ev.reason or (ev.error or {}).get("cause") or status)))
         # what is still open (a run that stopped) ends with it
         for key, c in list(self.calls.items()):
@@ -153,6 +171,14 @@ class RunSpans:
         ev = make_event("plan_failed", "", None, None, len(getattr(result, "calls", ()) or ()), result.status,
                         error=result.error.to_json() if getattr(result, "error", None) else None)
         self._end_root(ev, result.status)
+
+    def abandon(self, status: str = "failed") -> None:
+        """End the root span of a run that ended without its final event (an exception)."""
+        if self.ended or self.root is None:
+            return
+        from ..runtime.events import make_event
+
+        self._end_root(make_event("plan_failed", "", None, None, 0, status), status)
 
     # ------------------------------------------------------------------ events
 
@@ -308,8 +334,28 @@ class RunSpans:
                 turn[0].end(end_time=_ns(ev.time))
         elif t in ("agent_done", "goal_done"):
             self._end_root(ev, str(ev.status))
+        elif t == "goal_step_verdict":
+            # emitted inside the step's goal.step call: that call's span is the step's span
+            self.verdicts[str(ev.status)] = self.verdicts.get(str(ev.status), 0) + 1
+            step = _span_for(None, None)
+            if step is None or isinstance(step, Remote):
+                step = self.root
+            else:
+                step.set_attribute("sophon.goal.step", str(ev.call_id))
+                step.set_attribute("sophon.goal.verdict", str(ev.status))
+            self._event(step, ev)
         else:
             self._event(self._owner(ev), ev)
+
+    def activate(self) -> Any:
+        """Make the run's root span the current OpenTelemetry context of the calling task
+        (the runs it starts, in this task or in tasks it creates, become its children);
+        returns the token for :meth:`deactivate`."""
+        return otel_context.attach(self.root_ctx) if self.root_ctx is not None else None
+
+    def deactivate(self, token: Any) -> None:
+        if token is not None:
+            otel_context.detach(token)
 
     def current_context(self) -> Any:
         """The context LLM requests of the run are parented to: the open turn, else the run."""

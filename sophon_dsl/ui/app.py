@@ -18,6 +18,8 @@ import re
 import secrets
 import subprocess
 import sys
+import threading
+import time
 from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..durable.report import waiting_view
 from . import data
 
 __all__ = ["make_app", "esc"]
@@ -35,7 +38,9 @@ _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 # bidi controls, other invisible format characters and C0/C1 controls (newline and tab kept)
 _HIDDEN = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled", "rejected")
+_PLANS_KEPT = 8  # plan views kept (one of a 10,000-call plan holds its Plan: tens of MB)
+# what the store records (a goal run ends complete or blocked)
+STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled", "rejected", "complete", "blocked")
 
 
 def esc(value: Any, limit: int = 20000) -> str:
@@ -64,6 +69,9 @@ class UI:
         self.csrf = secrets.token_urlsafe(32)
         self.poll = poll
         self.approvals: dict[str, subprocess.Popen] = {}
+        self.plans: dict[tuple, dict] = {}   # (run id, plan hash) -> UI.info's answer, oldest first
+        self.done: dict[str, dict] = {}      # run id -> what was read of it (UI._kept), not running
+        self.lock = threading.Lock()
 
     # -------------------------------------------------------------- access
 
@@ -90,6 +98,96 @@ class UI:
         except Exception:  # noqa: BLE001 - a store error is a 404 here, never a traceback
             return None
 
+    def head(self, run_id: str) -> dict | None:
+        """The run's row without its spec (what polling reads)."""
+        try:
+            return self.store.get_run_head(run_id)
+        except Exception:  # noqa: BLE001 - as row()
+            return None
+
+    def _kept(self, head: dict) -> dict | None:
+        """What was read of a run that is not running, while its row has not changed (such a
+        run changes only with its row: status, updated, last_seq): the pages, event streams
+        and call panels of a finished 10,000-call run read its calls once."""
+        if head["status"] == "running":
+            return None
+        mark = (head.get("plan_hash"), head["status"], head.get("updated"), head.get("last_seq"))
+        with self.lock:
+            kept = self.done.get(head["run_id"])
+            if kept is None or kept["mark"] != mark:
+                while len(self.done) >= _PLANS_KEPT:
+                    self.done.pop(next(iter(self.done)))
+                kept = self.done[head["run_id"]] = {"mark": mark}
+            return kept
+
+    def progress(self, head: dict, pv: dict) -> tuple[list[dict], dict, dict]:
+        """The run's calls (data.call_rows), snapshot and timeline."""
+        kept = self._kept(head)
+        if kept is not None and "page" in kept:
+            return kept["page"]
+        progress = self.committed(head, kept)
+        calls = data.call_rows(pv["plan"], pv["ids"], progress)
+        out = (calls, data.snapshot(self.store, head, pv["plan"], progress), data.timeline({"calls": calls}, pv["deps"]))
+        if kept is not None:
+            kept["page"] = out
+        return out
+
+    def committed(self, head: dict, kept: dict | None = None) -> tuple[dict, dict]:
+        """data.load_progress, kept for a run that is not running."""
+        kept = kept if kept is not None else self._kept(head)
+        if kept is not None and "progress" in kept:
+            return kept["progress"]
+        progress = data.load_progress(self.store, head["run_id"])
+        if kept is not None:
+            kept["progress"] = progress
+        return progress
+
+    def counts(self, row: dict) -> dict[str, int]:
+        """The run's call counts per status (the runs list)."""
+        kept = self._kept(row)
+        if kept is not None and "counts" in kept:
+            return kept["counts"]
+        counts = data.status_counts(self.committed(row, kept)[0] if kept is not None
+                                    else self.store.load_calls(row["run_id"]))
+        if kept is not None:
+            kept["counts"] = counts
+        return counts
+
+    def detail(self, head: dict, info: dict, call_id: str) -> dict | None:
+        kept = self._kept(head)
+        committed = self.committed(head, kept)[0]
+        writes = None
+        if kept is not None:
+            if "writes" not in kept:
+                kept["writes"] = data.log_by_call(self.store.load_log(head["run_id"]))
+            writes = kept["writes"]
+        return data.call_detail(self.store, head, call_id, info["view"]["plan"], committed, writes)
+
+    def info(self, run_id: str) -> tuple[dict, dict] | None:
+        """The run's head row and what depends on its plan alone: ``{"kind", "view"}`` (the
+        plan view of a plan run), kept per run and plan hash: reading and laying out a
+        10,000-call plan costs seconds, a page or an event stream of it must not pay that
+        on every request."""
+        head = self.head(run_id)
+        if head is None:
+            return None
+        key = (run_id, head.get("plan_hash"))
+        info = self.plans.get(key)
+        if info is None:
+            row = self.row(run_id)
+            if row is None:
+                return None
+            kind = data.kind_of(row)
+            try:
+                info = {"kind": kind, "view": data.plan_view(row) if kind == "plan" else None}
+            except Exception:  # noqa: BLE001 - a spec this version cannot read: shown as not found
+                return None
+            with self.lock:
+                while len(self.plans) >= _PLANS_KEPT:
+                    self.plans.pop(next(iter(self.plans)))
+                self.plans[key] = info
+        return head, info
+
     async def call(self, fn: Any, *args: Any) -> Any:
         """Store reads off the event loop (the store's writer thread may be busy)."""
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -114,7 +212,7 @@ def _runs_page(ui: UI, request: Request) -> HTMLResponse:
         offset = max(int(q.get("offset") or 0), 0)
     except ValueError:
         offset = 0
-    rows, total = data.list_runs(ui.store, status, text, offset, 50)
+    rows, total = data.list_runs(ui.store, status, text, offset, 50, ui.counts)
     opts = "".join(f'<option value="{s}"{" selected" if s == status else ""}>{s}</option>' for s in ("",) + STATUSES)
     head = (f'<h1>Runs</h1><form class="filters" method="get" action="/">'
             f'<label>status <select name="status">{opts}</select></label>'
@@ -123,15 +221,18 @@ def _runs_page(ui: UI, request: Request) -> HTMLResponse:
     trs = []
     for r in rows:
         counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(r["calls"].items())) or "none"
+        if r.get("calls_total") is not None:
+            counts += f' <span class="total">of {esc(r["calls_total"])}</span>'
         dur = f'{r["duration_s"]:.2f} s' if r.get("duration_s") is not None else ""
         trs.append(f'<tr class="run" data-status="{esc(r["status"])}">'
                    f'<td><a href="/runs/{quote(r["run_id"], safe="")}">{esc(r["run_id"])}</a></td>'
                    f'<td><span class="st st-{esc(r["status"])}">{esc(r["status"])}</span></td>'
-                   f'<td class="goal">{esc(r.get("goal") or "")}</td><td>{esc(r.get("plan_id") or "")}</td>'
+                   f'<td class="goal">{esc(r.get("goal") or "")}</td>'
+                   f'<td class="file">{esc(r.get("file") or "")}</td><td>{esc(r.get("plan_id") or "")}</td>'
                    f'<td>{esc(r.get("created") or "")}</td><td>{dur}</td><td>{counts}</td></tr>')
     table = ('<div class="scroll"><table class="runs"><thead><tr><th>run</th><th>status</th><th>goal</th>'
-             '<th>plan</th><th>started</th><th>duration</th><th>calls</th></tr></thead><tbody>'
-             + ("".join(trs) or '<tr><td colspan="7">no runs</td></tr>') + "</tbody></table></div>")
+             '<th>plan file</th><th>plan</th><th>started</th><th>duration</th><th>calls</th></tr></thead><tbody>'
+             + ("".join(trs) or '<tr><td colspan="8">no runs</td></tr>') + "</tbody></table></div>")
     nav = []
     base = {"status": status, "q": text}
     if offset > 0:
@@ -142,35 +243,131 @@ def _runs_page(ui: UI, request: Request) -> HTMLResponse:
     return _page("Runs", head + table + pager, ui)
 
 
-def _run_page(ui: UI, row: dict) -> HTMLResponse:
-    run_id = row["run_id"]
-    kind = data.kind_of(row)
-    result = data.run_json(ui.store, row)
-    head = (f'<h1>Run <span class="rid">{esc(run_id)}</span></h1>'
-            f'<p>status <span id="run-status" class="st st-{esc(row["status"])}">{esc(row["status"])}</span>'
-            f' · {esc(kind)} run · goal <span class="goal">{esc(row.get("goal") or "")}</span></p>')
-    body = [head, _waiting_panel(result.get("waiting"), run_id)]
-    if kind != "plan":  # agent and goal runs: their turns / steps as runs show --json gives them
-        body.append(f'<h2>{"Turns" if kind == "agent" else "Steps"}</h2><pre class="json">{_pretty(result)}</pre>')
-        attrs = f'data-run="{esc(run_id)}" data-kind="{esc(kind)}"'
+CALLS_PAGE = 500  # rows of the call table per page (a 10,000-call run has 20 pages)
+
+
+def _run_page(ui: UI, head: dict, info: dict, offset: int = 0) -> HTMLResponse:
+    run_id = head["run_id"]
+    kind = info["kind"]
+    title = (f'<h1>Run <span class="rid">{esc(run_id)}</span></h1>'
+             f'<p>status <span id="run-status" class="st st-{esc(head["status"])}">{esc(head["status"])}</span>'
+             f' · {esc(kind)} run · goal <span class="goal">{esc(head.get("goal") or "")}</span>'
+             + (f' · plan file <span class="file">{esc(head["plan_file"])}</span>' if head.get("plan_file") else "")
+             + '</p>')
+    attrs = f'data-run="{esc(run_id)}" data-kind="{esc(kind)}" data-status="{esc(head["status"])}"'
+    if kind != "plan":  # agent runs: each turn's reply, plan and calls; goal runs: steps, verdicts, facts
+        row = ui.row(run_id) or head
+        result = data.run_json(ui.store, row)
+        body = [title, _waiting_panel(result.get("waiting"), run_id),
+                _agent_body(data.agent_view(ui.store, row)) if kind == "agent" else _goal_body(data.goal_view(row))]
         return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
-    pv = data.plan_view(row)
-    snap = data.snapshot(ui.store, row, pv["plan"])
-    body.append(_dag(pv, snap))
-    body.append(_timeline(data.timeline(result, pv["deps"])))
-    body.append('<h2>Calls</h2><div class="scroll"><table class="calls"><thead><tr><th>call</th><th>tool</th>'
+    pv = info["view"]
+    calls, snap, tl = ui.progress(head, pv)
+    waiting = waiting_view((head.get("summary") or {}).get("waiting"), pv["plan"])
+    body = [title, _waiting_panel(waiting, run_id), _dag(pv, snap), _timeline(tl)]
+    total = len(calls)
+    offset = min(max(offset, 0), max(total - 1, 0)) // CALLS_PAGE * CALLS_PAGE
+    shown = calls[offset: offset + CALLS_PAGE]
+    body.append(f'<h2>Calls ({total})</h2>')
+    if total > CALLS_PAGE:
+        body.append(_calls_pager(run_id, offset, total))
+    body.append('<div class="scroll"><table class="calls"><thead><tr><th>call</th><th>tool</th>'
                 '<th>status</th><th>attempts</th><th>error</th></tr></thead><tbody>')
-    for c in result["calls"]:
+    for c in shown:
         st = snap["calls"].get(c["id"], c["status"])
         err = f'{c["error"].get("error")}: {c["error"].get("cause")}' if isinstance(c.get("error"), dict) else ""
         body.append(f'<tr data-call="{esc(c["id"])}"><td><button class="open" data-call="{esc(c["id"])}">'
                     f'{esc(c["id"])}</button></td><td>{esc(c["tool"])}</td>'
                     f'<td><span class="st st-{esc(st.replace(" ", "-"))}" data-status-of="{esc(c["id"])}">{esc(st)}</span></td>'
-                    f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(err)}</td></tr>')
+                    f'<td data-attempts-of="{esc(c["id"])}">{esc(c.get("attempts"))}</td>'
+                    f'<td class="err">{esc(err)}</td></tr>')
     body.append('</tbody></table></div><section id="panel" hidden><h2>Call <span id="panel-id"></span></h2>'
                 '<div id="panel-body"></div></section>')
-    attrs = f'data-run="{esc(run_id)}" data-kind="plan" data-status="{esc(row["status"])}"'
     return _page(f"Run {run_id}", f'<div id="run" {attrs}>' + "".join(body) + "</div>", ui)
+
+
+def _calls_pager(run_id: str, offset: int, total: int) -> str:
+    """Pages of the call table, and a field that opens any call's panel by its id (the graph
+    and the timeline name calls the current page may not list)."""
+    base = f"/runs/{quote(run_id, safe='')}"
+    links = []
+    if offset > 0:
+        links.append(f'<a href="{base}?calls={max(offset - CALLS_PAGE, 0)}">previous</a>')
+    if offset + CALLS_PAGE < total:
+        links.append(f'<a href="{base}?calls={offset + CALLS_PAGE}">next</a>')
+    return (f'<p class="pager">calls {offset + 1}-{min(offset + CALLS_PAGE, total)} of {total} {" ".join(links)} '
+            '<label>open call <input id="find-call" size="12" placeholder="c42"></label></p>')
+
+
+def _ended(out: dict) -> str:
+    parts = []
+    if out.get("output") is not None:
+        parts.append(f'<h2>Output</h2><pre class="output">{_pretty(out["output"])}</pre>')
+    if out.get("error"):
+        parts.append(f'<h2>Error</h2><pre class="err">{esc(out["error"])}</pre>')
+    return "".join(parts)
+
+
+def _agent_body(view: dict) -> str:
+    """Each recorded turn: the model's reply as it streamed, the plan it stands for, and what
+    became of its calls."""
+    parts = [f'<p>request <span class="request">{esc(view.get("request") or "")}</span></p>', _ended(view)]
+    turns = view.get("recorded_turns") or []
+    parts.append(f'<h2>Turns ({len(turns)})</h2>')
+    for t in turns:
+        n = esc(t.get("turn"))
+        note = "" if t.get("complete") else " · reply incomplete"
+        rows = "".join(
+            f'<tr><td>{esc(c.get("id"))}</td><td><span class="st st-{esc(_st(c).replace(" ", "-"))}">{esc(_st(c))}</span></td>'
+            f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(_err(c.get("error")))}</td></tr>'
+            for c in t.get("calls") or ())
+        calls = ('<div class="scroll"><table class="calls"><thead><tr><th>call</th><th>status</th><th>attempts</th>'
+                 f'<th>error</th></tr></thead><tbody>{rows or "<tr><td colspan=4>no calls</td></tr>"}</tbody></table></div>')
+        plan = (f'<h4>Plan</h4><pre class="plan">{esc(t["plan"])}</pre>' if t.get("plan") else "")
+        parts.append(f'<section class="turn" data-turn="{n}"><h3>Turn {n}{note}</h3>'
+                     f'<h4>Reply</h4><pre class="reply">{esc(t.get("reply") or "")}</pre>{plan}'
+                     f'<h4>Calls</h4>{calls}</section>')
+    if view.get("state"):
+        parts.append(f'<h2>State</h2><pre>{_pretty(view["state"])}</pre>')
+    return "".join(parts)
+
+
+def _goal_body(view: dict) -> str:
+    """The goal's steps with their verdicts, and the facts it established."""
+    parts = [_ended(view)]
+    steps = view.get("steps") or []
+    rows = "".join(
+        f'<tr data-step="{esc(st.get("id"))}"><td>{esc(st.get("id"))}</td><td>{esc(st.get("task") or "")}</td>'
+        f'<td><span class="st st-{esc(st.get("status"))}">{esc(st.get("status"))}</span></td>'
+        f'<td class="verdict">{esc(st.get("verdict") or "")}</td>'
+        f'<td>{esc("" if st.get("confidence") is None else st.get("confidence"))}</td>'
+        f'<td>{esc(st.get("note") or "")}</td></tr>' for st in steps)
+    extra = []
+    if view.get("replans") is not None:
+        extra.append(f'{esc(view["replans"])} replan(s)')
+    if view.get("steps_run") is not None:
+        extra.append(f'{esc(view["steps_run"])} step(s) run')
+    if view.get("elapsed_s") is not None:
+        extra.append(f'{esc(view["elapsed_s"])} s')
+    parts.append(f'<h2>Steps ({len(steps)})</h2><p>{" · ".join(extra)}</p>'
+                 '<div class="scroll"><table class="steps"><thead><tr><th>step</th><th>task</th><th>status</th>'
+                 '<th>verdict</th><th>confidence</th><th>note</th></tr></thead><tbody>'
+                 f'{rows or "<tr><td colspan=6>no steps recorded yet</td></tr>"}</tbody></table></div>')
+    facts = view.get("facts") or {}
+    frows = "".join(f'<tr><td>{esc(k)}</td><td><pre>{_pretty(v)}</pre></td></tr>' for k, v in facts.items())
+    parts.append(f'<h2>Facts ({len(facts)})</h2><div class="scroll"><table class="facts"><thead><tr><th>fact</th>'
+                 f'<th>value</th></tr></thead><tbody>{frows or "<tr><td colspan=2>none</td></tr>"}</tbody></table></div>')
+    return "".join(parts)
+
+
+def _st(c: dict) -> str:
+    return "in doubt" if c.get("in_doubt") else str(c.get("status") or "")
+
+
+def _err(error: Any) -> str:
+    if isinstance(error, dict):
+        return f'{error.get("error")}: {error.get("cause")}'
+    return "" if error is None else str(error)
 
 
 def _waiting_panel(waiting: Any, run_id: str) -> str:
@@ -188,10 +385,14 @@ def _waiting_panel(waiting: Any, run_id: str) -> str:
 
 
 def _dag(pv: dict, snap: dict) -> str:
-    """The plan's DAG as SVG: a column per layer, a node per call (maps collapsed: one node
-    with its items' progress), edges as lines; wide layers are cut at data.MAX_LAYER."""
-    w, h, gx, gy = 150, 34, 60, 14
+    """The plan's DAG as SVG: a column per layer, a node per call (a map is one node with its
+    items' progress, updated live), edges as lines; wide layers end in a "+N more" node, and
+    edges from the calls it stands for are one edge from it (data.plan_view)."""
+    has_maps = any(n["map"] for n in pv["nodes"])
+    w, h, gx, gy = 150, 48 if has_maps else 34, 60, 14
     pos = {n["id"]: (n["layer"] * (w + gx), n["pos"] * (h + gy)) for n in pv["nodes"]}
+    for more in pv["hidden"]:
+        pos[more["id"]] = (more["layer"] * (w + gx), more["pos"] * (h + gy))
     width = max(pv["layers"], 1) * (w + gx)
     height = max(pv["width"], 1) * (h + gy)
     parts = [f'<svg class="dag" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
@@ -202,35 +403,53 @@ def _dag(pv: dict, snap: dict) -> str:
     for n in pv["nodes"]:
         x, y = pos[n["id"]]
         st = snap["calls"].get(n["id"], "pending")
-        label = f'{n["id"]} {n["tool"]}'
-        items = snap["maps"].get(n["id"])
-        if n["map"] and items:
-            label += " [" + ", ".join(f"{v} {k}" for k, v in sorted(items.items())) + "]"
+        items = ""
+        if n["map"]:
+            counts = snap["maps"].get(n["id"]) or {}
+            shown = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
+            items = f'<text x="6" y="42" class="items" data-map-of="{esc(n["id"])}">items: {esc(shown)}</text>'
         parts.append(f'<g class="node st-{esc(st.replace(" ", "-"))}" data-node="{esc(n["id"])}" '
-                     f'transform="translate({x},{y})"><rect width="{w}" height="{h}" rx="6"/>'
-                     f'<text x="6" y="14">{esc(label, 60)}</text>'
-                     f'<text x="6" y="28" class="nst" data-node-status="{esc(n["id"])}">{esc(st)}</text></g>')
+                     f'transform="translate({x},{y})"><title>{esc(n["id"])} {esc(n["tool"])}</title>'
+                     f'<rect width="{w}" height="{h}" rx="6"/>'
+                     f'<text x="6" y="14">{esc(_cut(n["id"] + " " + n["tool"], 22))}</text>'
+                     f'<text x="6" y="28" class="nst" data-node-status="{esc(n["id"])}">{esc(st)}</text>{items}</g>')
     for more in pv["hidden"]:
-        x, y = more["layer"] * (w + gx), more["pos"] * (h + gy)
+        x, y = pos[more["id"]]
         parts.append(f'<g class="node more" transform="translate({x},{y})"><rect width="{w}" height="{h}" rx="6"/>'
                      f'<text x="6" y="20">+{more["more"]} more</text></g>')
     parts.append("</svg>")
     return '<h2>Plan</h2><div class="scroll dagbox">' + "".join(parts) + "</div>"
 
 
-def _timeline(tl: dict) -> str:
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def timeline_note(tl: dict) -> str:
+    """The line above the timeline (plain text: the page escapes it, the script sets it as text)."""
     if not tl["bars"]:
-        return '<h2>Timeline</h2><p>no call has run yet</p>'
+        return "no call has ended yet"
+    shown = (f'; the {len(tl["bars"])} drawn of {tl["ran"]} calls that ran: the critical path and the longest'
+             if len(tl["bars"]) < tl["ran"] else "")
+    return f'{tl["total"]:.3f} s{shown}; critical path (red): {" → ".join(tl["critical"])}'
+
+
+def _timeline(tl: dict) -> str:
+    """The Gantt view: a bar per call that ended (the page's script draws it again from
+    /api/runs/{id}/timeline as calls end)."""
     total = tl["total"] or 1e-9
     rows = []
-    for b in tl["bars"][:2000]:
+    for b in tl["bars"]:
         left, width = 100 * b["start"] / total, max(100 * (b["end"] - b["start"]) / total, 0.3)
         crit = " critical" if b["critical"] else ""
-        rows.append(f'<div class="bar-row"><span class="bar-id">{esc(b["id"])}</span><span class="track">'
-                    f'<span class="bar{crit}" data-left="{left:.3f}" data-width="{width:.3f}" '
-                    f'title="{esc(b["id"])}: {b["end"] - b["start"]:.3f} s"></span></span></div>')
-    return (f'<h2>Timeline</h2><p>{tl["total"]:.3f} s; critical path: '
-            f'{esc(" → ".join(tl["critical"]))}</p><div class="timeline">{"".join(rows)}</div>')
+        tries = f' ×{b["attempts"]}' if b["attempts"] > 1 else ""
+        rows.append(f'<div class="bar-row" data-bar="{esc(b["id"])}"><span class="bar-id">{esc(b["id"])}{tries}'
+                    f'</span><span class="track"><span class="bar{crit} st-{esc(b["status"] or "")}" '
+                    f'data-left="{left:.3f}" data-width="{width:.3f}" title="{esc(b["id"])}: '
+                    f'{b["end"] - b["start"]:.3f} s, {b["attempts"]} attempt(s), {esc(b["status"] or "")}">'
+                    f'</span></span></div>')
+    return (f'<section id="timeline-section"><h2>Timeline</h2><p id="timeline-note">{esc(timeline_note(tl))}</p>'
+            f'<div class="timeline" id="timeline">{"".join(rows)}</div></section>')
 
 
 def make_app(store: Any, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:
@@ -244,10 +463,14 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         return await ui.call(_runs_page, ui, request)
 
     async def run_page(request: Request) -> Response:
-        row = await ui.call(ui.row, request.path_params["run_id"])
-        if row is None:
+        found = await ui.call(ui.info, request.path_params["run_id"])
+        if found is None:
             return _page("Not found", f'<h1>No run {esc(request.path_params["run_id"])}</h1>', ui)
-        return await ui.call(_run_page, ui, row)
+        try:
+            offset = int(request.query_params.get("calls") or 0)
+        except ValueError:
+            offset = 0
+        return await ui.call(_run_page, ui, *found, offset)
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
@@ -263,7 +486,7 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
             offset, limit = max(int(q.get("offset") or 0), 0), min(max(int(q.get("limit") or 50), 1), 500)
         except ValueError:
             return JSONResponse({"error": "offset and limit are integers"}, status_code=400)
-        rows, total = await ui.call(data.list_runs, ui.store, q.get("status"), q.get("q"), offset, limit)
+        rows, total = await ui.call(data.list_runs, ui.store, q.get("status"), q.get("q"), offset, limit, ui.counts)
         return JSONResponse({"runs": rows, "total": total, "offset": offset, "limit": limit})
 
     async def api_run(request: Request) -> Response:
@@ -274,37 +497,60 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         return Response(json.dumps(out, ensure_ascii=False, default=str), media_type="application/json")
 
     async def api_call(request: Request) -> Response:
-        row = await ui.call(ui.row, request.path_params["run_id"])
-        if row is None or data.kind_of(row) != "plan":
+        found = await ui.call(ui.info, request.path_params["run_id"])
+        if found is None or found[1]["kind"] != "plan":
             return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
-        out = await ui.call(data.call_detail, ui.store, row, request.path_params["call_id"])
+        head, info = found
+        out = await ui.call(ui.detail, head, info, request.path_params["call_id"])
         if out is None:
             return JSONResponse({"error": "no such call"}, status_code=404)
         return Response(json.dumps(out, ensure_ascii=False, default=str), media_type="application/json")
 
+    async def api_timeline(request: Request) -> Response:
+        """The timeline's bars and note now (what the page's script draws as calls end)."""
+        found = await ui.call(ui.info, request.path_params["run_id"])
+        if found is None or found[1]["kind"] != "plan":
+            return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
+        tl = (await ui.call(ui.progress, found[0], found[1]["view"]))[2]
+        return JSONResponse({**tl, "note": timeline_note(tl)})
+
     async def api_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        row = await ui.call(ui.row, run_id)
-        if row is None:
+        found = await ui.call(ui.info, run_id)
+        if found is None:
             return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
-        plan = data._stored_plan(row) if data.kind_of(row) == "plan" else None
+        plan = found[1]["view"]["plan"] if found[1]["kind"] == "plan" else None
 
         async def stream():
-            last = None
+            sent, seen = None, None
             while True:
-                current = await ui.call(ui.row, run_id)
-                if current is None:
+                head = await ui.call(ui.head, run_id)
+                if head is None:
                     return
-                snap = await ui.call(data.snapshot, ui.store, current, plan)
-                text = json.dumps(snap, ensure_ascii=False, default=str)
-                if text != last:
-                    last = text
-                    yield f"event: snapshot\ndata: {text}\n\n"
+                wait = ui.poll
+                mark = (head["status"], head.get("updated"), head.get("last_seq"))
+                # a run that is not running changes only through its row (a resume, a
+                # decision): its calls are read again only when the row changed
+                if head["status"] == "running" or mark != seen:
+                    started = time.monotonic()
+                    if plan is not None and head["status"] != "running":
+                        snap = (await ui.call(ui.progress, head, found[1]["view"]))[1]
+                    else:
+                        snap = await ui.call(data.snapshot, ui.store, head, plan)
+                    # reading a large run's calls costs time: poll it less often, so that
+                    # watching a 10,000-call run never keeps the server busy
+                    wait = max(ui.poll, 4 * (time.monotonic() - started))
+                    frame = data.snapshot_changes(sent, snap)
+                    sent, seen = snap, mark
+                else:
+                    frame = None
+                if frame is not None:
+                    yield f"event: snapshot\ndata: {json.dumps(frame, ensure_ascii=False, default=str)}\n\n"
                 else:
                     yield ": keep-alive\n\n"
                 if await request.is_disconnected():
                     return
-                await asyncio.sleep(ui.poll)
+                await asyncio.sleep(wait)
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -349,7 +595,7 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         Route("/", index), Route("/runs/{run_id:path}", run_page), Route("/static/{name}", static),
         Route("/api/csrf", csrf), Route("/api/runs", api_runs),
         Route("/api/runs/{run_id}/calls/{call_id:path}", api_call),
-        Route("/api/runs/{run_id}/events", api_events),
+        Route("/api/runs/{run_id}/events", api_events), Route("/api/runs/{run_id}/timeline", api_timeline),
         Route("/api/runs/{run_id}/approve", decide("approve"), methods=["POST"]),
         Route("/api/runs/{run_id}/reject", decide("reject"), methods=["POST"]),
         Route("/api/runs/{run_id}", api_run),

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..durable.report import run_summary, stored_result, waiting_view
 
-__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "TERMINAL"]
+__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "goal_view", "TERMINAL",
+           "call_rows", "load_progress", "snapshot_changes", "status_counts", "log_by_call"]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 MAX_LAYER = 200  # nodes drawn per DAG layer; the rest of a wide fan-out is one "+N more" node
@@ -22,14 +23,26 @@ def kind_of(row: dict) -> str:
     return (row.get("spec") or {}).get("kind") or "plan"
 
 
+def status_counts(committed: dict) -> dict[str, int]:
+    """How many recorded calls ended with each status."""
+    counts: dict[str, int] = {}
+    for rec in committed.values():
+        st = rec.get("status") or "unknown"
+        counts[st] = counts.get(st, 0) + 1
+    return counts
+
+
 def list_runs(store: Any, status: str | None = None, text: str | None = None, offset: int = 0,
-              limit: int = 50) -> tuple[list[dict], int]:
-    """The runs newest first (``status`` and a case-insensitive ``text`` in the id, goal or plan
-    id), one page of them with durations and call counts, and how many matched."""
+              limit: int = 50, counts_of: Any = None) -> tuple[list[dict], int]:
+    """The runs newest first (``status`` and a case-insensitive ``text`` in the id, goal, plan
+    id or plan file), one page of them with durations and call counts, and how many matched.
+    ``counts_of(row)`` gives a run's counts when the caller keeps them (the app does, for runs
+    that are not running)."""
     rows = store.list_runs(status=status or None)
     if text:
         t = text.lower()
-        rows = [r for r in rows if any(t in str(r.get(k) or "").lower() for k in ("run_id", "goal", "plan_id"))]
+        rows = [r for r in rows if any(t in str(r.get(k) or "").lower()
+                                 for k in ("run_id", "goal", "plan_id", "plan_file"))]
     page = rows[offset: offset + limit]
     out = []
     for r in page:
@@ -37,11 +50,8 @@ def list_runs(store: Any, status: str | None = None, text: str | None = None, of
         created, updated = r.get("created"), r.get("updated")
         item["duration_s"] = (round(updated - created, 3) if r["status"] in TERMINAL | {"waiting"}
                               and isinstance(created, (int, float)) and isinstance(updated, (int, float)) else None)
-        counts: dict[str, int] = {}
-        for rec in store.load_calls(r["run_id"]).values():
-            st = rec.get("status") or "unknown"
-            counts[st] = counts.get(st, 0) + 1
-        item["calls"] = counts
+        item["calls"] = counts_of(r) if counts_of is not None else status_counts(store.load_calls(r["run_id"]))
+        item["calls_total"] = r.get("calls_total")  # the plan's calls (None: an agent or goal run, or an old row)
         out.append(item)
     return out, len(rows)
 
@@ -68,12 +78,17 @@ def _stored_plan(row: dict) -> Any:
     return load_stored_plan(row["spec"]["plan"])
 
 
-def snapshot(store: Any, row: dict, plan: Any = None) -> dict:
+def load_progress(store: Any, run_id: str) -> tuple[dict, dict]:
+    """The run's committed call records and its intents (calls started, outcome not known)."""
+    return store.load_calls(run_id), store.load_intents(run_id)
+
+
+def snapshot(store: Any, row: dict, plan: Any = None, progress: tuple[dict, dict] | None = None) -> dict:
     """The run's status and each call's (pending, running, succeeded, failed, skipped,
-    cancelled, waiting, in doubt), with the map items' progress: what the live page polls."""
+    cancelled, waiting, in doubt), with the map items' progress: what the live page polls.
+    ``progress`` is :func:`load_progress`'s answer when the caller has it already."""
     run_id, status = row["run_id"], row["status"]
-    committed = store.load_calls(run_id)
-    intents = store.load_intents(run_id)
+    committed, intents = progress if progress is not None else load_progress(store, run_id)
     calls: dict[str, str] = {}
     maps: dict[str, dict[str, int]] = {}
     waiting = (row.get("summary") or {}).get("waiting") if status == "waiting" else None
@@ -103,10 +118,10 @@ def _status(cid: str, committed: dict, intents: dict, run_status: str, asked: se
 
 def plan_view(row: dict) -> dict:
     """The plan's DAG laid out in layers (each call one layer after its deepest dependency),
-    with the edges, the calls' tools and arguments as written, and the critical path of the
-    timeline: what the run page draws."""
+    at most MAX_LAYER calls drawn per layer (the rest one "+N more" node), with the edges,
+    the calls' tools and each call's dependencies (for the timeline's critical path): what
+    the run page draws.  It depends on the plan alone, so the app keeps it per run."""
     from ..dataflow import DataFlow
-    from ..syntax.dsl_printer import format_call
 
     plan = _stored_plan(row)
     ids = plan.call_ids()
@@ -120,6 +135,7 @@ def plan_view(row: dict) -> dict:
         layers.setdefault(d, []).append(i)
     shown: set[int] = set()
     nodes, hidden = [], []
+    group: dict[int, str] = {}   # a call not drawn -> the "+N more" node of its layer
     for d in sorted(layers):
         members = layers[d]
         for pos, i in enumerate(members[:MAX_LAYER]):
@@ -128,25 +144,53 @@ def plan_view(row: dict) -> dict:
             nodes.append({"id": ids[i], "tool": call.tool, "layer": d, "pos": pos,
                           "map": call.map is not None})
         if len(members) > MAX_LAYER:
-            hidden.append({"layer": d, "pos": MAX_LAYER, "more": len(members) - MAX_LAYER})
-    edges = [(ids[j], ids[i]) for i in shown for j in flow.deps[i] if j in shown]
-    texts = {}
-    for cid, call in zip(ids, plan.calls):
-        try:
-            texts[cid] = format_call(call, comments=False)
-        except Exception:  # noqa: BLE001 - a call the printer cannot print is shown by its tool
-            texts[cid] = call.tool
+            more_id = f"+{d}"
+            hidden.append({"id": more_id, "layer": d, "pos": MAX_LAYER, "more": len(members) - MAX_LAYER})
+            for i in members[MAX_LAYER:]:
+                group[i] = more_id
+    # edges between drawn nodes; a large fan-in from calls not drawn is one edge from their
+    # "+N more" node (a call reading 10,000 others draws at most one line per layer)
+    edges: set[tuple[str, str]] = set()
+    for i in shown:
+        for j in flow.deps[i]:
+            if j in shown:
+                edges.add((ids[j], ids[i]))
+            else:
+                edges.add((group[j], ids[i]))
     return {"plan": plan, "ids": ids, "deps": {ids[i]: [ids[j] for j in flow.deps[i]] for i in range(len(ids))},
-            "nodes": nodes, "hidden": hidden, "edges": edges, "texts": texts,
+            "nodes": nodes, "hidden": hidden, "edges": sorted(edges),
             "layers": len(layers), "width": min(max((len(v) for v in layers.values()), default=0), MAX_LAYER + 1)}
 
 
-def timeline(result: dict, deps: dict[str, list[str]]) -> dict:
-    """Bars (start, end in seconds from the first start) for calls that ran, and the critical
-    path: from the call that ended last, back through the dependency that ended last."""
+def call_rows(plan: Any, ids: list[str], progress: tuple[dict, dict]) -> list[dict]:
+    """Each call of the plan as ``runs show --json`` lists it (id, tool, status, attempts,
+    error, reason, in doubt; times as POSIX seconds, not formatted), without replaying the
+    run's state log: the page's table and timeline need no state."""
+    committed, intents = progress
+    out = []
+    for cid, call in zip(ids, plan.calls):
+        rec = committed.get(cid)
+        if rec is not None:
+            out.append({"id": cid, "tool": call.tool, "status": rec["status"], "attempts": rec["attempts"],
+                        "error": rec.get("error"), "reason": rec.get("reason"),
+                        "started_at": rec.get("started"), "ended_at": rec.get("ended")})
+        else:
+            doubt = cid in intents
+            out.append({"id": cid, "tool": call.tool, "status": "pending", "attempts": 0, "error": None,
+                        "reason": "started; outcome unknown" if doubt else None, "started_at": None,
+                        "ended_at": None, "in_doubt": doubt})
+    return out
+
+
+def timeline(result: dict, deps: dict[str, list[str]], max_bars: int = 300) -> dict:
+    """Bars (start, end in seconds from the first start) for calls that ran (times as ISO
+    text or POSIX seconds), and the critical path: from the call that ended last, back
+    through the dependency that ended last."""
     from datetime import datetime
 
     def ts(v: Any) -> float | None:
+        if isinstance(v, (int, float)):
+            return float(v)
         if not isinstance(v, str):
             return None
         try:
@@ -154,13 +198,15 @@ def timeline(result: dict, deps: dict[str, list[str]]) -> dict:
         except ValueError:
             return None
 
-    spans = {}
+    spans, attempts, status = {}, {}, {}
     for c in result.get("calls") or ():
         s, e = ts(c.get("started_at")), ts(c.get("ended_at"))
         if s is not None and e is not None:
             spans[c["id"]] = (s, e)
+            attempts[c["id"]] = c.get("attempts") or 1
+            status[c["id"]] = c.get("status")
     if not spans:
-        return {"bars": [], "total": 0.0, "critical": []}
+        return {"bars": [], "total": 0.0, "critical": [], "ran": 0}
     t0 = min(s for s, _ in spans.values())
     total = max(e for _, e in spans.values()) - t0
     critical, cur = [], max(spans, key=lambda k: spans[k][1])
@@ -168,17 +214,38 @@ def timeline(result: dict, deps: dict[str, list[str]]) -> dict:
         critical.append(cur)
         before = [d for d in deps.get(cur, ()) if d in spans]
         cur = max(before, key=lambda k: spans[k][1]) if before else None
-    bars = [{"id": cid, "start": round(s - t0, 6), "end": round(e - t0, 6), "critical": cid in critical}
-            for cid, (s, e) in sorted(spans.items(), key=lambda kv: kv[1][0])]
-    return {"bars": bars, "total": round(total, 6), "critical": critical[::-1]}
+    # one bar per call, from its first attempt's start to its last attempt's end (the store
+    # keeps a call's first start and last end, not each attempt's), with its attempt count
+    # past max_bars calls, the bars drawn are the critical path's and the longest others:
+    # where the time went, without a row per call of a 10,000-call run
+    on_path = set(critical)
+    kept = spans
+    if len(spans) > max_bars:
+        rest = sorted((k for k in spans if k not in on_path), key=lambda k: spans[k][0] - spans[k][1])
+        kept = {k: spans[k] for k in [*critical, *rest[: max(max_bars - len(critical), 0)]]}
+    bars = [{"id": cid, "start": round(s - t0, 6), "end": round(e - t0, 6), "critical": cid in on_path,
+             "attempts": attempts[cid], "status": status[cid]}
+            for cid, (s, e) in sorted(kept.items(), key=lambda kv: kv[1][0])]
+    return {"bars": bars, "total": round(total, 6), "critical": critical[::-1], "ran": len(spans)}
 
 
-def call_detail(store: Any, row: dict, call_id: str) -> dict | None:
+def log_by_call(entries: list[dict]) -> dict[str, list[dict]]:
+    """The run's state log entries grouped by the call that wrote them."""
+    out: dict[str, list[dict]] = {}
+    for e in entries:
+        out.setdefault(e.get("call"), []).append(e)
+    return out
+
+
+def call_detail(store: Any, row: dict, call_id: str, plan: Any = None, committed: dict | None = None,
+                writes_of: dict[str, list[dict]] | None = None) -> dict | None:
     """One call's panel: its arguments as written, result (what it wrote), error and cause,
-    attempts, timings, the state paths it wrote, and for a map its items."""
+    attempts, timings, the state paths it wrote, and for a map its items.  ``plan``,
+    ``committed`` (the call records) and ``writes_of`` (:func:`log_by_call`) when the caller
+    has them; else they are read from ``row`` and the store."""
     run_id = row["run_id"]
-    committed = store.load_calls(run_id)
-    plan = _stored_plan(row)
+    committed = committed if committed is not None else store.load_calls(run_id)
+    plan = plan if plan is not None else _stored_plan(row)
     ids = plan.call_ids()
     text = None
     if call_id in ids:
@@ -193,10 +260,68 @@ def call_detail(store: Any, row: dict, call_id: str) -> dict | None:
     rec = committed.get(call_id) or {}
     writes = [{"path": f"{e['kind']}." + ".".join(map(str, e["path"])) if e["path"] else e["kind"],
                "method": e["method"], "value": e["value"]}
-              for e in store.load_log(run_id) if e.get("call") == call_id]
+              for e in (writes_of.get(call_id, ()) if writes_of is not None else store.load_log(run_id))
+              if e.get("call") == call_id]
     prefix = call_id + "["
     items = sorted(({"id": cid, "status": r.get("status"), "error": r.get("error")}
                     for cid, r in committed.items() if cid.startswith(prefix)), key=lambda r: r["id"])
     return {"id": call_id, "call": text, "status": rec.get("status"), "attempts": rec.get("attempts"),
             "error": rec.get("error"), "reason": rec.get("reason"), "started": rec.get("started"),
             "ended": rec.get("ended"), "output": rec.get("output"), "writes": writes, "items": items}
+
+
+def _turn_plan(reply: str) -> str | None:
+    """A turn's reply as the plan it stands for, in canonical DSL (None when no form reads it:
+    an incomplete or broken reply is shown as it came)."""
+    from .. import loader
+    from ..syntax.dsl_printer import print_dsl
+
+    text = reply.lstrip()
+    form = "json" if text.startswith(("{", "[")) else "dsl"
+    try:
+        loaded = loader.parse(reply, form)
+        if not loaded.plan.calls and loaded.plan.output is None:
+            return None
+        return print_dsl(loaded.plan)
+    except Exception:  # noqa: BLE001 - a reply the printer cannot print is shown as sent
+        return None
+
+
+def agent_view(store: Any, row: dict) -> dict:
+    """An agent run as its page shows it: the request, how it ended, and per recorded turn the
+    reply as it streamed, the plan it stands for (canonical DSL) and its calls."""
+    from ..durable.agent_run import stored_agent
+
+    data = stored_agent(store, row)
+    turns = []
+    for t in data.get("recorded_turns") or ():
+        reply = t.get("reply") or ""
+        turns.append({**t, "plan": _turn_plan(reply) if reply else None})
+    return {**data, "recorded_turns": turns, "waiting": waiting_view(data.get("waiting"))}
+
+
+def goal_view(row: dict) -> dict:
+    """A goal run as its page shows it: the goal, its steps (task, status, verdict, confidence,
+    the evaluator's note), the facts found, the output and error, from the record the goal
+    keeps in the store (written when it ends or waits)."""
+    summary = row.get("summary") or {}
+    goal = summary.get("goal") or {}
+    execution = goal.get("goal_execution") or {}
+    return {"run_id": row["run_id"], "status": row["status"], "goal": row.get("goal"),
+            "steps": [s for s in execution.get("steps") or () if isinstance(s, dict)],
+            "facts": goal.get("facts") if isinstance(goal.get("facts"), dict) else {},
+            "output": goal.get("output"), "error": goal.get("error"), "replans": execution.get("replans"),
+            "steps_run": execution.get("steps_run"), "elapsed_s": execution.get("elapsed_s"),
+            "waiting": summary.get("waiting")}
+
+
+def snapshot_changes(before: dict | None, now: dict) -> dict | None:
+    """What the live page needs after ``before``: the whole snapshot first, then only the
+    calls whose status changed (``"partial": true``; the map counts and the run's status
+    whole), or None when nothing changed.  A 10,000-call run sends 10,000 statuses once."""
+    if before is None:
+        return now
+    changed = {k: v for k, v in now["calls"].items() if before["calls"].get(k) != v}
+    if not changed and now["status"] == before["status"] and now["maps"] == before["maps"]:
+        return None
+    return {**now, "calls": changed, "partial": True}

@@ -36,6 +36,9 @@ def test_run_row_round_trip(store):
     assert row["status"] == "running" and row["plan_hash"] == "h1" and row["last_seq"] == 0
     assert row["spec"] == {"plan": "f()", "input": {"a": 1}}
     assert store.get_run("nope") is None
+    # the row without its spec (what the dashboard polls)
+    head = store.get_run_head("r1")
+    assert head == {k: v for k, v in row.items() if k != "spec"} and store.get_run_head("nope") is None
 
 
 def test_commit_call_holds_entries_record_and_last_seq(store):

@@ -91,6 +91,13 @@ def test_runs_list_and_a_live_run(page, tmp_path):
         expect(page.locator('[data-status-of="c2"]')).to_have_text("succeeded")
         expect(page.locator("#run-status")).to_have_text("succeeded")
         assert page.evaluate("window.__notReloaded") is True
+        # the timeline and the attempt counts follow the calls that ended, without a reload
+        expect(page.locator('#timeline [data-bar="c2"]')).to_have_count(1)
+        expect(page.locator("#timeline-note")).to_contain_text("critical path (red): c1 → c2")
+        expect(page.locator('[data-attempts-of="c1"]')).to_have_text("1")
+        page.click('g.node[data-node="c2"]')  # a node of the graph opens its call's panel
+        expect(page.locator("#panel-id")).to_have_text("c2")
+        expect(page.locator("#panel-body")).to_contain_text("echo(x=")
         page.screenshot(path=str(SHOTS / "run-succeeded.png"), full_page=True)
         _narrow(page, "run")
         assert runner.wait(timeout=60) == 0
@@ -125,3 +132,24 @@ def test_approve_a_waiting_run_from_its_page(page, tmp_path):
         stop(server)
     shown = json.loads(cli("runs", "show", run_id, "--store", url, "--json", cwd=tmp_path).stdout)
     assert shown["status"] == "succeeded" and shown["state"]["state"]["t"] == "sent to bob"
+
+
+def test_agent_and_goal_pages(page, agent_and_goal_runs, tmp_path):
+    """An agent run's turns and a goal run's steps and facts, at full width and at 375 px."""
+    url, agent_id, goal_id = agent_and_goal_runs
+    server, base = start_ui(url, tmp_path)
+    try:
+        page.goto(f"{base}/runs/{agent_id}")
+        expect(page.locator("section.turn")).to_have_count(2)
+        expect(page.locator('section.turn[data-turn="1"] pre.reply')).to_contain_text('echo(x="<i>one</i>")')
+        expect(page.locator('section.turn[data-turn="2"] pre.plan')).to_contain_text("return {done: $state.a}")
+        page.screenshot(path=str(SHOTS / "run-agent.png"), full_page=True)
+        _narrow(page, "run-agent")
+        page.goto(f"{base}/runs/{goal_id}")
+        expect(page.locator("table.steps tbody tr")).to_have_count(3)
+        expect(page.locator('tr[data-step="s2"] td.verdict')).to_have_text("partial")
+        expect(page.locator("table.facts")).to_contain_text("beta_size")
+        page.screenshot(path=str(SHOTS / "run-goal.png"), full_page=True)
+        _narrow(page, "run-goal")
+    finally:
+        stop(server)

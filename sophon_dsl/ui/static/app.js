@@ -6,10 +6,13 @@
   var run = document.getElementById("run");
 
   // timeline bars: positions come as data attributes (the CSP allows no inline styles)
-  document.querySelectorAll(".bar").forEach(function (b) {
-    b.style.left = b.dataset.left + "%";
-    b.style.width = b.dataset.width + "%";
-  });
+  function place(root) {
+    root.querySelectorAll(".bar").forEach(function (b) {
+      b.style.left = b.dataset.left + "%";
+      b.style.width = b.dataset.width + "%";
+    });
+  }
+  place(document);
   if (!run) { return; }
   var runId = run.dataset.run;
   var base = "/api/runs/" + encodeURIComponent(runId);
@@ -20,31 +23,104 @@
     if (!prefixClass) { el.textContent = st; }
   }
 
+  // the elements that show each call's status, found once: a snapshot of a 10,000-call run
+  // updates them by id without searching the page per call
+  var shows = {};
+  function index(attr, kind) {
+    document.querySelectorAll("[" + attr + "]").forEach(function (el) {
+      var id = el.getAttribute(attr);
+      (shows[id] = shows[id] || []).push([kind, el]);
+    });
+  }
+  index("data-status-of", "cell");
+  index("data-node", "node");
+  index("data-map-of", "map");
+  index("data-attempts-of", "attempts");
+  var ENDED = {succeeded: 1, failed: 1, skipped: 1, cancelled: 1};
+
+  // returns whether a call shown on the page has ended since it was drawn
   function apply(snap) {
+    var ended = false;
     var rs = document.getElementById("run-status");
     if (rs) { setStatus(rs, snap.status); }
     run.dataset.status = snap.status;
-    Object.keys(snap.calls || {}).forEach(function (id) {
-      var st = snap.calls[id];
-      document.querySelectorAll('[data-status-of]').forEach(function (el) {
-        if (el.getAttribute("data-status-of") === id) { setStatus(el, st); }
-      });
-      document.querySelectorAll('[data-node]').forEach(function (g) {
-        if (g.getAttribute("data-node") === id) {
-          g.setAttribute("class", "node st-" + st.replace(/ /g, "-"));
-          var t = g.querySelector("[data-node-status]");
+    var calls = snap.calls || {};
+    Object.keys(calls).forEach(function (id) {
+      var st = calls[id];
+      (shows[id] || []).forEach(function (pair) {
+        var el = pair[1];
+        if (pair[0] === "cell") {
+          if (el.textContent !== st && ENDED[st]) { ended = true; }
+          setStatus(el, st);
+        }
+        else if (pair[0] === "node") {
+          el.setAttribute("class", "node st-" + st.replace(/ /g, "-"));
+          var t = el.querySelector("[data-node-status]");
           if (t) { t.textContent = st; }
         }
       });
     });
+    // a map's items: their counts per status, in the map's node
+    var maps = snap.maps || {};
+    Object.keys(maps).forEach(function (id) {
+      var counts = maps[id];
+      var text = Object.keys(counts).sort().map(function (k) { return counts[k] + " " + k; }).join(", ");
+      (shows[id] || []).forEach(function (pair) {
+        if (pair[0] === "map") { pair[1].textContent = "items: " + text; }
+      });
+    });
     var w = document.getElementById("waiting");
     if (w && snap.status !== "waiting") { w.hidden = true; }
+    run.dataset.live = String(Number(run.dataset.live || 0) + 1);  // frames applied (tests, benchmark)
+    return ended;
+  }
+
+  // the timeline and the attempt counts, drawn again once calls end (after a pause four times
+  // as long as the last redraw's request took: a large run's timeline is not fetched nonstop)
+  var redraw = null, pause = 300;
+  function drawTimeline(tl) {
+    var box = document.getElementById("timeline"), note = document.getElementById("timeline-note");
+    if (!box || !note) { return; }
+    note.textContent = tl.note;
+    box.textContent = "";
+    var total = tl.total || 1e-9;
+    (tl.bars || []).forEach(function (b) {
+      var row = document.createElement("div"); row.className = "bar-row"; row.setAttribute("data-bar", b.id);
+      var id = document.createElement("span"); id.className = "bar-id";
+      id.textContent = visible(b.id) + (b.attempts > 1 ? " ×" + b.attempts : "");
+      var track = document.createElement("span"); track.className = "track";
+      var bar = document.createElement("span");
+      bar.className = "bar" + (b.critical ? " critical" : "") + " st-" + (b.status || "");
+      bar.dataset.left = (100 * b.start / total).toFixed(3);
+      bar.dataset.width = Math.max(100 * (b.end - b.start) / total, 0.3).toFixed(3);
+      bar.title = visible(b.id) + ": " + (b.end - b.start).toFixed(3) + " s, " + b.attempts + " attempt(s), " + b.status;
+      track.appendChild(bar); row.appendChild(id); row.appendChild(track); box.appendChild(row);
+      (shows[b.id] || []).forEach(function (pair) {
+        if (pair[0] === "attempts") { pair[1].textContent = String(b.attempts); }
+      });
+    });
+    place(box);
+  }
+  function timelineLater() {
+    if (redraw !== null) { return; }
+    redraw = setTimeout(function () {
+      var asked = Date.now();
+      fetch(base + "/timeline", {credentials: "same-origin"})
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (tl) {
+          pause = Math.max(300, 4 * (Date.now() - asked));
+          redraw = null;
+          if (tl) { drawTimeline(tl); }
+        }, function () { redraw = null; });
+    }, pause);
   }
 
   if (window.EventSource && run.dataset.kind === "plan") {
     var es = new EventSource(base + "/events");
     es.addEventListener("snapshot", function (e) {
-      try { apply(JSON.parse(e.data)); } catch (err) { /* a bad frame is skipped */ }
+      var snap;
+      try { snap = JSON.parse(e.data); } catch (err) { return; /* a bad frame is skipped */ }
+      if (apply(snap)) { timelineLater(); }
     });
   }
 
@@ -62,27 +138,38 @@
     parent.appendChild(pre);
   }
 
-  document.querySelectorAll("button.open").forEach(function (b) {
-    b.addEventListener("click", function () {
-      var id = b.getAttribute("data-call");
-      fetch(base + "/calls/" + encodeURIComponent(id), {credentials: "same-origin"})
-        .then(function (r) { return r.json(); })
-        .then(function (d) {
-          var panel = document.getElementById("panel");
-          document.getElementById("panel-id").textContent = id;
-          var body = document.getElementById("panel-body");
-          body.textContent = "";
-          field(body, "call", d.call);
-          field(body, "status", d.status + (d.attempts ? " after " + d.attempts + " attempt(s)" : ""));
-          field(body, "error", d.error);
-          field(body, "reason", d.reason);
-          if (d.started && d.ended) { field(body, "time", ((d.ended - d.started) * 1000).toFixed(1) + " ms"); }
-          field(body, "wrote", d.writes);
-          field(body, "items", d.items);
-          panel.hidden = false;
-        });
-    });
+  function openCall(id) {
+    fetch(base + "/calls/" + encodeURIComponent(id), {credentials: "same-origin"})
+      .then(function (r) {
+        return r.json().then(function (d) { return r.ok ? d : {status: d.error || "not found"}; });
+      })
+      .then(function (d) {
+        var panel = document.getElementById("panel");
+        document.getElementById("panel-id").textContent = id;
+        var body = document.getElementById("panel-body");
+        body.textContent = "";
+        field(body, "call", d.call);
+        field(body, "status", (d.status || "pending") + (d.attempts ? " after " + d.attempts + " attempt(s)" : ""));
+        field(body, "error", d.error);
+        field(body, "reason", d.reason);
+        if (d.started && d.ended) { field(body, "time", ((d.ended - d.started) * 1000).toFixed(1) + " ms"); }
+        field(body, "result", d.output);  // (null when the call wrote it to its output paths: see "wrote")
+        field(body, "wrote", d.writes);
+        field(body, "items", d.items);
+        panel.hidden = false;
+      });
+  }
+  // the call table's buttons and the graph's nodes open a call's panel (one listener each)
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest ? e.target.closest("button.open, g.node[data-node]") : null;
+    if (b) { openCall(b.getAttribute("data-call") || b.getAttribute("data-node")); }
   });
+  var find = document.getElementById("find-call");
+  if (find) {
+    find.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && find.value.trim()) { openCall(find.value.trim()); }
+    });
+  }
 
   function decide(action) {
     var note = document.getElementById("decision-note");

@@ -1,0 +1,76 @@
+"""What the run pages show of each kind of run (issue 29 item 5): the runs list's columns, an
+agent run's turns (each reply and the plan it stands for), a goal run's steps, verdicts and
+facts, and a plan run's timeline with attempts and the critical path.  Runs are made by the
+real CLI with scripted providers; the pages are read through the app (no browser)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .helpers import cli, make_plan
+from .test_dashboard_api import client
+
+
+def test_an_agent_runs_page_shows_each_turns_reply_plan_and_calls(agent_and_goal_runs):
+    url, agent_id, _ = agent_and_goal_runs
+    c, store = client(url)
+    try:
+        page = c.get(f"/runs/{agent_id}").text
+        turns = re.findall(r'<section class="turn" data-turn="(\d+)">', page)
+        assert turns == ["1", "2"]
+        first = page.split('data-turn="1"', 1)[1].split('data-turn="2"', 1)[0]
+        # the reply as it came, and the plan it stands for, escaped
+        assert '<pre class="reply">†state.a = echo(x=&quot;&lt;i&gt;one&lt;/i&gt;&quot;)' in first
+        assert '<pre class="plan">' in first and "<i>one</i>" not in page
+        assert ">c1<" in first and "succeeded" in first
+        second = page.split('data-turn="2"', 1)[1]
+        assert '<pre class="reply">{&quot;calls&quot;: []' in second
+        assert "<pre class=\"plan\">return {done: $state.a}" in second  # the JSON reply as a DSL plan
+        assert '<pre class="output">' in page and "&lt;i&gt;one&lt;/i&gt;" in page.split('class="output"')[1]
+        assert "request <span class=\"request\">say one</span>" in page
+    finally:
+        store.close()
+
+
+def test_a_goal_runs_page_shows_steps_verdicts_and_facts(agent_and_goal_runs):
+    url, _, goal_id = agent_and_goal_runs
+    c, store = client(url)
+    try:
+        page = c.get(f"/runs/{goal_id}").text
+        steps = re.findall(r'<tr data-step="(s\d)">.*?<td class="verdict">(\w*)</td>', page)
+        assert steps == [("s1", "pass"), ("s2", "partial"), ("s3", "pass")]
+        assert "half &lt;b&gt;done&lt;/b&gt;" in page and "<b>done</b>" not in page
+        facts = page.split('<table class="facts">', 1)[1]
+        assert "beta_size" in facts and "found" in facts
+        assert "0 replan(s)" in page and "3 step(s) run" in page
+        listed = {r["run_id"]: r for r in c.get("/api/runs").json()["runs"]}
+        assert listed[goal_id]["status"] == "complete"
+        assert c.get("/api/runs", params={"status": "complete"}).json()["total"] == 1
+        assert 'value="complete" selected' in c.get("/?status=complete").text
+    finally:
+        store.close()
+
+
+def test_the_runs_list_shows_plan_files_and_the_timeline_marks_attempts(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    plan = make_plan(tmp_path, "flaky.plan", '†state.a = echo(x="1")\n†state.b = echo(x=†state.a)\n'
+                                             '†state.c = echo(x="2")\n')
+    done = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    c, store = client(url)
+    try:
+        row = c.get("/api/runs").json()["runs"][0]
+        assert row["file"].endswith("flaky.plan") and row["calls_total"] == 3
+        page = c.get("/").text
+        assert "<th>plan file</th>" in page and "flaky.plan</td>" in page and "of 3" in page
+        assert c.get("/api/runs", params={"q": "FLAKY.plan"}).json()["total"] == 1
+        run = c.get(f"/runs/{run_id}").text
+        assert len(re.findall(r'<div class="bar-row" data-bar="c\d">', run)) == 3
+        # the critical path ends at the call that ended last, through what it waited for
+        path = re.search(r"critical path \(red\): ([^<]*)</p>", run).group(1)
+        assert path.split(" → ")[-2:] == ["c1", "c2"] or path.split(" → ")[-1] == "c3"
+        assert 'class="bar critical' in run
+    finally:
+        store.close()
