@@ -79,25 +79,50 @@ _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "pl
 
 class CancelReader:
     """A run store's cancel requests read on a connection of its own, opened on the first read
-    (see :meth:`RunStore.cancel_reader`); calls are made one at a time, from any thread."""
+    (see :meth:`RunStore.cancel_reader`); calls are made one at a time, from any thread.
+
+    ``close()`` may come from another thread while a read is in flight (the watcher's task is
+    cancelled while its read runs in an executor): the connection is then closed by the read
+    when it ends, never under it (closing an SQLite connection another thread is using
+    crashes the process)."""
 
     def __init__(self, store: "RunStore", stmt: str) -> None:
         self._connect = store._connect
         self._stmt = stmt
         self._conn: Any = None
+        self._lock = threading.Lock()
+        self._busy = False
+        self._closed = False
 
     def __call__(self, run_id: str) -> dict | None:
-        if self._conn is None:
-            self._conn = self._connect()
+        with self._lock:
+            if self._closed:
+                return None
+            if self._conn is None:
+                self._conn = self._connect()
+            conn, self._busy = self._conn, True
+        row = None
         try:
-            cur = self._conn.cursor()
+            cur = conn.cursor()
             cur.execute(self._stmt, (run_id, CANCEL_DECISION))
             row = cur.fetchone()
         finally:
-            self._conn.rollback()  # (PostgreSQL opened a transaction for the read: not left open)
+            try:
+                conn.rollback()  # (PostgreSQL opened a transaction for the read: not left open)
+            finally:
+                with self._lock:
+                    self._busy = False
+                    if self._closed:
+                        self._drop()
         return json.loads(row[0]) if row is not None else None
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if not self._busy:
+                self._drop()
+
+    def _drop(self) -> None:
         if self._conn is not None:
             try:
                 self._conn.close()

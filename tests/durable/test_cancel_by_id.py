@@ -177,3 +177,29 @@ def test_a_durable_agent_run_is_cancelled_through_its_store(tmp_path):
     with open_store(url) as store:
         row = store.get_run("ag1")
     assert row["status"] == "cancelled" and row["summary"]["status"] == "cancelled"
+
+
+def test_closing_the_cancel_reader_during_a_read_never_crashes(tmp_path):
+    """The watcher's task can be cancelled while its read runs in a thread; closing the reader
+    then must not close the SQLite connection under that read (it crashed the process).  Run in
+    a child process so that a crash is a failed test, not a dead test session."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import threading
+        from sophon_dsl.durable import open_store
+        store = open_store("sqlite:///{tmp_path / 'r.db'}")
+        for k in range(300):
+            read = store.cancel_reader()
+            t = threading.Thread(target=lambda: [read("nobody") for _ in range(20)])
+            t.start()
+            read.close()            # mid-read, most of the time
+            t.join()
+            assert read("nobody") is None  # a closed reader answers nothing
+        store.close()
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
