@@ -72,3 +72,30 @@ def test_the_cli_says_what_the_run_still_waits_for(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "waiting for fire-and-forget call(s) c1 (notify)" in proc.stderr
     assert '"x": 1' in proc.stdout and "waiting for" not in proc.stdout  # (notes go to stderr only)
+
+
+def test_ctrl_c_while_only_fire_and_forget_calls_remain_cancels_them(tmp_path):
+    import signal
+
+    (tmp_path / "t.py").write_text(
+        "import asyncio\nfrom sophon_dsl import tool\n\n@tool\nasync def notify(text: str) -> None:\n"
+        "    \"\"\"Very slow.\"\"\"\n    await asyncio.sleep(60)\n\n@tool\ndef produce(n: int) -> int:\n"
+        "    \"\"\"Fast.\"\"\"\n    return n\n", encoding="utf-8")
+    (tmp_path / "p.plan").write_text('notify(text="start")\n†state.x = produce(n=1)\n', encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "sophon_dsl", "run", "p.plan", "--tools", "t.py"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            encoding="utf-8")
+    try:
+        seen = []
+        for line in proc.stderr:  # the run says what it waits for: interrupt it then
+            seen.append(line)
+            if "waiting for fire-and-forget" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(seen) + err
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "cancelled" in err and '"x": 1' in out, (out, err)
