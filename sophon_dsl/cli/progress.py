@@ -61,12 +61,15 @@ class ProgressView:
         self.height = height  # rows the terminal shows (None: ask the console)
         self.live = None
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.outputs_ready: list[str] | None = None  # the fire-and-forget calls the run still waits for
 
     # -- state -------------------------------------------------------------------------------
 
     def __call__(self, event: Any) -> None:
         if event.type == "plan_start":
             self.started = self.clock()
+        elif event.type == "outputs_ready":  # only fire-and-forget calls are left: say what the run waits for
+            self.outputs_ready = list((event.data or {}).get("waiting_for") or ())
         idx = event.step_index
         if event.type in _STEP_STATUS and idx is not None and 0 <= idx < len(self.status):
             self.status[idx] = _STEP_STATUS[event.type]
@@ -106,6 +109,9 @@ class ProgressView:
         failed = self.status.count("failed")
         if failed:
             parts.append(f"{failed} failed")
+        if self.outputs_ready:
+            parts.append(f"outputs final, waiting for fire-and-forget {', '.join(self.outputs_ready[:3])}"
+                         + (" ..." if len(self.outputs_ready) > 3 else ""))
         return f"{', '.join(parts)} · {self.clock() - self.started:.1f} s"
 
     def visible_rows(self, capacity: int) -> tuple[list[int], int]:
@@ -126,7 +132,13 @@ class ProgressView:
     # -- output ------------------------------------------------------------------------------
 
     def _line(self, event: Any) -> None:
-        if event.type == "plan_resumed":  # (sophon-dsl resume: restored calls send no events)
+        if event.type == "outputs_ready":
+            ids = self.outputs_ready or []
+            named = ", ".join(f"{c} ({self.tools[self.ids.index(c)]})" if c in self.ids else c for c in ids[:5])
+            more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+            print(f"every call with an output has ended; waiting for fire-and-forget call(s) {named}{more} "
+                  f"(Ctrl-C cancels them)", file=self.stream)
+        elif event.type == "plan_resumed":  # (sophon-dsl resume: restored calls send no events)
             d = event.data or {}
             items = d.get("restored_items") or 0
             of = f" ({items} of them map item calls)" if items else ""

@@ -8,7 +8,9 @@ cancelled or rejected), ``plan_step_queued`` (ready, waiting for a slot under
 ``approval_rejected``, ``approval_edited``; durable runs add ``plan_resumed`` (data:
 restored / in doubt / re-run counts) and ``plan_step_unknown`` (a call found in doubt);
 a map call adds ``map_start`` (data: ``items``) and, per item, ``map_item_complete`` or
-``map_item_failed`` (data: ``item``, its index), beside its items' own step events.
+``map_item_failed`` (data: ``item``, its index), beside its items' own step events;
+``outputs_ready`` (data: ``waiting_for``, the ids) when every call with an output path has
+ended and only fire-and-forget calls are still to end (the run waits for them).
 
 Every event carries the plan id, goal, step index (0-based position of the
 call in the plan, None for plan-level events), total steps, status and, for
@@ -32,7 +34,7 @@ EVENT_TYPES = (
     "plan_step_cancelled", "plan_step_retry",
     "approval_requested", "approval_granted", "approval_rejected", "approval_edited",
     "plan_resumed", "plan_step_unknown",
-    "map_start", "map_item_complete", "map_item_failed",
+    "map_start", "map_item_complete", "map_item_failed", "outputs_ready",
 )
 TERMINAL_EVENTS = frozenset({"plan_complete", "plan_failed"})
 

@@ -196,6 +196,10 @@ class Scheduler:
         self.inputs.partial = opts.cascade == "partial"
         self.n = n
         self._remaining = n
+        # fire-and-forget calls (no output path) not ended yet: when only they remain, every
+        # output is final and the run says so (event "outputs_ready"), then waits for them
+        self._quiet: set[int] = {i for i, c in enumerate(calls) if c.output is None}
+        self._outputs_told = len(self._quiet) == n  # (a plan of only such calls has no outputs to tell of)
         self._tasks: dict[int, asyncio.Task] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._create_task: Callable[[Any], asyncio.Task] | None = None  # set by run()
@@ -270,6 +274,10 @@ class Scheduler:
             self.waited_on.append(set())
         self.n = self.state.n = i + 1
         self._remaining += 1
+        if call.output is None:
+            self._quiet.add(i)
+        else:
+            self._outputs_told = False
         return i
 
     @property
@@ -299,6 +307,7 @@ class Scheduler:
         self.wrote[i] = wrote
         self._decided[i] = self._ended[i] = True
         self._remaining -= 1
+        self._quiet.discard(i)
         rec = self.records[i]
         if rec.status == "succeeded":  # local data read before the crash is still local data
             self.gate.observe(rec.tool, self.specs[i], rec.output)
@@ -348,6 +357,8 @@ class Scheduler:
         self._remaining -= 1
         if self._remaining == 0:
             self._done.set()
+        elif self._remaining == len(self._quiet) and not self._outputs_told:
+            self._tell_outputs_ready()
 
     # ------------------------------------------------------------------ events
 
@@ -373,6 +384,11 @@ class Scheduler:
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1
+        quiet = self._quiet
+        if quiet:
+            quiet.discard(i)
+            if self._remaining == len(quiet) and not self._outputs_told and self._remaining:
+                self._tell_outputs_ready()
         if self.store_hooks:
             self.store.record_ended(rec)
         if status == "succeeded":  # (the common case: emit's tuple, built inline)
@@ -391,6 +407,15 @@ class Scheduler:
             self._done.set()
 
     finish = finish_call  # what the run calls; a map driver puts its own in front (see __init__)
+
+    def _tell_outputs_ready(self) -> None:
+        """Every call with an output path has ended; only fire-and-forget calls remain.  The
+        run still waits for them (their failure fails it: spec "Plan status"), but what it
+        returns is known now: subscribers hear ``outputs_ready`` with the calls it waits for."""
+        self._outputs_told = True
+        if self._running and not self._stopping:
+            waiting = [self.flow.ids[i] for i in sorted(self._quiet)]
+            self.emit("outputs_ready", "running", data={"waiting_for": waiting})
 
     def add_calls(self, calls: Sequence[Call], ids: Sequence[str], known: Any = None) -> range:
         """Calls that join the run while it runs (a map's items): wired into the data flow
