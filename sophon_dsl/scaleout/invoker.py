@@ -169,7 +169,7 @@ class DaskRun:
         key = f"{self.run_id}/{inv.call_id}/{inv.attempt}"
         slot = asyncio.get_running_loop().create_future()
         # the attempt's span travels as a traceparent (None when the run is not traced)
-        span_of = traceparent(self.sched.run_id or "", inv.call_id)
+        span_of = traceparent(self.run.run_id() or "", inv.call_id)
         payload = Payload(route.digest, call.tool, inv.args, route.is_async, self.run_id, inv.call_id, inv.attempt,
                           span_of)
         self._pending.append((key, route, payload, slot))
