@@ -33,6 +33,7 @@ join cannot reproduce is handed to the whole parse instead:
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -48,8 +49,8 @@ __all__ = ["DslReparser", "segments"]
 # what may open a top-level statement in column 1: a name (call, label, header field,
 # tool declaration, return), a quoted tool name, a decorator, an output reference
 _STARTS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_\"'@$†")
-# brackets, skipping strings and comments (which may hold any bracket)
-_SCAN = re.compile(r"""[\[\]{}()]|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|#[^\n]*""")
+# strings and a comment, which may hold any bracket
+_QUOTED = re.compile(r""""[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|#.*""")
 # a line of prefixes only: the statement goes on with the call on the next line
 _PREFIXES_ONLY = re.compile(r"^(?:\s*(?:@[A-Za-z_]\w*(?:\s*\([^#]*\))?|[A-Za-z_][\w-]*\s*:))+\s*(?:#.*)?$")
 # a header field statement (`goal = ...`) at a line start or after `;`: a false positive (a
@@ -71,14 +72,14 @@ def segments(text: str) -> list[tuple[int, str]]:
             continue
         if depth == 0 and not waiting and last_code >= 0 and line[0] in _STARTS:
             cuts.append(last_code + 1)  # the comments and blank lines above go with the statement
-        if "(" in line or ")" in line or "[" in line or "]" in line or "{" in line or "}" in line:
-            for m in _SCAN.finditer(line):
-                ch = m.group()
-                if ch in "([{":
-                    depth += 1
-                elif ch in ")]}" and depth:
-                    depth -= 1
-        waiting = depth == 0 and _PREFIXES_ONLY.match(line) is not None
+        # the depth counted on the line without its strings and comment (C-speed counts; a
+        # stray closer miscounted only makes a segment that does not parse alone)
+        code = _QUOTED.sub("", line) if ('"' in line or "'" in line or "#" in line) else line
+        depth += code.count("(") + code.count("[") + code.count("{") \
+            - code.count(")") - code.count("]") - code.count("}")
+        if depth < 0:
+            depth = 0
+        waiting = depth == 0 and (stripped[0] == "@" or ":" in code) and _PREFIXES_ONLY.match(line) is not None
         last_code = i
     cuts.append(len(lines))
     return [(cuts[k] + 1, "\n".join(lines[cuts[k]:cuts[k + 1]])) for k in range(len(cuts) - 1)
@@ -235,30 +236,44 @@ def _lead_first(plan: Plan, calls: list[Any], fields: list[tuple]) -> bool:
 
 
 _SCALARS = (str, int, float, bool, type(None))
-_FIELDS: dict[type, tuple[tuple[str, ...], bool]] = {}
+# the words of a field's annotation that hold no span: such a field is not visited
+_NO_SPANS = frozenset({"str", "int", "float", "bool", "None", "tuple", "Risk", "Mode", "OutputMethod"})
 
 
-def _fields_of(cls: type) -> tuple[tuple[str, ...], bool]:
-    """A dataclass's field names, and whether a copy may set them all without ``__init__``
-    (every field is an init field and the class has no ``__post_init__``)."""
-    found = _FIELDS.get(cls)
-    if found is None:
-        if dataclasses.is_dataclass(cls):
-            fields = dataclasses.fields(cls)
-            found = (tuple(f.name for f in fields if f.init),
-                     all(f.init for f in fields) and "__post_init__" not in dir(cls))
-        else:
-            found = ((), False)
-        _FIELDS[cls] = found
+@dataclass(frozen=True)
+class _Layout:
+    names: tuple[str, ...]          # the init fields
+    read: Any                       # obj -> tuple of their values
+    visit: tuple[int, ...]          # the fields that may hold a span (by their annotations)
+    plain: bool                     # every field an init field, no __post_init__: copied slot by slot
+
+
+_LAYOUTS: dict[type, _Layout | None] = {}
+
+
+def _layout(cls: type) -> _Layout | None:
+    """How to move an instance of ``cls`` (None: not a dataclass, e.g. raw JSON: no spans)."""
+    if cls in _LAYOUTS:
+        return _LAYOUTS[cls]
+    found = None
+    if dataclasses.is_dataclass(cls):
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        names = tuple(f.name for f in fields)
+        visit = tuple(k for k, f in enumerate(fields)
+                      if not (isinstance(f.type, str) and set(re.findall(r"\w+", f.type)) <= _NO_SPANS))
+        read = operator.attrgetter(*names) if len(names) > 1 else (lambda obj, n=names[0]: (getattr(obj, n),))
+        found = _Layout(names, read, visit, len(fields) == len(dataclasses.fields(cls))
+                        and "__post_init__" not in dir(cls))
+    _LAYOUTS[cls] = found
     return found
 
 
 class _Mover:
     """A parsed segment moved ``offset`` lines: every :class:`Span` of the model moved, the
     rest shared.  ``syntax.dsl_parser.shift_lines`` does this for any object, diagnostics and
-    their messages included; a clean segment has no diagnostics, and this walk, with the
-    field names of each class looked up once, costs a fraction of it (Enter in a long plan
-    moves every statement below)."""
+    their messages included; a clean segment has no diagnostics, and this walk (each class's
+    fields read at once, those whose annotation holds no span skipped, copies made slot by
+    slot) costs a fraction of it: Enter in a long plan moves every statement below."""
 
     def __init__(self, offset: int) -> None:
         self.offset = offset
@@ -274,30 +289,33 @@ class _Mover:
                 if a is not b:
                     return items
             return obj
-        cls = type(obj)
-        names, plain = _fields_of(cls)
-        if not names:  # raw JSON (schemas, hints): no spans in it
+        layout = _LAYOUTS.get(type(obj), False)
+        if layout is False:
+            layout = _layout(type(obj))
+        if layout is None:  # raw JSON (schemas, hints): no spans in it
             return obj
         key = id(obj)
         done = self.memo.get(key)
         if done is not None:
             return done
-        values = [getattr(obj, name) for name in names]
-        changed = False
-        for k, value in enumerate(values):
-            if isinstance(value, _SCALARS):  # most fields: skip the call
+        values = None
+        got = layout.read(obj)
+        for k in layout.visit:
+            value = got[k]
+            if isinstance(value, _SCALARS):
                 continue
             moved = self.move(value)
             if moved is not value:
+                if values is None:
+                    values = list(got)
                 values[k] = moved
-                changed = True
-        if not changed:
+        if values is None:
             out = obj
-        elif plain:  # a frozen dataclass copied field by field: what its __init__ does, minus the call
-            out = object.__new__(cls)
-            for name, value in zip(names, values):
+        elif layout.plain:  # a frozen dataclass copied field by field: what its __init__ does, minus the call
+            out = object.__new__(type(obj))
+            for name, value in zip(layout.names, values):
                 object.__setattr__(out, name, value)
         else:
-            out = replace(obj, **dict(zip(names, values)))
+            out = replace(obj, **dict(zip(layout.names, values)))
         self.memo[key] = out
         return out
