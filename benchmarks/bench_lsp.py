@@ -8,7 +8,8 @@ Starts ``python -m sophon_dsl lsp`` as an editor does (stdio, a real pygls clien
 DSL plan of ``--calls`` calls against a tools file (the project's ``sophon.toml``), then
 sends ``--changes`` edits one at a time, each waited for: ``char`` types one character into
 a string literal, the commonest edit; ``line`` inserts a line break at the end of a line
-(Enter: every statement below moves one line down).  Prints the latency's median / p90 /
+(Enter: every statement below moves one line down); ``broken`` deletes a string's closing
+quote (a syntax error) and types it again on the next change, by turns.  Prints the latency's median / p90 /
 max, with the debounce included (``--debounce 0`` leaves it out), and the same check done
 in process (``analysis.analyse``: load + the checks) for comparison, with the document's
 incremental re-parser (``lsp.incremental.DslReparser``, what the server uses) and without
@@ -48,6 +49,14 @@ def plan_text(calls: int) -> str:
 def edited(lines: list[str], k: int, calls: int, edit: str) -> tuple[int, int, str]:
     """Apply the k-th edit to ``lines`` (in place): (line, character, inserted text)."""
     line = (k * 37) % calls
+    if edit == "broken":  # the closing quote of a string deleted (a syntax error), then typed again
+        line = (k // 2 * 37) % calls
+        end = lines[line].index('"', lines[line].index('"') + 1)
+        if k % 2 == 0:
+            lines[line] = lines[line][:end] + lines[line][end + 1:]
+            return line, end, ""
+        lines[line] = lines[line][:end] + '"' + lines[line][end:]
+        return line, end, '"'
     if edit == "line":
         at = len(lines[line])
         lines[line:line + 1] = [lines[line], ""]
@@ -122,7 +131,8 @@ async def measure(calls: int, changes: int, debounce: float, root: Path = ROOT, 
     for k in range(changes):
         line, at, typed = edited(lines, k, calls, edit)
         pos = t.Position(line=line, character=at)
-        change = t.TextDocumentContentChangePartial(range=t.Range(pos, pos), text=typed)
+        end = t.Position(line=line, character=at + 1) if typed == "" else pos  # "": one character deleted
+        change = t.TextDocumentContentChangePartial(range=t.Range(pos, end), text=typed)
         version = k + 2
         out.append(await sent(version, lambda v=version, c=change: client.text_document_did_change(
             t.DidChangeTextDocumentParams(t.VersionedTextDocumentIdentifier(uri=uri, version=v), [c]))))
@@ -171,7 +181,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--changes", type=int, default=30)
     ap.add_argument("--debounce", type=float, default=0.05)  # the server's default
-    ap.add_argument("--edit", choices=("char", "line"), default="char")
+    ap.add_argument("--edit", choices=("char", "line", "broken"), default="char")
     ap.add_argument("--old", type=Path, help="an older checkout whose server is measured too, alternated")
     ap.add_argument("--rounds", type=int, default=1, help="server runs of each tree")
     args = ap.parse_args()

@@ -74,7 +74,8 @@ def test_compact_calls_locate_as_the_composing_path(doc):
 
 def test_positions_in_diagnostics_stay():
     # (the figures c6ba4f2 gives, before the calls were kept compact and their spans deferred)
-    text = CALLS.replace('"†state.n0", 2.5', '"†state.n9", 2.5').replace('t: "row †state.n1', 't: "row †state.n8')
+    text = CALLS.replace('"†state.n0", 2.5', '"†state.n9", 2.5')
+    text = text.replace('t: "row †state.n1', 't: "row †state.n8')
     diags = sophon_dsl.check(loads(text, "yaml", file="p.yaml"), tools=[WORK], stdlib=False)
     assert [(d.code, d.span, d.path) for d in diags] == [
         ("W303", Span(6, 34, 6, 45), "$[1].inputs[0]"), ("W303", Span(11, 8, 11, 28), "$[2].deps.t")]

@@ -15,11 +15,14 @@ statement separator and the grammar lets a statement go on over a line end only 
 decorator or a label (or inside brackets), so a cut before a line that starts a statement
 at depth 0 separates the same statements the whole parse separates.  The cut is a guess
 made from a cheap scan (strings and comments skipped); a wrong guess leaves a segment that
-does not parse alone (an unclosed bracket, a decorator with no call), and every case the
-join cannot reproduce is handed to the whole parse instead:
+does not parse alone (an unclosed bracket, a decorator with no call).  A segment with a
+syntax error is joined as parsed alone only when it parses with the next segment as the
+two do apart (the whole parse resumes after an error at the next statement's line, so the
+next segment then starts afresh in both); every case the join cannot reproduce is handed
+to the whole parse instead:
 
-* any diagnostic in a segment (syntax errors resynchronise over the whole text, and the
-  parser's messages may name other lines), a source over the size limits, a BOM;
+* a broken segment that is the first, has comments, a map body, or does not end where
+  its last statement ends; ten errors and more; a source over the size limits, a BOM;
 * a header field, a tool declaration or ``return`` given in two segments (the whole
   parse reports the duplicate or refines the declaration);
 * comments above the first statement of a later segment that belong to a header field
@@ -40,7 +43,7 @@ from typing import Any
 
 from ..loader import LoadResult, parse
 from ..model import Mode, Plan
-from ..diagnostics import Span
+from ..diagnostics import Diagnostic, Span
 from ..syntax.dsl_parser import HEADER_FIELDS, parse_dsl
 from ..syntax.json_source import size_problem
 
@@ -57,6 +60,34 @@ _PREFIXES_ONLY = re.compile(r"^(?:\s*(?:@[A-Za-z_]\w*(?:\s*\([^#]*\))?|[A-Za-z_]
 # parameter on its own line) only costs a whole parse when the name shows in two segments
 _HEADER = re.compile(r"(?:^|;)[ \t]*(" + "|".join(HEADER_FIELDS) + r")[ \t]*=(?!=)", re.MULTILINE)
 _MAX_CACHED = 20_000  # segments kept (two versions of a 10k-statement plan)
+_MAX_BROKEN = 10      # syntax errors joined at most (the whole parse stops after 50)
+_MAP_BODY = re.compile(r"\)\s*\{")
+
+
+def _same_as_pair(piece: _Piece, after: _Piece, file: str | None) -> bool:
+    """Whether ``piece`` (broken) followed by ``after`` parse together as they do apart."""
+    text = piece.text + "\n" + after.text
+    if "#" in text:
+        return False
+    plan, diags = _parse_at(text, file, piece.line)
+    alone = _joined([piece, after], text, file)
+    if alone is None or diags != alone.diagnostics or plan != alone.plan:
+        return False
+    return _placed(plan) == _placed(alone.plan)
+
+
+def _parse_at(text: str, file: str | None, line: int) -> tuple[Plan, list[Diagnostic]]:
+    """``text`` parsed as if it began at ``line`` of a longer text (a broken segment: its
+    cost is the blank lines above it, not their statements)."""
+    return parse_dsl("\n" * (line - 1) + text, file)
+
+
+def _placed(plan: Plan) -> tuple:
+    """The spans and comments a plan's equality leaves out (its calls' and statements')."""
+    out = plan.output
+    return (tuple((c.span, c.tool_span, c.attr_spans, c.comments, c.trailing_comment) for c in plan.calls),
+            tuple(d.span for d in plan.tools), out.span if out is not None else None,
+            plan.comments, plan.field_comments, plan.trailing_comments)
 
 
 def segments(text: str) -> list[tuple[int, str]]:
@@ -88,10 +119,13 @@ def segments(text: str) -> list[tuple[int, str]]:
 
 @dataclass
 class _Piece:
+    text: str                   # the segment's text
     line: int
     plan: Plan
     clean: bool                 # no diagnostics
     headers: frozenset[str]     # header field names the segment may set
+    diags: tuple = ()           # a broken segment's diagnostics, at its place in the text
+    joinable: bool = True       # False: a broken segment the join cannot place (see _broken_ok)
 
 
 class DslReparser:
@@ -100,6 +134,7 @@ class DslReparser:
 
     def __init__(self) -> None:
         self._pieces: dict[str, _Piece] = {}
+        self._pairs: dict[tuple, bool] = {}  # (broken segment, next one, line) -> joinable
         self.reused = 0     # segments taken from the cache by the last parse (benchmarks read it)
         self.parsed = 0     # segments parsed by the last parse; -1 when it parsed the whole text
 
@@ -117,18 +152,27 @@ class DslReparser:
             return piece
         if piece is not None and piece.clean:
             self.reused += 1
-            return _Piece(line, _Mover(line - piece.line).move(piece.plan), True, piece.headers)
+            return _Piece(seg, line, _Mover(line - piece.line).move(piece.plan), True, piece.headers)
         self.parsed += 1
         headers = frozenset(m.group(1) for m in _HEADER.finditer(seg))
         if "#" not in seg:
             plan, diags = parse_dsl(seg, file, first_line=line)
-            return _Piece(line, plan, not diags, headers)
+            if not diags:
+                return _Piece(seg, line, plan, True, headers)
+            # broken: parsed again below blank lines, so that its messages are the whole
+            # parse's (parse_dsl's first_line moves every "line N" in them, a JSON decoder's
+            # "line 1 column 2" about a string literal too).  A broken statement with a map
+            # body is left to the whole parse: it loses the plan's `return` when the body
+            # does not close (the parser's state is not restored)
+            plan, diags = _parse_at(seg, file, line)
+            joinable = len(diags) < _MAX_BROKEN and not _MAP_BODY.search(seg)
+            return _Piece(seg, line, plan, False, headers, tuple(diags), joinable)
         # parsed at line 1 and moved: parse_dsl(first_line=N) places the statements, not the
         # comments (its lexer's comment callback sees the lines of the text alone)
         plan, diags = parse_dsl(seg, file)
-        if diags:  # never joined (the whole text is parsed): kept only to say so
-            return _Piece(line, plan, False, headers)
-        return _Piece(line, _Mover(line - 1).move(plan), True, headers)
+        if diags:  # comments around a broken statement move on to the next: the whole parse
+            return _Piece(seg, line, plan, False, headers, tuple(diags), False)
+        return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
 
     def _join(self, text: str, file: str | None) -> LoadResult | None:
         self.reused = self.parsed = 0
@@ -145,11 +189,46 @@ class DslReparser:
             self._pieces = fresh
         else:
             self._pieces.update(fresh)
-        if any(not p.clean for p in pieces):
-            return None
         if len(pieces) == 1:
-            return LoadResult(replace(pieces[0].plan, source=text))
+            return LoadResult(replace(pieces[0].plan, source=text), list(pieces[0].diags))
+        if not self._broken_ok(pieces, file):
+            return None
         return _joined(pieces, text, file)
+
+    def _broken_ok(self, pieces: list[_Piece], file: str | None) -> bool:
+        """Whether the broken segments (syntax errors) may be joined as parsed alone.
+
+        After a syntax error the whole parse resumes at the next line that starts a
+        statement, with a fresh parser: a broken segment parsed alone gives what the whole
+        parse gives for it when its last statement, broken or not, ends at the segment's
+        end, so the next segment starts afresh in both.  That is checked by parsing the
+        segment together with the next one: the pair must give what the two give alone.
+        A first segment that is broken is left to the whole parse (the plan's opening
+        comments are placed from its first statement), as are too many errors (the parser
+        stops at 50) and the cases ``_piece`` marks."""
+        broken = [k for k, p in enumerate(pieces) if not p.clean]
+        if not broken:
+            return True
+        if broken[0] == 0 or sum(len(pieces[k].diags) for k in broken) >= _MAX_BROKEN:
+            return False
+        checked: dict[tuple, bool] = {}
+        for k in broken:
+            piece = pieces[k]
+            if not piece.joinable:
+                return False
+            if k + 1 == len(pieces):
+                continue  # the text's end is the segment's end
+            after = pieces[k + 1]
+            key = (piece.text, after.text, piece.line)
+            ok = self._pairs.get(key)
+            if ok is None:
+                ok = _same_as_pair(piece, after, file)
+            checked[key] = ok
+            if not ok:
+                self._pairs = checked
+                return False
+        self._pairs = checked
+        return True
 
 
 def _joined(pieces: list[_Piece], text: str, file: str | None) -> LoadResult | None:
@@ -163,8 +242,10 @@ def _joined(pieces: list[_Piece], text: str, file: str | None) -> LoadResult | N
     fields: list[tuple[str, tuple[str, ...], str | None]] = []
     tail: tuple[str, ...] = ()
     last = len(pieces) - 1
+    diags: list[Diagnostic] = []
     for k, piece in enumerate(pieces):
         plan = piece.plan
+        diags.extend(piece.diags)
         if named & piece.headers:
             return None
         named |= piece.headers
@@ -205,7 +286,7 @@ def _joined(pieces: list[_Piece], text: str, file: str | None) -> LoadResult | N
         trivia["trailing_comments"] = tail
     plan = Plan(calls=tuple(calls), tools=tuple(tools), output=output, file=file, source=text, form="dsl",
                 **header, **trivia)
-    return LoadResult(plan, [])
+    return LoadResult(plan, diags)
 
 
 def _lead_first(plan: Plan, calls: list[Any], fields: list[tuple]) -> bool:

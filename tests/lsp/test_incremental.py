@@ -131,6 +131,19 @@ def test_an_edit_reparses_only_its_statement():
     assert reparser.parsed == 1  # the first segment (its text has the new line)
 
 
+def test_a_broken_statement_reparses_only_itself():
+    text = "\n".join(f'$state.n{i} = web.search(query="q {i}")' for i in range(20))
+    reparser = DslReparser()
+    reparser.parse(text)
+    broken = text.replace('query="q 7")', 'query="q 7)')
+    same_as_whole(reparser, broken)
+    assert any(d.is_error for d in reparser.parse(broken).diagnostics)
+    assert reparser.parsed == 0 and reparser.reused == 20  # (the line above parsed it)
+    fixed = broken.replace('query="q 7)', 'query="q 77")')
+    same_as_whole(reparser, fixed)
+    assert reparser.parsed == 1
+
+
 def test_segments_cut_before_statements_and_keep_comments_with_them():
     text = "# head\n\ngoal = \"g\"\n# about a\n@risk(low)\na(x=1)\nb(\n  y=[1,\n2])\n\n# tail\n"
     assert segments(text) == [(1, '# head\n\ngoal = "g"'), (4, "# about a\n@risk(low)\na(x=1)"),
