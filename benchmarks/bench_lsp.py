@@ -46,15 +46,19 @@ def plan_text(calls: int) -> str:
     return "\n".join(rows) + "\n"
 
 
+_REMOVED: dict[int, int] = {}  # --edit broken: line -> where its quote was deleted
+
+
 def edited(lines: list[str], k: int, calls: int, edit: str) -> tuple[int, int, str]:
     """Apply the k-th edit to ``lines`` (in place): (line, character, inserted text)."""
     line = (k * 37) % calls
     if edit == "broken":  # the closing quote of a string deleted (a syntax error), then typed again
         line = (k // 2 * 37) % calls
-        end = lines[line].index('"', lines[line].index('"') + 1)
         if k % 2 == 0:
+            end = _REMOVED[line] = lines[line].index('"', lines[line].index('"') + 1)
             lines[line] = lines[line][:end] + lines[line][end + 1:]
             return line, end, ""
+        end = _REMOVED.pop(line)
         lines[line] = lines[line][:end] + '"' + lines[line][end:]
         return line, end, '"'
     if edit == "line":
