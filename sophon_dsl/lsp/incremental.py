@@ -41,9 +41,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..diagnostics import Diagnostic, Span
 from ..loader import LoadResult, parse
 from ..model import Mode, Plan
-from ..diagnostics import Diagnostic, Span
 from ..syntax.dsl_parser import HEADER_FIELDS, parse_dsl
 from ..syntax.json_source import size_problem
 
@@ -62,32 +62,6 @@ _HEADER = re.compile(r"(?:^|;)[ \t]*(" + "|".join(HEADER_FIELDS) + r")[ \t]*=(?!
 _MAX_CACHED = 20_000  # segments kept (two versions of a 10k-statement plan)
 _MAX_BROKEN = 10      # syntax errors joined at most (the whole parse stops after 50)
 _MAP_BODY = re.compile(r"\)\s*\{")
-
-
-def _same_as_pair(piece: _Piece, after: _Piece, file: str | None) -> bool:
-    """Whether ``piece`` (broken) followed by ``after`` parse together as they do apart."""
-    text = piece.text + "\n" + after.text
-    if "#" in text:
-        return False
-    plan, diags = _parse_at(text, file, piece.line)
-    alone = _joined([piece, after], text, file)
-    if alone is None or diags != alone.diagnostics or plan != alone.plan:
-        return False
-    return _placed(plan) == _placed(alone.plan)
-
-
-def _parse_at(text: str, file: str | None, line: int) -> tuple[Plan, list[Diagnostic]]:
-    """``text`` parsed as if it began at ``line`` of a longer text (a broken segment: its
-    cost is the blank lines above it, not their statements)."""
-    return parse_dsl("\n" * (line - 1) + text, file)
-
-
-def _placed(plan: Plan) -> tuple:
-    """The spans and comments a plan's equality leaves out (its calls' and statements')."""
-    out = plan.output
-    return (tuple((c.span, c.tool_span, c.attr_spans, c.comments, c.trailing_comment) for c in plan.calls),
-            tuple(d.span for d in plan.tools), out.span if out is not None else None,
-            plan.comments, plan.field_comments, plan.trailing_comments)
 
 
 def segments(text: str) -> list[tuple[int, str]]:
@@ -400,3 +374,29 @@ class _Mover:
             out = replace(obj, **dict(zip(layout.names, values)))
         self.memo[key] = out
         return out
+
+
+def _same_as_pair(piece: _Piece, after: _Piece, file: str | None) -> bool:
+    """Whether ``piece`` (broken) followed by ``after`` parse together as they do apart."""
+    text = piece.text + "\n" + after.text
+    if "#" in text:
+        return False
+    plan, diags = _parse_at(text, file, piece.line)
+    alone = _joined([piece, after], text, file)
+    if alone is None or diags != alone.diagnostics or plan != alone.plan:
+        return False
+    return _placed(plan) == _placed(alone.plan)
+
+
+def _parse_at(text: str, file: str | None, line: int) -> tuple[Plan, list[Diagnostic]]:
+    """``text`` parsed as if it began at ``line`` of a longer text (a broken segment: its
+    cost is the blank lines above it, not their statements)."""
+    return parse_dsl("\n" * (line - 1) + text, file)
+
+
+def _placed(plan: Plan) -> tuple:
+    """The spans and comments a plan's equality leaves out (its calls' and statements')."""
+    out = plan.output
+    return (tuple((c.span, c.tool_span, c.attr_spans, c.comments, c.trailing_comment) for c in plan.calls),
+            tuple(d.span for d in plan.tools), out.span if out is not None else None,
+            plan.comments, plan.field_comments, plan.trailing_comments)
