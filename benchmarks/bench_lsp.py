@@ -2,13 +2,22 @@
 client sending ``didChange`` to it receiving that version's ``publishDiagnostics``.
 
     python benchmarks/bench_lsp.py [--calls 500] [--changes 30] [--debounce 0.05]
+                                   [--edit char|line] [--old TREE] [--rounds 1]
 
 Starts ``python -m sophon_dsl lsp`` as an editor does (stdio, a real pygls client), opens a
 DSL plan of ``--calls`` calls against a tools file (the project's ``sophon.toml``), then
-sends ``--changes`` edits one at a time, each waited for: one character typed into a
-string literal, the commonest edit.  Prints the latency's median / p90 / max, with the
-debounce included, and the same check done in process (``analysis.analyse``: load + the
-checks) for comparison: the difference is the protocol and the debounce.
+sends ``--changes`` edits one at a time, each waited for: ``char`` types one character into
+a string literal, the commonest edit; ``line`` inserts a line break at the end of a line
+(Enter: every statement below moves one line down); ``broken`` deletes a string's closing
+quote (a syntax error) and types it again on the next change, by turns.  Prints the latency's median / p90 /
+max, with the debounce included (``--debounce 0`` leaves it out), and the same check done
+in process (``analysis.analyse``: load + the checks) for comparison, with the document's
+incremental re-parser (``lsp.incremental.DslReparser``, what the server uses) and without
+it (the whole text parsed on every change, as before it).
+
+``--old TREE`` (a checkout of an older commit, e.g. ``git worktree add /tmp/old c6ba4f2``)
+measures that tree's server too, in alternated runs (``--rounds`` of each): side by side on
+the same machine load.
 """
 
 from __future__ import annotations
@@ -37,7 +46,50 @@ def plan_text(calls: int) -> str:
     return "\n".join(rows) + "\n"
 
 
-async def measure(calls: int, changes: int, debounce: float) -> list[float]:
+_REMOVED: dict[int, int] = {}  # --edit broken: line -> where its quote was deleted
+
+
+def edited(lines: list[str], k: int, calls: int, edit: str) -> tuple[int, int, str]:
+    """Apply the k-th edit to ``lines`` (in place): (line, character, inserted text)."""
+    line = (k * 37) % calls
+    if edit == "broken":  # the closing quote of a string deleted (a syntax error), then typed again
+        line = (k // 2 * 37) % calls
+        if k % 2 == 0:
+            end = _REMOVED[line] = lines[line].index('"', lines[line].index('"') + 1)
+            lines[line] = lines[line][:end] + lines[line][end + 1:]
+            return line, end, ""
+        end = _REMOVED.pop(line)
+        lines[line] = lines[line][:end] + '"' + lines[line][end:]
+        return line, end, '"'
+    if edit == "line":
+        at = len(lines[line])
+        lines[line:line + 1] = [lines[line], ""]
+        return line, at, "\n"
+    at = lines[line].index('"') + 1
+    lines[line] = lines[line][:at] + "x" + lines[line][at:]
+    return line, at, "x"
+
+
+def server_cpu() -> float | None:
+    """CPU seconds used so far by this process's `sophon_dsl lsp` child (Linux /proc; None
+    elsewhere): what a re-check costs whatever the machine's load does to the wall time."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if fields[1] == me and b"sophon_dsl\0lsp" in cmd:
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+CPU: dict[str, list[float]] = {}   # server CPU per change, by tree (one mean per run)
+
+
+async def measure(calls: int, changes: int, debounce: float, root: Path = ROOT, edit: str = "char",
+                  name: str = "new") -> list[float]:
     from lsprotocol import types as t
     from pygls.lsp.client import LanguageClient
 
@@ -60,8 +112,10 @@ async def measure(calls: int, changes: int, debounce: float) -> list[float]:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    await client.start_io(sys.executable, "-m", "sophon_dsl", "lsp", "--debounce", str(debounce), env=env)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    # started in the tree measured: `-m` puts the working directory first on sys.path
+    await client.start_io(sys.executable, "-m", "sophon_dsl", "lsp", "--debounce", str(debounce), env=env,
+                          cwd=str(root))
     await client.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities(), root_uri=base.as_uri()))
     client.initialized(t.InitializedParams())
 
@@ -77,15 +131,18 @@ async def measure(calls: int, changes: int, debounce: float) -> list[float]:
         t.TextDocumentItem(uri=uri, language_id="sophon", version=1, text=text))))
     lines = text.split("\n")
     out = []
+    cpu_before = server_cpu()
     for k in range(changes):
-        line = (k * 37) % calls
-        at = lines[line].index('"') + 1
+        line, at, typed = edited(lines, k, calls, edit)
         pos = t.Position(line=line, character=at)
-        change = t.TextDocumentContentChangePartial(range=t.Range(pos, pos), text="x")
-        lines[line] = lines[line][:at] + "x" + lines[line][at:]
+        end = t.Position(line=line, character=at + 1) if typed == "" else pos  # "": one character deleted
+        change = t.TextDocumentContentChangePartial(range=t.Range(pos, end), text=typed)
         version = k + 2
         out.append(await sent(version, lambda v=version, c=change: client.text_document_did_change(
             t.DidChangeTextDocumentParams(t.VersionedTextDocumentIdentifier(uri=uri, version=v), [c]))))
+    cpu_after = server_cpu()
+    if cpu_before is not None and cpu_after is not None:
+        CPU.setdefault(name, []).append((cpu_after - cpu_before) / changes)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -93,21 +150,27 @@ async def measure(calls: int, changes: int, debounce: float) -> list[float]:
     return out
 
 
-def in_process(calls: int, rounds: int) -> list[float]:
+def in_process(calls: int, rounds: int, incremental: bool, edit: str = "char") -> list[float]:
     from sophon_dsl.lsp.analysis import analyse
+    from sophon_dsl.lsp.incremental import DslReparser
     from sophon_dsl.tools import ToolRegistry
     from sophon_dsl.toolsource import load_tool_sources
 
     tools, _ = load_tool_sources([str(ROOT / "examples" / "competitors_tools.py")])
     registry = ToolRegistry(tools)
     text = plan_text(calls)
-    analyse(text, "dsl", "big.plan", registry)  # warm: schemas derived, parser built
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        analyse(text, "dsl", "big.plan", registry)
+    reparser = DslReparser() if incremental else None
+    analyse(text, "dsl", "big.plan", registry, reparser=reparser)  # warm: schemas derived, parser built
+    lines = text.split("\n")
+    times, cpu = [], []
+    for k in range(rounds):
+        edited(lines, k, calls, edit)
+        text = "\n".join(lines)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        analyse(text, "dsl", "big.plan", registry, reparser=reparser)
         times.append(time.perf_counter() - start)
-    return times
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu
 
 
 def summary(name: str, xs: list[float]) -> str:
@@ -122,11 +185,28 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--changes", type=int, default=30)
     ap.add_argument("--debounce", type=float, default=0.05)  # the server's default
+    ap.add_argument("--edit", choices=("char", "line", "broken"), default="char")
+    ap.add_argument("--old", type=Path, help="an older checkout whose server is measured too, alternated")
+    ap.add_argument("--rounds", type=int, default=1, help="server runs of each tree")
     args = ap.parse_args()
-    print(f"{args.calls}-call plan, debounce {args.debounce * 1000:.0f} ms, os.cpu_count()={os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(summary("in process: load + check", in_process(args.calls, args.changes)))
-    print(summary("server: didChange -> diagnostics", asyncio.run(measure(args.calls, args.changes, args.debounce))))
+    print(f"{args.calls}-call plan, edit {args.edit}, debounce {args.debounce * 1000:.0f} ms, "
+          f"os.cpu_count()={os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
+    for incremental, name in ((False, "whole parse"), (True, "incremental")):
+        wall, cpu = in_process(args.calls, args.changes, incremental, args.edit)
+        print(summary(f"in process: {name} + check", wall))
+        print(summary(f"  (CPU time)", cpu))
+    trees = [("old", args.old.resolve())] if args.old else []
+    trees.append(("new", ROOT))
+    got: dict[str, list[float]] = {name: [] for name, _ in trees}
+    for _ in range(args.rounds):
+        for name, root in trees:
+            got[name] += asyncio.run(measure(args.calls, args.changes, args.debounce, root, args.edit, name))
+    for name, root in trees:
+        print(summary(f"server ({name}): change -> diagnostics", got[name]))
+        if CPU.get(name):
+            print(f"  server CPU per change, mean of each run: "
+                  f"{', '.join(f'{x * 1000:.1f}' for x in CPU[name])} ms")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -60,9 +60,10 @@ def parse(text: str, format: str = "dsl", file: str | None = None) -> LoadResult
         node, diags = parse_source(text, file=file)
         if node is None:
             return LoadResult(Plan(file=file, source=text, form=fmt), [d.with_file(file) for d in diags])
-        # JSON calls keep no Span objects until one is asked for (issue 9's memory target);
-        # YAML is left as it is: reading it again for one span costs far more than JSON
-        plan, more = document_to_plan(node, file=file, source=text, form=fmt, deferred_spans=fmt == "json")
+        # the calls keep no Span objects until one is asked for (issue 9's memory target for
+        # JSON, issue 30 item 12's for YAML: at most twice JSON's peak); the first span read
+        # reads the source again, once per plan, which for YAML costs about a second load
+        plan, more = document_to_plan(node, file=file, source=text, form=fmt, deferred_spans=True)
         return LoadResult(plan, [d.with_file(file) for d in (*diags, *more)])
     raise OptionError(f"unknown plan format {format!r}; expected one of {', '.join(FORMATS)}",
                       code="Load.UnknownFormat")

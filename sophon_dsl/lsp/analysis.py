@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 from ..diagnostics import CODES, Diagnostic, Span
 from ..loader import parse
 from ..values import references
+from .incremental import DslReparser
 
 __all__ = ["Analysis", "Occurrence", "analyse"]
 
@@ -108,11 +109,18 @@ class Analysis:
             return None
 
 
-def analyse(text: str, form: str, file: str | None, tools: Any, extra: Iterable[Diagnostic] = ()) -> Analysis:
-    """Load and check ``text`` (the form ``dsl``, ``json`` or ``yaml``) against ``tools``."""
+def analyse(text: str, form: str, file: str | None, tools: Any, extra: Iterable[Diagnostic] = (),
+            reparser: DslReparser | None = None) -> Analysis:
+    """Load and check ``text`` (the form ``dsl``, ``json`` or ``yaml``) against ``tools``.
+
+    ``reparser`` (the document's own, kept across its changes) parses a DSL text re-using
+    the statements an edit did not touch; the plan it gives is the one a whole parse gives."""
     from ..fullcheck import check_loaded
 
-    loaded = parse(text, form, file=file)
+    if reparser is not None and form == "dsl":
+        loaded = reparser.parse(text, file)
+    else:
+        loaded = parse(text, form, file=file)
     diagnostics = list(extra) + check_loaded(loaded, tools=tools)
     plan = loaded.plan
     registry = tools

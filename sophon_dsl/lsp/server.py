@@ -27,6 +27,7 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..diagnostics import Diagnostic, Severity, Span
 from . import analysis as an
+from .incremental import DslReparser
 from .project import Projects
 
 __all__ = ["SophonLanguageServer", "serve"]
@@ -47,6 +48,8 @@ class SophonLanguageServer(LanguageServer):
         self.projects = Projects()
         self.analyses: dict[str, an.Analysis] = {}
         self.pending: dict[str, asyncio.Task] = {}
+        # each open DSL document's parser: a change re-parses only the statements it touched
+        self.reparsers: dict[str, DslReparser] = {}
 
     # -- documents ---------------------------------------------------------------------
 
@@ -69,7 +72,8 @@ class SophonLanguageServer(LanguageServer):
             return None
         path = doc.path if doc.uri.startswith("file:") else None
         project = self.projects.for_file(path)
-        result = an.analyse(doc.source, form, path, project.registry, project.problems)
+        reparser = self.reparsers.setdefault(uri, DslReparser()) if form == "dsl" else None
+        result = an.analyse(doc.source, form, path, project.registry, project.problems, reparser)
         self.analyses[uri] = result
         self.text_document_publish_diagnostics(t.PublishDiagnosticsParams(
             uri=uri, version=doc.version, diagnostics=[self.to_lsp(uri, result, d) for d in result.diagnostics]))
@@ -197,6 +201,7 @@ def build(debounce: float = 0.05) -> SophonLanguageServer:
         if task is not None:
             task.cancel()
         ls.analyses.pop(uri, None)
+        ls.reparsers.pop(uri, None)
         ls.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)

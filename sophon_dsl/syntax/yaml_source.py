@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
+from collections.abc import Sequence
+from typing import Iterator
 
 import yaml
 from yaml.composer import Composer
@@ -322,6 +325,7 @@ class _Events:
         self.loader = loader
         self.span = lines.span
         self.pair = pair
+        self.keys: dict[str, str] = {}
 
     def scalar(self, ev) -> object:
         tag = ev.tag
@@ -387,6 +391,8 @@ class _Events:
                     done = LocatedNode(SCALAR, self.scalar(ev),
                                        self.span(ev.start_mark.index, ev.end_mark.index), path,
                                        quoted=ev.style in ("'", '"'))
+                elif kind is yaml.SequenceStartEvent and len(stack) <= 1 and (ev.tag is None or ev.tag == "!"):
+                    done = self.long_sequence(ev, path, len(stack))  # a plan's calls: kept compact
                 else:
                     if ev.tag is not None and ev.tag != "!" or len(stack) >= _PLAIN_DEPTH:
                         raise _Unusual
@@ -411,6 +417,125 @@ class _Events:
         if root is None or type(get()) is not yaml.StreamEndEvent:
             raise _Unusual
         return root
+
+    def long_sequence(self, start, path: str, depth: int) -> LocatedNode:
+        """The list of a plan's calls (the document, or a top-level key's value): its items
+        kept as plain data and their offsets (:class:`_Items`), located when read."""
+        marks = array("i")      # offsets of every node and key, in document order (see compact)
+        firsts = array("i")     # where each item's offsets start in marks
+        data: list = []
+        get = self.loader.get_event
+        while True:
+            ev = get()
+            if type(ev) is yaml.SequenceEndEvent:
+                break
+            firsts.append(len(marks))
+            data.append(self.compact(ev, marks, depth + 1))
+        return LocatedNode(ARRAY, _Items(self.span, data, marks, firsts, path),
+                           self.span(start.start_mark.index, ev.end_mark.index), path)
+
+    def compact(self, ev, marks: array, depth: int) -> object:
+        """One node as plain data (a dict, a list, a scalar), its start and end offsets
+        appended to ``marks`` (the end complemented, ``~end``, for a quoted scalar), then
+        for a mapping each key's start and end before its value's, for a sequence its items'."""
+        kind = type(ev)
+        if ev.anchor is not None or kind is yaml.AliasEvent:
+            raise _Unusual
+        if kind is yaml.ScalarEvent:
+            end = ev.end_mark.index
+            marks.append(ev.start_mark.index)
+            marks.append(~end if ev.style in ("'", '"') else end)
+            return self.scalar(ev)
+        if ev.tag is not None and ev.tag != "!" or depth >= _PLAIN_DEPTH:
+            raise _Unusual
+        at = len(marks)
+        marks.append(ev.start_mark.index)
+        marks.append(0)  # the end, once it comes
+        get = self.loader.get_event
+        if kind is yaml.SequenceStartEvent:
+            items = []
+            while True:
+                child = get()
+                if type(child) is yaml.SequenceEndEvent:
+                    break
+                items.append(self.compact(child, marks, depth + 1))
+            marks[at + 1] = child.end_mark.index
+            return items
+        if kind is not yaml.MappingStartEvent:
+            raise _Unusual
+        entries: dict = {}
+        keys = self.keys
+        while True:
+            kev = get()
+            if type(kev) is yaml.MappingEndEvent:
+                break
+            if type(kev) is not yaml.ScalarEvent or kev.anchor is not None:
+                raise _Unusual
+            key = self.scalar(kev)
+            if type(key) is not str or key in entries:
+                raise _Unusual
+            key = keys.setdefault(key, key)  # one string per key name, not one per call
+            marks.append(kev.start_mark.index)
+            marks.append(kev.end_mark.index)
+            entries[key] = self.compact(get(), marks, depth + 1)
+        marks[at + 1] = kev.end_mark.index
+        return entries
+
+
+class _Items(Sequence):
+    """The items of a plan's list of calls, kept as plain data and offsets (a dict, the
+    key strings shared, and a few ints packed in an array per call, where located nodes
+    cost about 3 KB per call: issue 30 item 12) and located each time they are read: the
+    located tree of a whole plan never exists at once.  The nodes read are the ones
+    :class:`_Events` builds for anything else, spans and JSON paths alike."""
+
+    __slots__ = ("_span", "_data", "_marks", "_firsts", "_path")
+
+    def __init__(self, span, data: list, marks: array, firsts: array, path: str):
+        self._span = span
+        self._data = data
+        self._marks = marks
+        self._firsts = firsts
+        self._path = path
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[LocatedNode]:
+        path = self._path
+        for i, value in enumerate(self._data):
+            yield self._located(value, self._firsts[i], f"{path}[{i}]")[0]
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += len(self._data)
+        if not 0 <= index < len(self._data):
+            raise IndexError(index)
+        return self._located(self._data[index], self._firsts[index], f"{self._path}[{index}]")[0]
+
+    def _located(self, value, k: int, path: str) -> tuple[LocatedNode, int]:
+        marks, span = self._marks, self._span
+        start, end = marks[k], marks[k + 1]
+        k += 2
+        if isinstance(value, dict):
+            entries = []
+            key_spans = {}
+            for key, item in value.items():
+                key_spans[key] = span(marks[k], marks[k + 1])
+                child, k = self._located(item, k + 2, child_path(path, key))
+                entries.append((key, child))
+            return LocatedNode(OBJECT, entries, span(start, end), path, key_spans), k
+        if isinstance(value, list):
+            items = []
+            for j, item in enumerate(value):
+                child, k = self._located(item, k, f"{path}[{j}]")
+                items.append(child)
+            return LocatedNode(ARRAY, items, span(start, end), path), k
+        if end < 0:
+            return LocatedNode(SCALAR, value, span(start, ~end), path, quoted=True), k
+        return LocatedNode(SCALAR, value, span(start, end), path), k
 
 
 def _mark_span(lines: LineIndex, mark) -> object:
