@@ -21,7 +21,7 @@ import time
 import types
 from pathlib import Path
 
-from _shapes import ALL_SHAPES, build, noop, parse_shapes
+from _shapes import build, noop, parse_shapes
 
 import sophon_dsl
 from sophon_dsl.compiler import compile_plan

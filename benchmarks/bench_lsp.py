@@ -194,14 +194,14 @@ def main() -> None:
     for incremental, name in ((False, "whole parse"), (True, "incremental")):
         wall, cpu = in_process(args.calls, args.changes, incremental, args.edit)
         print(summary(f"in process: {name} + check", wall))
-        print(summary(f"  (CPU time)", cpu))
+        print(summary("  (CPU time)", cpu))
     trees = [("old", args.old.resolve())] if args.old else []
     trees.append(("new", ROOT))
     got: dict[str, list[float]] = {name: [] for name, _ in trees}
     for _ in range(args.rounds):
         for name, root in trees:
             got[name] += asyncio.run(measure(args.calls, args.changes, args.debounce, root, args.edit, name))
-    for name, root in trees:
+    for name, _root in trees:
         print(summary(f"server ({name}): change -> diagnostics", got[name]))
         if CPU.get(name):
             print(f"  server CPU per change, mean of each run: "

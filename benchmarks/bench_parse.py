@@ -230,7 +230,8 @@ def scaling(shapes: list[str], forms: list[str], sizes: list[int], seed: int, re
 # --old: one tree's load + check in a fresh process (``python -c``, so any older checkout works)
 SIDE_CHILD = """
 import gc, json, sys, time
-tree, shape, n, form, repeat, memory = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6] == "1"
+tree, shape, n, form, repeat, memory = (sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]),
+                                        sys.argv[6] == "1")
 sys.path[:0] = [tree, tree + "/benchmarks"]
 import sophon_dsl
 from _shapes import build, noop, traced_peak

@@ -17,8 +17,8 @@
 
 ``--postgres URL`` adds (b)-(d) against a PostgreSQL database.  Best of ``--repeat``.
 
-``--old TREE`` measures (b) and (c) on SQLite (and PostgreSQL with ``--postgres``) in this tree and in a checkout of an older
-commit, in fresh processes alternated ``--rounds`` times, and prints them side by side
+``--old TREE`` measures (b) and (c) on SQLite (and PostgreSQL with ``--postgres``) in this tree and in a
+checkout of an older commit, in fresh processes alternated ``--rounds`` times, and prints them side by side
 (ratios new / old: the machine's other load moves both).
 
 Run: python benchmarks/bench_store.py [--calls 10000] [--chain 500] [--resume 10000] [--repeat 3]
@@ -185,7 +185,8 @@ def compare_trees(old: str, a: argparse.Namespace) -> None:
         if o is None:
             say(f"    {key:<58} new {w:7.3f}")
         else:
-            say(f"    {key:<58} {o:7.3f} -> {w:7.3f}  ({w / o:.2f})" if o > 0 else f"    {key:<58} {o:7.3f} -> {w:7.3f}")
+            say(f"    {key:<58} {o:7.3f} -> {w:7.3f}  ({w / o:.2f})" if o > 0
+                else f"    {key:<58} {o:7.3f} -> {w:7.3f}")
 
 
 def child(a: argparse.Namespace) -> None:
@@ -201,7 +202,7 @@ def child(a: argparse.Namespace) -> None:
         if a.postgres:
             targets.append(("PG ", lambda: sophon_dsl.open_store(a.postgres)))
         for name, open_store in targets:
-            for label, (added, loop, writer, _, _) in measure_b(a.calls, a.repeat, open_store).items():
+            for label, (added, loop, _writer, _, _) in measure_b(a.calls, a.repeat, open_store).items():
                 row[f"{name}(b) {label}: +us CPU/call"] = added
                 row[f"{name}(b) {label}: +us event loop/call"] = loop
             for label, (added, _) in measure_c(a.chain, a.repeat, open_store).items():

@@ -134,7 +134,7 @@ def _map_data(call, name: str, tools: Any = None) -> dict[str, Any]:
     spec = call.map
     nodes, edges = _body(call, name)
     body = []
-    for (label, c), b in zip(nodes, body_ids(spec)):
+    for (_label, c), b in zip(nodes, body_ids(spec)):
         entry: dict[str, Any] = {"id": f"{name}[*].{b}", "tool": c.tool, "outputs": _outputs(c)}
         r = call_risk(tools, c)
         if r >= RISKY:  # approval: the plan's, covering every item

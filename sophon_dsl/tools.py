@@ -32,8 +32,8 @@ from .errors import OptionError, OptionTypeError, SophonError
 from .model import Call, Risk, ToolDecl
 from .typed_dicts import pydantic_ready
 
-__all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter", "schemas_from_function",
-           "stdlib_fallback", "tool"]
+__all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter",
+           "schemas_from_function", "stdlib_fallback", "tool"]
 
 
 class NotATool(SophonError, TypeError):

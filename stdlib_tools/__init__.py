@@ -27,8 +27,8 @@ from sophon_dsl.tools import ToolSpec
 
 from .config import StdlibConfig, default_memory_path
 
-__all__ = ["GROUPS", "GroupMismatch", "StdlibConfig", "StdlibSource", "ToolError", "MemoryStore", "all_tools", "cache_info",
-           "check_url", "default_memory_path", "source", "source_for", "tool_names", "truncate_result"]
+__all__ = ["GROUPS", "GroupMismatch", "StdlibConfig", "StdlibSource", "ToolError", "MemoryStore", "all_tools",
+           "cache_info", "check_url", "default_memory_path", "source", "source_for", "tool_names", "truncate_result"]
 
 # group name -> its tool names; the order is the order of all_tools().  Each group is
 # built by ``build(config)`` of the module of the same name in _MODULES.

@@ -19,7 +19,8 @@ from .config import StdlibConfig, uses_config
 from .errors import ToolError
 from .limits import RESULT_TOO_LARGE
 
-__all__ = ["MAX_QUERY_STEPS", "bounded_search", "build", "deep_merge", "parse_path", "set_path", "get_path", "ValidationResult"]
+__all__ = ["MAX_QUERY_STEPS", "bounded_search", "build", "deep_merge", "parse_path", "set_path", "get_path",
+           "ValidationResult"]
 
 Path = Annotated[str | list[str | int],
                  Field(description='a dotted path such as "a.b[0].c", or a list of keys and indexes')]

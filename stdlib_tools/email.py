@@ -60,7 +60,8 @@ def _check_headers(msg: EmailMessage) -> None:
                             f"U+{ord(bad):04X} once decoded (encoded words included): refused")
 
 
-@uses_config("smtp_host", "smtp_port", "smtp_user", "smtp_password", "smtp_sender", "smtp_starttls", "smtp_ssl", "smtp_timeout")
+@uses_config("smtp_host", "smtp_port", "smtp_user", "smtp_password", "smtp_sender", "smtp_starttls", "smtp_ssl",
+             "smtp_timeout")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     def _send_sync(msg: EmailMessage, sender: str, rcpts: list[str]) -> dict[str, tuple[int, bytes]]:
         host = config.smtp_host

@@ -196,7 +196,8 @@ async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]
     return decoder.result()
 
 
-@uses_config("http_allow_list", "http_timeout", "http_max_response_bytes", "http_max_redirects", "http_user_agent", "http_transport")
+@uses_config("http_allow_list", "http_timeout", "http_max_response_bytes", "http_max_redirects", "http_user_agent",
+             "http_transport")
 def build(config: StdlibConfig) -> list[ToolSpec]:
     allow = netguard.AllowList(config.http_allow_list)
 

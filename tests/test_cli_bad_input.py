@@ -117,7 +117,7 @@ def test_input_nested_deeper_than_the_limit(ws, capsys):
 def test_state_must_be_an_object(ws, capsys, command, state, kind):
     code, _, err = run_cli(capsys, command, "e.plan", "--tools", "tools.py", "--input", '{"x": "a"}',
                            "--state", state)
-    assert code == 2 and f"--state: expected a JSON object" in err and f"got {kind}" in err
+    assert code == 2 and "--state: expected a JSON object" in err and f"got {kind}" in err
 
 
 # -- --mocks -------------------------------------------------------------------------------

@@ -289,7 +289,7 @@ def ended_within(proc: subprocess.Popen, seconds: float) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise AssertionError(f"the process was still alive {seconds} s later (the tool sleeps {SLEEP} s)")
+        raise AssertionError(f"the process was still alive {seconds} s later (the tool sleeps {SLEEP} s)") from None
     return out, err
 
 

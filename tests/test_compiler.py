@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import BaseModel
 
@@ -103,7 +105,7 @@ def test_compiled_plan_shape():
     assert c.order == (0, 1)
     assert c.index == {"c1": 0, "sum": 1}
     assert "fetch" in c.tools and "agent.step" in c.tools
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         c.ok = False  # frozen
 
 

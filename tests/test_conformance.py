@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conformance_support import collect_cases  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
-CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "require_implementations", "valid",
-             "diagnostics", "xfail"}
+CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "require_implementations",
+             "valid", "diagnostics", "xfail"}
 
 
 CASES = collect_cases(CORPUS, "")

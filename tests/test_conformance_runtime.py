@@ -22,8 +22,8 @@ through :func:`sophon_dsl.runtime.dry_run` (the real scheduler); a case with
 context), with the same mock answers supplied as its latent executor and
 retry delays skipped; so does a case with ``cascade`` (the run's cascade, ``skip`` or
 ``partial``) and a case with ``wait: true``, whose mocks' ``latency`` is
-waited for in real time (a time limit such as a map's ``@timeout`` can elapse).  ``xfail: reason`` marks a case whose expectation is the
-spec's but which the implementation gets wrong; it must fail (strict).  See
+waited for in real time (a time limit such as a map's ``@timeout`` can elapse).  ``xfail: reason``
+marks a case whose expectation is the spec's but which the implementation gets wrong; it must fail (strict).  See
 spec/README.md#run-time-corpus.
 """
 

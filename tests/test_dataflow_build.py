@@ -41,7 +41,7 @@ OUTPUT = st.one_of(
 def plans(draw):
     n = draw(st.integers(0, 8))
     calls = []
-    for i in range(n):
+    for _ in range(n):
         params = tuple(Param(f"p{k}", v) for k, v in enumerate(draw(st.lists(VALUE, max_size=3))))
         after = tuple(draw(st.lists(st.sampled_from([f"c{j + 1}" for j in range(n)] + ["nope"]), max_size=2)))
         calls.append(Call("t", params, draw(OUTPUT), after=after))

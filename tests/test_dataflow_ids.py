@@ -46,7 +46,7 @@ def test_ids_and_index_as_a_list_and_a_dict(labels, extra):
     want = plan.call_ids()
     check(flow.ids, flow.index, want)
     # grown: one call at a time, with the caller's id (its own, or another)
-    for k, cid in enumerate(extra):
+    for cid in extra:
         call = Call("t")
         own = f"c{len(want) + 1}"
         flow.add_call(call, own if cid is None else cid)

@@ -202,7 +202,7 @@ def test_file_is_recorded():
 @pytest.mark.parametrize("text,expected", [
     ("f(x=1", [("E001", 1, 2)]),  # at the unclosed "("
     ("f(x=1 y=2)", [("E001", 1, 7)]),
-    ("f(x=1)\ng(x=[1 2])\nh(", [("E001", 2, 8), ("E001", 3, 2)]),  # the unclosed '(' 
+    ("f(x=1)\ng(x=[1 2])\nh(", [("E001", 2, 8), ("E001", 3, 2)]),  # the unclosed '('
     ('f(x="abc)', [("E001", 1, 5)]),
     ("f(x=1) ~", [("E001", 1, 8)]),
     ("f(x=foo)", [("E001", 1, 5)]),

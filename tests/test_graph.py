@@ -65,7 +65,7 @@ def test_to_mermaid_escapes_and_edges():
     assert '    n0 -->|"†state.p"| n1' in lines
     assert '    n0 -.->|"after"| n2' in lines
     # every label quote is balanced: exactly two '"' per node line
-    assert all(l.count('"') == 2 for l in lines[1:4])
+    assert all(line.count('"') == 2 for line in lines[1:4])
 
 
 def test_to_dot_escapes_and_edges():

@@ -77,7 +77,8 @@ def plans(draw):
         q = draw(st.sampled_from(QUERIES))
         ref = parse_string_value(f"†{{state.l{k} {q}}}").text("$")  # bare when it can be
         other = draw(st.integers(0, n - 1))
-        lines.append(f'consume(key="r{r}", v={ref}, t="<†{{state.l{other}[-1]}}>", f=$state.l{k}[?rank > `2`] || $state.l{other})')
+        lines.append(f'consume(key="r{r}", v={ref}, t="<†{{state.l{other}[-1]}}>", '
+                     f'f=$state.l{k}[?rank > `2`] || $state.l{other})')
     lines.append(f"return {{\"o\": ${{state.l{n - 1} | [*].url}}}}")
     return loads("\n".join(lines)), results
 

@@ -76,7 +76,8 @@ def test_jarvis_steps_follow_the_planner_rules(tmp_path, capsys):
     found = [(d["code"], d["path"]) for d in json.loads(capsys.readouterr().out)]
     assert found == [("E111", "$"), ("E111", "$[0].success_criterion"), ("E111", "$[0].expected_findings[0]"),
                      ("E111", "$[1].success_criterion")]
-    no_criterion = [{"task": "a", "success_criterion": "a done"}, {"task": "b"}, {"task": "c", "success_criterion": "c"}]
+    no_criterion = [{"task": "a", "success_criterion": "a done"}, {"task": "b"},
+                    {"task": "c", "success_criterion": "c"}]
     diags = parse(json.dumps(no_criterion), "json").diagnostics
     assert [(d.code, d.path) for d in diags] == [("E111", "$[1]"), ("E111", "$[2].success_criterion")]
     ok = [{"task": f"t{i}", "success_criterion": f"c{i}", "expected_findings": ["api_base_url"],

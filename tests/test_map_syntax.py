@@ -35,7 +35,8 @@ def test_dsl_reads_every_option():
     spec = call.map
     assert call.tool == "map" and call.id == "m1" and call.output.op == "||"
     assert spec.over == Reference("input", ("texts",))
-    assert (spec.item, spec.index, spec.concurrency, spec.tolerate, spec.tolerate_percent) == ("text", "i", 4, None, 10.0)
+    got = (spec.item, spec.index, spec.concurrency, spec.tolerate, spec.tolerate_percent)
+    assert got == ("text", "i", 4, None, 10.0)
     assert [c.tool for c in spec.body] == ["translate", "summarize", "map"]
     assert spec.body[1].after == ("translate",) and spec.body[1].id == "sum"
     assert spec.body[2].map.item == "row"

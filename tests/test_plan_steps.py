@@ -6,7 +6,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
 
 import sophon_dsl
 from sophon_dsl import tool

@@ -27,7 +27,8 @@ def project(tmp_path: Path, body: str, name: str = "pyproject.toml") -> Path:
 
 
 def test_found_walking_up_and_paths_are_relative_to_the_file(tmp_path):
-    plan = project(tmp_path, '[project]\nname = "x"\n\n[tool.sophon-dsl]\ntools = ["tools.py", "mcp:stdio:srv", "mymod"]\n')
+    plan = project(tmp_path, '[project]\nname = "x"\n\n'
+                             '[tool.sophon-dsl]\ntools = ["tools.py", "mcp:stdio:srv", "mymod"]\n')
     assert find_config(plan) == tmp_path / "pyproject.toml"
     config = discover(plan)
     assert config.get("tools") == (str(tmp_path / "tools.py"), "mcp:stdio:srv", "mymod")

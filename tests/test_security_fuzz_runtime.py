@@ -30,8 +30,6 @@ on any crash or overrun.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import random
 import time
@@ -464,8 +462,9 @@ def fuzz_stream(n: int, seed: int, agent_every: int = AGENT_EVERY) -> dict:
         limit = MAX_TIME + OVERRUN + (2.0 if agent else 0.0) + READ_COST * len(text)
         if used > limit:
             overruns += 1
-            crashes.append(("overrun", text[:160], f"{'agent' if agent else 'read'} {used:.1f} s of CPU ({took:.1f} s), "
-                                                   f"{len(text):,} characters"))
+            crashes.append(("overrun", text[:160],
+                            f"{'agent' if agent else 'read'} {used:.1f} s of CPU ({took:.1f} s), "
+                            f"{len(text):,} characters"))
     return {"inputs": n, "clean": clean, "ran": ran, "slowest": slowest, "slowest_cpu": slowest_cpu,
             "overruns": overruns,
             "crashes": crashes}

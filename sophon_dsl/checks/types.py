@@ -186,8 +186,6 @@ class ParamTypes(Rule):
             return
         try:
             instance = literal_json(p.value)
-            import jsonschema
-
             err = _first_best_match(list(v.iter_errors(instance)))
         except Exception:  # unresolvable $ref, bad regex...: skip
             return

@@ -18,7 +18,9 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, positive_int, positive_seconds
+# positive_int, positive_seconds: re-exported, as sophon_dsl/cli.py had them before the CLI became a package
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from .common import positive_int as positive_int, positive_seconds as positive_seconds
 from .parser import add_source_args, add_tools_arg, build_parser
 from .registry import registry_for
 

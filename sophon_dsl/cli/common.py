@@ -23,8 +23,9 @@ from ..loader import LoadResult, format_for_path, parse, parse_file
 from ..model import Plan
 
 __all__ = [
-    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "exit_for_status", "MAX_DEPTH", "UsageError", "approver_for", "excerpt", "excerpt_lines",
-    "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "plan_files", "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
+    "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "exit_for_status", "MAX_DEPTH", "UsageError", "approver_for",
+    "excerpt", "excerpt_lines", "json_depth", "lone_surrogate_path", "on_signals", "parse_json_arg", "plan_files",
+    "positive_int", "positive_seconds", "print_diagnostics", "print_invalid",
     "provider_problem", "provider_usage_error", "read_flag_file", "read_plan", "read_stdin", "sniff_format",
     "write_file",
 ]

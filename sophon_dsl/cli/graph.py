@@ -1,8 +1,9 @@
 """``sophon-dsl graph PLAN...``: data-flow graphs as Mermaid, Graphviz dot or JSON.
 
 One plan prints one graph; several print one graph each, in turn, each naming its file in
-a comment line (``%% FILE``, ``// FILE``; JSON: a list of the graphs, each with its ``file``).  A directory stands for the DSL plan files under it
-(``common.plan_files``) and always gives the several-plan form, however many it holds."""
+a comment line (``%% FILE``, ``// FILE``; JSON: a list of the graphs, each with its ``file``).
+A directory stands for the DSL plan files under it (``common.plan_files``) and always gives the
+several-plan form, however many it holds."""
 
 from __future__ import annotations
 

@@ -334,7 +334,8 @@ def _goal_args(sub: argparse._SubParsersAction) -> None:
 
 # in the order ``--help`` lists them
 COMMAND_ARGS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args, _classify_args, _goal_args,
+    _check_args, _fmt_args, _graph_args, _run_args, _dry_run_args, grammar_args, schema_args, agent_args,
+    _classify_args, _goal_args,
 )
 
 
@@ -399,7 +400,8 @@ def _resume_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="resume even if the plan or its tools' sources changed")
     p.add_argument("--provider", default=None, metavar="SPEC",
                    help="an agent run's provider (default: the one it was started with)")
-    p.add_argument("--model", default=None, metavar="M", help="an agent run's model (default: the one it was started with)")
+    p.add_argument("--model", default=None, metavar="M",
+                   help="an agent run's model (default: the one it was started with)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     _store_only(p)
 
@@ -462,7 +464,8 @@ def _ui_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, metavar="TOKEN",
                    help="access token checked on every request (default: $SOPHON_DSL_UI_TOKEN)")
     p.add_argument("--open", action="store_true", help="open the dashboard in the default browser")
-    p.add_argument("--run", default=None, metavar="RUN_ID", help="with --open: open this run's page ('latest': the newest run)")
+    p.add_argument("--run", default=None, metavar="RUN_ID",
+                   help="with --open: open this run's page ('latest': the newest run)")
 
 
 COMMAND_ARGS += (_ui_args,)

@@ -132,7 +132,8 @@ def _show(store, args: argparse.Namespace) -> int:
     print(_json(data["state"]))
     if args.log:
         for m in data["log"]:
-            print(f"  #{m['seq']} {_safe(m['call'] or '-')}: {_safe(m['kind'] + ''.join('.' + str(p) for p in m['path']))} "
+            path = ''.join('.' + str(p) for p in m['path'])
+            print(f"  #{m['seq']} {_safe(m['call'] or '-')}: {_safe(m['kind'] + path)} "
                   f"{m['method']} {_safe(json.dumps(m['value'], ensure_ascii=False, default=str))}")
     return EXIT_OK
 

@@ -180,8 +180,8 @@ class AgentRecord:
         owned = backend is not store or getattr(store, "close_after_run", False)
         owner = owner_id()
         try:
-            backend.create_run(run_id, plan_id=AGENT_KIND, goal=spec["request"][:200], spec={"kind": AGENT_KIND, **spec},
-                               plan_hash=hash_, owner=owner).result()
+            backend.create_run(run_id, plan_id=AGENT_KIND, goal=spec["request"][:200],
+                               spec={"kind": AGENT_KIND, **spec}, plan_hash=hash_, owner=owner).result()
         except BaseException:
             if owned:
                 backend.close()

@@ -256,7 +256,8 @@ class RunStore:
         for n, (_op, fut, note) in enumerate(batch):
             try:
                 if isinstance(results, BaseException):
-                    err = results if isinstance(results, StoreError) else StoreError(f"{type(results).__name__}: {results}")
+                    err = (results if isinstance(results, StoreError)
+                           else StoreError(f"{type(results).__name__}: {results}"))
                     fut.set_exception(err)
                 else:
                     fut.set_result(results[n])

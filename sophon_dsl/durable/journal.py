@@ -37,7 +37,8 @@ from ..runtime.state import StateLog
 from ..runtime.store import CommitListener, MemoryStore
 from .base import SCALARS, dumps, dumps_flat
 
-__all__ = ["BeforeStart", "CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json", "restore_record"]
+__all__ = ["BeforeStart", "CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json",
+           "restore_record"]
 
 CALL_OUTCOME_UNKNOWN = "Call.OutcomeUnknown"
 STORE_FAILED = "Store.CommitFailed"

@@ -149,7 +149,8 @@ def waiting_lines(waiting: Any) -> list[str]:
         lines.append(f"call {shown_text(waiting.get('call_id'))} started before the run was interrupted and its "
                      "outcome is unknown: approving runs it again")
     for c in waiting.get("calls") or ():
-        lines.append(f"{shown_text(c.get('id'), 200)}: {shown_text(c.get('tool'), 200)} (risk {shown_text(c.get('risk'), 40)})")
+        lines.append(f"{shown_text(c.get('id'), 200)}: {shown_text(c.get('tool'), 200)} "
+                     f"(risk {shown_text(c.get('risk'), 40)})")
         if c.get("why"):
             lines.append(f"    why: {shown_text(c['why'])}")
         if c.get("args"):

@@ -507,7 +507,10 @@ def _drop_initial(journal: Journal) -> Any:
 
     def write(kind: str, path: tuple, value: Any, method: Any = None, call: Any = None) -> None:
         if call is not None:
-            log_write(kind, path, value, method, call) if method is not None else log_write(kind, path, value, call=call)
+            if method is not None:
+                log_write(kind, path, value, method, call)
+            else:
+                log_write(kind, path, value, call=call)
 
     return write
 

@@ -261,7 +261,8 @@ class GoalRunner:
         from ..llm.agent import Agent
 
         a = self.agent
-        return Agent(a.provider, tools if tools is not None else self.tools_for(hint), mode=a.mode, max_turns=self.subagent_turns, approve=a.approve,
+        return Agent(a.provider, tools if tools is not None else self.tools_for(hint), mode=a.mode,
+                     max_turns=self.subagent_turns, approve=a.approve,
                      max_calls=a.max_calls, model=a.model, on_event=a.on_event, latent_provider=a.latent_provider,
                      temperature=a.temperature, max_tokens=a.max_tokens, system=a.system,
                      run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint,
@@ -346,7 +347,8 @@ class _Loop:
         except PlannerError as exc:
             return GoalStatus.FAILED, f"planner error: {exc}"
 
-    async def answered(self, last_steps: list[PlannedStep], approve: bool, reason: str) -> tuple[GoalStatus, str | None]:
+    async def answered(self, last_steps: list[PlannedStep], approve: bool,
+                       reason: str) -> tuple[GoalStatus, str | None]:
         """Continue a goal that waited for a person: ``approve`` passes every waiting step,
         else they fail; then the rest of that plan runs (or the loop replans)."""
         number = len(self.plans) - 1
@@ -393,7 +395,8 @@ class _Loop:
                                                  if d in self.completed}})
         for s in steps:                   # plan order: a step's dependencies are recorded first
             if s.id not in done.records:
-                blocked = [d for d in s.depends_on if d in done.records and done.records[d].status is not StepStatus.DONE]
+                blocked = [d for d in s.depends_on
+                           if d in done.records and done.records[d].status is not StepStatus.DONE]
                 note = f"not run: {', '.join(blocked)} did not succeed" if blocked else _skip_note(result, s.id)
                 done.records[s.id] = StepRecord(s.id, s.task, StepStatus.SKIPPED, note=note, plan=done.number)
         done.records = {s.id: done.records[s.id] for s in steps}    # plan order, not completion order
@@ -456,7 +459,8 @@ class _Loop:
             return StepOutcome(SubAgentStatus.SUCCEEDED, result.output)
         if result.status == "rejected" or _approval_refused(result):
             return StepOutcome(SubAgentStatus.REJECTED, result.output,
-                               result.error if result.status == "rejected" else "an approval the step needed was refused")
+                               result.error if result.status == "rejected"
+                               else "an approval the step needed was refused")
         if result.provider_error is None and len(result.turns) >= agent.max_turns and \
                 (result.error or "").startswith("no final output"):
             if result.output is None and not _any_call_succeeded(result):

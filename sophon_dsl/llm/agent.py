@@ -662,9 +662,11 @@ class Agent:
                 outcome = await turn.finish()          # nothing was dispatched: status "invalid"
             else:
                 approver = durable.wrapped_approver if durable is not None else self._approver
+                # a durable run's "waits for a person" signal; without one, () catches nothing
+                waiting: type[BaseException] | tuple[()] = durable.waiting_signal if durable is not None else ()
                 try:
                     outcome, dry, stop = await self._lazy_gate(n, turn, plan, input, kinds, approver)
-                except durable.waiting_signal if durable is not None else ():
+                except waiting:
                     outcome = await turn.finish()  # (nothing ran: the plan waits for a person)
         if durable is not None:  # every completion of the turn is committed before the next turn
             await durable.journal.flush()

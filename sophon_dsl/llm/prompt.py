@@ -27,8 +27,8 @@ from ..tools import ToolSpec
 from .provider import Message
 
 __all__ = [
-    "SYSTEM_DSL", "SYSTEM_JSON", "build_messages", "compact_dsl", "compact_plan", "render_errors", "render_plan", "render_state",
-    "schema_type", "solution_schema", "token_report", "tool_signature", "tools_json",
+    "SYSTEM_DSL", "SYSTEM_JSON", "build_messages", "compact_dsl", "compact_plan", "render_errors", "render_plan",
+    "render_state", "schema_type", "solution_schema", "token_report", "tool_signature", "tools_json",
 ]
 
 SYSTEM_DSL = """\

@@ -322,7 +322,8 @@ class StreamScheduler:
         opts = options or RunOptions()
         # streamed=False: the whole plan is added before it runs (lazy, after_reply): reads wait for the close
         self.feed = GrowingPlan(header, order, streamed)
-        invoker = StreamInvoker(LocalInvoker(opts.executor, opts.max_threads or opts.max_workers), delegate, opts.executor)
+        local = LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
+        invoker = StreamInvoker(local, delegate, opts.executor)
         self.scheduler = Scheduler(self.feed, registry, input=input, state=state, context=context,
                                    options=opts, bus=bus, plan_id=plan_id, invoker=invoker, store=store)
         self.scheduler.on_dispatch = self._dispatched
@@ -863,7 +864,8 @@ class StreamTurn:
         if result is not None:
             at = self._turn_index
             for i, rec in enumerate(result.calls):
-                if rec.status == "failed" and not rec.caught and at.get(i) not in self.refused and rec.error is not None:
+                if (rec.status == "failed" and not rec.caught and at.get(i) not in self.refused
+                        and rec.error is not None):
                     call = self.calls[at[i]] if i in at else self._sched.scheduler.calls[i]  # (or a map's item call)
                     errors.append({"call": _call_text(call), "id": rec.id, "error": rec.error.to_json()})
             if result.error is not None and result.error.error in (REF_UNRESOLVED, OUTPUT_INVALID):

@@ -228,7 +228,7 @@ class McpToolSource:
                     result = await session.call_tool(name, args)
             else:
                 result = await session.call_tool(name, args)
-        except TimeoutError as exc:
+        except TimeoutError:
             # the config's timeout is a deadline like the run's own: Tool.Timeout (a plain
             # TimeoutError would be an ordinary tool failure, runtime/errors.py)
             if self.config.timeout is not None and deadline.cancel_called:

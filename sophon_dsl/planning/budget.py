@@ -165,4 +165,5 @@ class BudgetedProvider:
                 out_chars += len(delta)
                 yield delta
         finally:
-            self.usage.add(self.budget.record(self.name, name, prompt, (out_chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN))
+            out_tokens = (out_chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+            self.usage.add(self.budget.record(self.name, name, prompt, out_tokens))

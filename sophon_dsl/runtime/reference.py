@@ -29,8 +29,8 @@ from ..toolsource import resolve_tools
 from ..checks.schema import offline_registry, offline_validator, write_schema
 from ..diagnostics import Diagnostic, Severity
 from ..errors import OptionError
-from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo, PlanInvalid,
-                     error_from_exception, matches)
+from .errors import (OUTPUT_INVALID, REF_TOO_EXPENSIVE, REF_UNRESOLVED, STATE_INVALID, TOOL_OUTPUT_INVALID, ErrorInfo,
+                     PlanInvalid, error_from_exception, matches)
 from .protocols import Branch
 from .result import CallRecord, RunResult
 

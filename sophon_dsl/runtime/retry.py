@@ -87,8 +87,8 @@ def _text(call: Call) -> str:
 
 
 async def alternative_for(s: RunState, i: int, call: Call, err: Any) -> tuple[Call, dict, Any] | None:
-    """Ask ``s.opts.advisor`` (``s``: the run's state, as the call runner has it) for an alternative to call ``i``, which
-    failed with ``err`` after its retry policy; check it and, when it may run, return
+    """Ask ``s.opts.advisor`` (``s``: the run's state, as the call runner has it) for an alternative to call
+    ``i``, which failed with ``err`` after its retry policy; check it and, when it may run, return
     ``(call, args, inline)`` with the record and the call's spec switched to it.  The
     record's ``alternative`` says what was proposed and, when refused, why."""
     if err.error.startswith(NO_ADVICE_PREFIXES):

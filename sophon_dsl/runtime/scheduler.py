@@ -162,7 +162,8 @@ class Scheduler:
         run_id = self.barrier.run_id if self.barrier is not None else None
         if self.barrier is not None:
             self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
-        self.invoker: Invoker = invoker if invoker is not None else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers)
+        self.invoker: Invoker = (invoker if invoker is not None
+                                 else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers))
         header = self.feed.plan
         self.plan_id = plan_id or header.id or "plan"
         self.goal = header.goal
@@ -750,7 +751,6 @@ class Scheduler:
         return ErrorInfo(PLAN_CANCELLED, stop_cause(why))
 
     async def _shutdown(self) -> None:
-        why = self._stopping
         for t in self._tasks.values():
             if not t.done():
                 t.cancel()

@@ -263,8 +263,9 @@ class StateLog:
     """Append-only log with an incrementally maintained resolved view per kind.
 
     Entries are kept as plain tuples ``(kind, path, value, method name, call, date)``, the
-    date as text or as a ``time.time()`` timestamp formatted when read (the position is the sequence number): a tuple of strings and numbers is untracked by
-    the cyclic GC, whereas one object per write stays tracked for the whole run.
+    date as text or as a ``time.time()`` timestamp formatted when read (the position is the sequence
+    number): a tuple of strings and numbers is untracked by the cyclic GC, whereas one object per
+    write stays tracked for the whole run.
     :attr:`messages` builds the :class:`Message` objects when asked.
     """
 
@@ -275,7 +276,8 @@ class StateLog:
     @property
     def messages(self) -> list[Message]:
         """The log as :class:`Message` objects, oldest first (built on each access)."""
-        return [Message(seq, e[0], e[1], e[2], _METHODS[e[3]], e[4], _date(e[5])) for seq, e in enumerate(self._entries)]
+        return [Message(seq, e[0], e[1], e[2], _METHODS[e[3]], e[4], _date(e[5]))
+                for seq, e in enumerate(self._entries)]
 
     def __len__(self) -> int:
         return len(self._entries)

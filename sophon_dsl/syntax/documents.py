@@ -391,8 +391,9 @@ class _Reader:
         ids: list[str] = []
         for i, item in enumerate(node.value, 1):
             idn = item.get("id") if item.is_object else None
-            if idn is not None and idn.is_scalar and (idn.is_string and idn.value.strip()
-                                                      or isinstance(idn.value, int) and not isinstance(idn.value, bool)):
+            if idn is not None and idn.is_scalar and (
+                    idn.is_string and idn.value.strip()
+                    or isinstance(idn.value, int) and not isinstance(idn.value, bool)):
                 ids.append(str(idn.value))
             else:
                 ids.append(f"step{i}")

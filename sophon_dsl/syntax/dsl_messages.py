@@ -368,7 +368,8 @@ def _decorators(w: _Where) -> Found:
 
 
 _RULES: tuple[Callable[[_Where], Found], ...] = (
-    _chars, _comment_value, _brackets, _ref_brackets, _decorators, _positional, _operators, _assignments, _separators, _endings)
+    _chars, _comment_value, _brackets, _ref_brackets, _decorators, _positional, _operators, _assignments, _separators,
+    _endings)
 
 
 def explain(found: str, text: str, line: int, col: int, pos: int, expected: Any, source: str) -> Found:

@@ -98,4 +98,4 @@ def request_span(provider: Any, model: str | None, operation: str = "chat") -> A
     return LLMSpan(tracer(), provider, model, operation, context=call_context())
 
 
-from .context import _LIVE, call_context, inject, parse_traceparent, traceparent  # noqa: E402
+from .context import call_context, inject, parse_traceparent, traceparent  # noqa: E402

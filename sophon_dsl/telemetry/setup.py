@@ -42,7 +42,8 @@ def wanted(env: Mapping[str, str] | None = None) -> bool:
     return bool(_exporters(env))
 
 
-def configure(env: Mapping[str, str] | None = None, warn: Callable[[str], None] | None = None) -> Callable[[], None] | None:
+def configure(env: Mapping[str, str] | None = None,
+              warn: Callable[[str], None] | None = None) -> Callable[[], None] | None:
     """Install the tracer provider the environment describes; returns the function that
     flushes and shuts it down (None when nothing was installed).  Without the SDK (the
     ``otel`` extra) it warns and returns None: a run is never refused for its traces.

@@ -127,7 +127,8 @@ class UI:
             return kept["page"]
         progress = self.committed(head, kept)
         calls = data.call_rows(pv["plan"], pv["ids"], progress)
-        out = (calls, data.snapshot(self.store, head, pv["plan"], progress), data.timeline({"calls": calls}, pv["deps"]))
+        out = (calls, data.snapshot(self.store, head, pv["plan"], progress),
+               data.timeline({"calls": calls}, pv["deps"]))
         if kept is not None:
             kept["page"] = out
         return out
@@ -278,7 +279,8 @@ def _run_page(ui: UI, head: dict, info: dict, offset: int = 0) -> HTMLResponse:
         err = f'{c["error"].get("error")}: {c["error"].get("cause")}' if isinstance(c.get("error"), dict) else ""
         body.append(f'<tr data-call="{esc(c["id"])}"><td><button class="open" data-call="{esc(c["id"])}">'
                     f'{esc(c["id"])}</button></td><td>{esc(c["tool"])}</td>'
-                    f'<td><span class="st st-{esc(st.replace(" ", "-"))}" data-status-of="{esc(c["id"])}">{esc(st)}</span></td>'
+                    f'<td><span class="st st-{esc(st.replace(" ", "-"))}" data-status-of="{esc(c["id"])}">'
+                    f'{esc(st)}</span></td>'
                     f'<td data-attempts-of="{esc(c["id"])}">{esc(c.get("attempts"))}</td>'
                     f'<td class="err">{esc(err)}</td></tr>')
     body.append('</tbody></table></div><section id="panel" hidden><h2>Call <span id="panel-id"></span></h2>'
@@ -318,11 +320,13 @@ def _agent_body(view: dict) -> str:
         n = esc(t.get("turn"))
         note = "" if t.get("complete") else " · reply incomplete"
         rows = "".join(
-            f'<tr><td>{esc(c.get("id"))}</td><td><span class="st st-{esc(_st(c).replace(" ", "-"))}">{esc(_st(c))}</span></td>'
+            f'<tr><td>{esc(c.get("id"))}</td>'
+            f'<td><span class="st st-{esc(_st(c).replace(" ", "-"))}">{esc(_st(c))}</span></td>'
             f'<td>{esc(c.get("attempts"))}</td><td class="err">{esc(_err(c.get("error")))}</td></tr>'
             for c in t.get("calls") or ())
         calls = ('<div class="scroll"><table class="calls"><thead><tr><th>call</th><th>status</th><th>attempts</th>'
-                 f'<th>error</th></tr></thead><tbody>{rows or "<tr><td colspan=4>no calls</td></tr>"}</tbody></table></div>')
+                 f'<th>error</th></tr></thead><tbody>{rows or "<tr><td colspan=4>no calls</td></tr>"}'
+                 '</tbody></table></div>')
         plan = (f'<h4>Plan</h4><pre class="plan">{esc(t["plan"])}</pre>' if t.get("plan") else "")
         parts.append(f'<section class="turn" data-turn="{n}"><h3>Turn {n}{note}</h3>'
                      f'<h4>Reply</h4><pre class="reply">{esc(t.get("reply") or "")}</pre>{plan}'
@@ -356,7 +360,8 @@ def _goal_body(view: dict) -> str:
     facts = view.get("facts") or {}
     frows = "".join(f'<tr><td>{esc(k)}</td><td><pre>{_pretty(v)}</pre></td></tr>' for k, v in facts.items())
     parts.append(f'<h2>Facts ({len(facts)})</h2><div class="scroll"><table class="facts"><thead><tr><th>fact</th>'
-                 f'<th>value</th></tr></thead><tbody>{frows or "<tr><td colspan=2>none</td></tr>"}</tbody></table></div>')
+                 f'<th>value</th></tr></thead><tbody>{frows or "<tr><td colspan=2>none</td></tr>"}'
+                 '</tbody></table></div>')
     return "".join(parts)
 
 

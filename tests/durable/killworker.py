@@ -35,7 +35,8 @@ def main() -> None:
     elif action == "resume":
         result = sophon_dsl.resume(run_id, store=url, tools=plans.TOOLS, unknown="rerun", on_event=on_event)
     else:  # "plain": no store (the reference)
-        result = sophon_dsl.run(plans.seeded_plan(seed, maps=True), tools=plans.TOOLS, input={"zero": 0}, on_event=on_event)
+        result = sophon_dsl.run(plans.seeded_plan(seed, maps=True), tools=plans.TOOLS, input={"zero": 0},
+                                on_event=on_event)
     t_go = t_go[0]
     # when the calls ran, from "go" (the kill test calibrates its kill window on it)
     started = [c.started for c in result.calls if c.started is not None]

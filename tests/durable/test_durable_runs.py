@@ -55,7 +55,8 @@ def test_current_call_in_async_and_thread_pool_tools():
     @tool
     def sync_tool() -> str:
         c = sophon_dsl.current_call()
-        seen.append(("main" if threading.current_thread() is threading.main_thread() else "worker", c.call_id, c.key, c.attempt))
+        where = "main" if threading.current_thread() is threading.main_thread() else "worker"
+        seen.append((where, c.call_id, c.key, c.attempt))
         return "ok"
 
     @tool

@@ -33,7 +33,8 @@ def _ids(paths):
 
 
 def test_the_walk_finds_the_nested_examples():
-    assert {"competitors.plan", "map.plan", "stdlib/data.plan", "seed004/01_plan_two_calls.plan"} <= set(_ids(DSL_PLANS))
+    assert {"competitors.plan", "map.plan", "stdlib/data.plan",
+            "seed004/01_plan_two_calls.plan"} <= set(_ids(DSL_PLANS))
     assert {"competitors.json", "competitors.yaml", "map.yaml"} <= set(_ids(DATA_PLANS))
 
 

@@ -43,7 +43,8 @@ def test_run_and_check_succeed_as_the_page_says(ws, capsys):
 
 
 def test_the_misspelt_tool_is_reported_as_shown(ws, capsys):
-    shown = PAGE.split("A problem is reported once, with its place and a stable code:\n\n```\n", 1)[1].split("```", 1)[0]
+    shown = PAGE.split("A problem is reported once, with its place and a stable code:\n\n```\n", 1)[1]
+    shown = shown.split("```", 1)[0]
     plan = ws / "hello.plan"
     plan.write_text(plan.read_text(encoding="utf-8").replace("= summarizeProfile(", "= summariseProfile("),
                     encoding="utf-8")

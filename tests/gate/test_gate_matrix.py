@@ -67,10 +67,14 @@ def wrap(origin: str, snippet: str) -> str:
 
 # -- latent: the same tools, declared in the plan without code, run by an executor
 
-LATENT_DECLS = """tool pay = {"description": "pays", "risk": "high", "input": {"type": "object", "properties": {"amount": {"type": "integer"}}}, "output": {"type": "integer"}}
-tool http.get = {"description": "GET a URL", "input": {"type": "object", "properties": {"url": {"type": "string"}}}, "output": {"type": "string"}}
-tool note = {"description": "notes", "input": {"type": "object", "properties": {"x": {"type": "integer"}}}, "output": {"type": "integer"}}
-"""
+LATENT_DECLS = (
+    'tool pay = {"description": "pays", "risk": "high", '
+    '"input": {"type": "object", "properties": {"amount": {"type": "integer"}}}, "output": {"type": "integer"}}\n'
+    'tool http.get = {"description": "GET a URL", '
+    '"input": {"type": "object", "properties": {"url": {"type": "string"}}}, "output": {"type": "string"}}\n'
+    'tool note = {"description": "notes", '
+    '"input": {"type": "object", "properties": {"x": {"type": "integer"}}}, "output": {"type": "integer"}}\n'
+)
 
 
 class RecordingExecutor:

@@ -92,7 +92,8 @@ def test_a_goal_waiting_for_a_person_continues_with_approve(tmp_path, capsys, mo
     (tmp_path / "agents.yaml").write_text(
         'keyed:\n  - match: "Request: Look up (\\\\w+)"\n    reply: "return \\"done\\""\n', encoding="utf-8")
     (tmp_path / "evaluator.yaml").write_text(
-        'keyed:\n  - match: "Task: Look up beta"\n    reply: \'{"verdict": "hitl", "confidence": 0.5, "note": "ask"}\'\n'
+        'keyed:\n  - match: "Task: Look up beta"\n'
+        '    reply: \'{"verdict": "hitl", "confidence": 0.5, "note": "ask"}\'\n'
         '  - match: "Task:"\n    reply: \'{"verdict": "pass", "confidence": 0.9, "note": "ok"}\'\n', encoding="utf-8")
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     argv = ["goal", "Look things up", "--tools", str(tmp_path / "t.py"), "--provider",

@@ -195,8 +195,6 @@ def test_branching_plan_takes_the_error_branch_and_skips_the_happy_path():
 
 
 def test_branch_picked_by_the_activity():
-    events: list = []
-
     @tool
     async def weather(city: str) -> dict:
         return Branch("†state.rainy", {"city": city})
@@ -265,8 +263,8 @@ def test_max_turns_bounds_the_loop():
 def test_eager_latent_inline_output_and_llm_executed_latent_call():
     from sophon_dsl.model import ToolDecl
 
-    sentiment = ToolDecl("sentiment", "Sentiment of a text", {"type": "object", "properties": {"text": {"type": "string"}},
-                                                              "required": ["text"]},
+    sentiment = ToolDecl("sentiment", "Sentiment of a text",
+                         {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
                          {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]})
     topic = ToolDecl("topic", "Topic of a text", {"type": "object", "properties": {"text": {"type": "string"}}},
                      {"type": "string"})

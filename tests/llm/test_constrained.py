@@ -404,9 +404,9 @@ def test_cli_schema(capsys):
     code, out, _ = _run(["schema", "--tools", tools, "--response-format", "--all-meta"], capsys)
     rf = json.loads(out)
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
+    branches = rf["json_schema"]["schema"]["properties"]["calls"]["items"]["anyOf"]
     assert any(n.startswith("files.") for n in
-               (b["properties"]["_tool"]["enum"][0] for b in rf["json_schema"]["schema"]["properties"]["calls"]["items"]["anyOf"]
-                if "_tool" in b["properties"]))
+               (b["properties"]["_tool"]["enum"][0] for b in branches if "_tool" in b["properties"]))
 
 
 def _registered_in_main() -> bool:

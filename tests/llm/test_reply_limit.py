@@ -115,8 +115,8 @@ def test_collect_is_bounded():
 def test_a_latent_call_with_an_endless_reply_fails_its_call():
     from sophon_dsl.model import ToolDecl
 
-    summarize = ToolDecl("summarize", "Summarize a text", {"type": "object", "properties": {"text": {"type": "string"}}},
-                         {"type": "string"})
+    summarize = ToolDecl("summarize", "Summarize a text",
+                         {"type": "object", "properties": {"text": {"type": "string"}}}, {"type": "string"})
 
     class EndlessLatent:
         name = "endless-latent"

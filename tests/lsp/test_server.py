@@ -129,7 +129,8 @@ async def test_input_paths_from_the_schema(client: LanguageClient):
     uri = open_doc(client, BASE / "e.plan", text)
     await diagnostics_for(client, uri)
     got = await client.text_document_completion_async(t.CompletionParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=1, character=len("gmail.send(to=$input."))))
+        text_document=t.TextDocumentIdentifier(uri=uri),
+        position=t.Position(line=1, character=len("gmail.send(to=$input."))))
     assert [i.label for i in got.items] == ["team"]
 
 
@@ -138,7 +139,8 @@ async def test_hover_tool_reference_and_code(client: LanguageClient):
     await diagnostics_for(client, uri)
 
     async def hover(p: t.Position) -> str:
-        h = await client.text_document_hover_async(t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri), position=p))
+        h = await client.text_document_hover_async(
+            t.HoverParams(text_document=t.TextDocumentIdentifier(uri=uri), position=p))
         return h.contents.value if h else ""
 
     tool = await hover(pos(PLAN, "gmail.send", 2))

@@ -72,7 +72,8 @@ def plans(draw):
             (Reference("state", (f"m{m}",)),)
         calls.append(make_map_call(spec, output=OutputTarget(paths, "||" if catch else None)))
     if draw(st.booleans()):
-        calls.append(Call("work", (Param("v", Reference("state", ("m0",))),), OutputTarget((Reference("state", ("after",)),))))
+        calls.append(Call("work", (Param("v", Reference("state", ("m0",))),),
+                          OutputTarget((Reference("state", ("after",)),))))
     return Plan(tuple(calls))
 
 

@@ -176,8 +176,8 @@ class _Gen:
         self.templates: set = set()         # keys read inside templates
 
     def readable(self, t: int) -> tuple[list, list, list]:
-        """(paths earlier calls may write; likely paths: what earlier calls may write, their prefixes and extensions, initial
-        data; every path that may be read)."""
+        """(paths earlier calls may write; likely paths: what earlier calls may write, their prefixes and
+        extensions, initial data; every path that may be read)."""
         written = {k for ks in self.out_keys for k in ks}
         memo = any(w[0] == "memo" for w in written)
         every = [k for k in W_POOL + R_EXTRA if k[0] != "memo" or memo]
@@ -302,7 +302,8 @@ def plans(draw):
             retry = RetryPolicy(max_attempts=draw(st.integers(1, 3)), interval=0,
                                 errors=draw(st.sampled_from([(), (), ("My.*",), ("Tool.Failed",),
                                                              ("Tool.OutputInvalid", "Other.Bad"), ("*",)])))
-        specs.append(dict(key=key, tool="think" if latent else draw(st.sampled_from(["step", "step", "stepsync", "steptyped"])),
+        tool_name = "think" if latent else draw(st.sampled_from(["step", "step", "stepsync", "steptyped"]))
+        specs.append(dict(key=key, tool=tool_name,
                           params=tuple(params) if not latent else (), target=target, inline=inline,
                           after=after, retry=retry, timeout=30 if draw(st.integers(0, 5)) == 0 else None,
                           explicit=draw(st.integers(0, 3)) == 0, latent=latent, outs=outs))

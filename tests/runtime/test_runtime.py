@@ -11,7 +11,7 @@ import pytest
 from sophon_dsl.loader import parse
 from sophon_dsl.model import OutputMethod
 from sophon_dsl.runtime import (
-    ApprovalDecision, Branch, PlanInvalid, RunError, arun, dry_run, run, start,
+    ApprovalDecision, Branch, PlanInvalid, RunError, dry_run, run, start,
 )
 from sophon_dsl.runtime.state import StateLog
 from sophon_dsl.tools import tool
@@ -188,8 +188,6 @@ def test_call_timeout_and_plan_timeout():
 
 
 def test_cancel_and_event_stream():
-    gate = asyncio.Event
-
     async def main():
         started = asyncio.Event()
 

@@ -16,11 +16,11 @@ from runtime.test_reference_agreement import _names_only, make_tool, plans
 
 async def _both(plan, behaviours, latencies, inp, executor):
     out = []
-    for executor in (None, executor):
+    for ex in (None, executor):
         try:
             # each run gets its own tool: its attempt counters start from zero
             out.append(await arun(plan, [make_tool(behaviours, latencies)], input=inp, state={"seed": 1},
-                                  validate_input=False, tool_executor=executor))
+                                  validate_input=False, tool_executor=ex))
         except PlanInvalid as exc:
             out.append(sorted(d.code for d in exc.diagnostics))
     return out

@@ -57,8 +57,8 @@ def test_a_tools_file_runs_in_worker_processes_and_everything_comes_back_as_loca
     remote = sophon_dsl.run(BOUNDARY, tools, tool_executor=_ex(proc_cluster))
     local = sophon_dsl.run(BOUNDARY, tools)
     me = os.getpid()
-    worker_pids = set(proc_cluster.scheduler_info["workers"][w]["pid"] for w in proc_cluster.scheduler_info["workers"]) \
-        if "pid" in next(iter(proc_cluster.scheduler_info["workers"].values())) else None
+    workers = proc_cluster.scheduler_info["workers"]
+    worker_pids = set(workers[w]["pid"] for w in workers) if "pid" in next(iter(workers.values())) else None
     st = remote.state["state"]
     assert st["pid"] != me and st["apid"]["pid"] != me and st["report"]["pid"] != me
     if worker_pids:

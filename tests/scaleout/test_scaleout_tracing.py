@@ -50,7 +50,8 @@ def traced_remotely(x: str) -> dict:
     (inner,) = exporter.get_finished_spans()
     provider.shutdown()
     return {"pid": os.getpid(), "traceparent": current_call().traceparent,
-            "trace": f"{inner.context.trace_id:032x}", "parent": f"{inner.parent.span_id:016x}" if inner.parent is not None else None}
+            "trace": f"{inner.context.trace_id:032x}",
+            "parent": f"{inner.parent.span_id:016x}" if inner.parent is not None else None}
 
 
 def _tp(span) -> str:
@@ -63,7 +64,8 @@ def test_a_tools_spans_on_a_worker_are_children_of_its_calls_span(proc_cluster, 
 
     plan = ('†state.a = traced_remotely(x="one")\n'
             '†state.m = map(†input.xs, as=it) {\n    †local.r = traced_remotely(x=†it)\n}\n')
-    r = sophon_dsl.run(plan, [traced_remotely], input={"xs": ["p", "q"]}, tool_executor=DaskExecutor(proc_cluster.scheduler_address))
+    r = sophon_dsl.run(plan, [traced_remotely], input={"xs": ["p", "q"]},
+                       tool_executor=DaskExecutor(proc_cluster.scheduler_address))
     assert r.status == "succeeded", r.error
     calls = {s.attributes["sophon.call.id"]: s for s in spans.get_finished_spans() if s.name.startswith("sophon.call")}
     seen = {"c1": r.state["state"]["a"], "c2[0].traced_remotely": r.state["state"]["m"][0]["r"],

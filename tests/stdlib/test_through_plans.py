@@ -467,7 +467,7 @@ input = {"type": "object", "properties": {"name": {"type": "string"}}}
 †state.greeting = text.template(template="Hello {who}, {n} vendors: {line}", values={"who": †input.name, "n": 3, "line": †state.line})
 †state.inline = text.join(items=["Dear †input.name", "first is †state.found[0].named.name"], separator="; ")
 †state.short = text.truncate(value=["aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccc", "dddddddddddddddddddd"], max_chars=60)
-"""
+"""  # noqa: E501 (plan text: one DSL statement per line, kept as written)
 
 
 def test_text_tools_through_a_plan(run_plan):
@@ -638,7 +638,7 @@ DOCS_PLAN = """
 †state.rows = data.query(value={"v": [{"name": "Acme", "price": 10, "note": "=HYPERLINK(\\"x\\")"}, {"name": "Globex", "price": 12, "note": "ok"}]}, expression="v")
 csv: †state.sheet = document.create(path="reports/competitors.csv", rows=†state.rows, columns=["name", "price", "note"])
 md: †state.table = document.create(path="reports/competitors.md", rows=†state.rows, title="Competitors")
-"""
+"""  # noqa: E501 (plan text: one DSL statement per line, kept as written)
 
 
 def test_document_create_csv_and_markdown(run_plan, sandbox):
@@ -688,7 +688,7 @@ EMAIL_PLAN = """
 input = {"type": "object", "properties": {"team": {"type": "array", "items": {"type": "string"}}}}
 †state.total = math.eval(expression="9.5 * 3")
 †state.receipt = email.send(to=†input.team, cc="boss@example.com", bcc=["audit@example.com"], subject="Order total", body="The order comes to †state.total EUR.")
-"""
+"""  # noqa: E501 (plan text: one DSL statement per line, kept as written)
 
 
 def test_email_send_through_a_plan_to_a_real_smtp_server(run_plan, smtp_settings):
@@ -746,7 +746,7 @@ SHELL_PLAN = """
 †state.cwd = shell.run(command=[†input.python, "-c", "import os; print(os.getcwd())"], cwd="sub", timeout=10)
 †state.upper = shell.run(command=[†input.python, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"], stdin="abc", timeout=10)
 †state.literal = shell.run(command="echo $HOME; rm -rf / | cat", timeout=10)
-"""
+"""  # noqa: E501 (plan text: one DSL statement per line, kept as written)
 
 
 def test_shell_run_when_enabled(run_plan, settings, sandbox):

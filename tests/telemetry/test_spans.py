@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import http.server
-import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-import pytest
 
 import sophon_dsl
 from sophon_dsl import current_call, telemetry, tool
@@ -102,7 +100,8 @@ def test_no_tracing_without_a_provider():
     assert telemetry.run_subscriber(None) is None or telemetry._override is not None
     # a fresh interpreter that runs a plan imports no OpenTelemetry at all
     code = ("import sys, sophon_dsl\n"
-            "r = sophon_dsl.run('†state.a = echo(text=\"x\")', tools=[sophon_dsl.tool(lambda text: text, name='echo')])\n"
+            "r = sophon_dsl.run('†state.a = echo(text=\"x\")',"
+            " tools=[sophon_dsl.tool(lambda text: text, name='echo')])\n"
             "assert r.status == 'succeeded', r.error\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

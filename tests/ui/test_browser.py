@@ -58,7 +58,8 @@ def _narrow(page, name: str) -> None:
 
 def test_runs_list_and_a_live_run(page, tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    hostile = make_plan(tmp_path, "h.plan", 'goal = "<img src=x onerror=alert(1)> goal"\n†state.h = hostile(x="\\u202eevil")\n')
+    hostile = make_plan(tmp_path, "h.plan",
+                        'goal = "<img src=x onerror=alert(1)> goal"\n†state.h = hostile(x="\\u202eevil")\n')
     done = cli("run", str(hostile), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     hostile_id = json.loads(done.stdout)["run_id"]

@@ -36,9 +36,9 @@ class AnthropicProvider(SDKProvider):
 
     ``api_key`` / ``base_url`` default to what the SDK reads (``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL``); with neither a key nor a non-default base URL, :meth:`check_ready`
-    and the first request raise a :class:`ProviderError` naming ``ANTHROPIC_API_KEY``. System messages become the ``system`` parameter; consecutive
-    messages of one role are joined. ``max_tokens`` is required by the API and defaults to
-    ``default_max_tokens``. ``json_schema`` is sent as
+    and the first request raise a :class:`ProviderError` naming ``ANTHROPIC_API_KEY``. System messages
+    become the ``system`` parameter; consecutive messages of one role are joined. ``max_tokens`` is
+    required by the API and defaults to ``default_max_tokens``. ``json_schema`` is sent as
     ``output_config={"format": {"type": "json_schema", "schema": ...}}`` (structured outputs).
     Parameters the installed SDK's ``messages.create`` does not know travel in ``extra_body``;
     ``temperature`` is dropped when the SDK no longer accepts it (recent SDKs removed sampling
