@@ -115,6 +115,8 @@ class MapDriver:
         self.s = state
         self.runner = runner
         self.host = host
+        self._finish_call = host.finish_call  # (the item hot path's two callables, looked up once)
+        self._call_soon = host.call_soon
         # instance call not ended -> its map (and its item: the map's item_of), kept apart
         # so that joining an item allocates no tuple that lives as long as its calls
         self.owner: dict[int, _MapRun] = {}
@@ -167,12 +169,12 @@ class MapDriver:
     def finish(self, i: int, status: str) -> None:
         run = self.owner.pop(i, None)
         if run is None:
-            self.host.finish_call(i, status)
+            self._finish_call(i, status)
             return
         k = run.item_of.pop(i)
         if status == "succeeded":  # (count_off's common case, inline)
             s = self.s
-            self.host.finish_call(i, status)
+            self._finish_call(i, status)
             if run.size != 1:  # (an item of one call ends with it: no count kept)
                 left = run.left[k] = run.left[k] - 1
                 if left:
@@ -193,16 +195,16 @@ class MapDriver:
                             None, None, None, _now(), {"item": k}))
             if run.done == run.n:
                 run.ended = True
-                self.host.call_soon(self._end, j, None, run.results)
+                self._call_soon(self._end, j, None, run.results)
             elif not run.filling and run.next < run.n:  # (as _item_done: successors next pass)
                 run.filling = True
-                self.host.call_soon(self._refill, run)
+                self._call_soon(self._refill, run)
             return
         if status == "cancelled" and run.stopped is not None:
             rec = self.s.records[i]  # cancelled by its map's @timeout, not by the run
             rec.error = run.stopped
             rec.reason = "cancelled: " + rec.error.cause
-        self.host.finish_call(i, status)
+        self._finish_call(i, status)
         self.count_off(i, status, run, k)
 
     def count_off(self, i: int, status: str, run: _MapRun, k: int) -> None:
