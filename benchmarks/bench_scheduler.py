@@ -8,8 +8,8 @@
     parents through ``deps=[...]``, the ``random-list`` shape).  Target <= 1.03x.
 (b) Framework overhead per call on 10,000 no-op async calls: wall time of one ``arun``
     divided by the number of calls, for the shapes of ``_shapes.py`` (wide, chain,
-    random; random-list, random-obj, fanin, prefix).  The plan is built in Python, so
-    loading is not included; checking, wiring, scheduling, events, the state log,
+    random; random-list, random-obj, fanin, prefix; map: its calls are a map's items).
+    The plan is built in Python, so loading is not included; checking, wiring, scheduling, events, the state log,
     validation and the result are.  "checked" starts from a Plan (compile + run, what
     ``run(plan)`` costs); "precompiled" passes a CompiledPlan whose checks are reused.
     Target <= 20 us/call, checked.
@@ -24,7 +24,8 @@
 
 ``--old TREE`` runs instead: CPU time (``time.process_time``) per call of (b), checked and
 precompiled, and of compiling alone, on this checkout and on ``TREE`` (a checkout of an
-older commit, e.g. ``git worktree add /tmp/old REV``), in fresh processes alternated
+older commit, e.g. ``git worktree add /tmp/old REV``), beside the same graph run in bare
+asyncio (``_shapes.floor``: issue 30 item 9's floor), in fresh processes alternated
 ``--rounds`` times, best of ``--repeat`` per process and best over the rounds, with the
 ratios new / old.  CPU time is less sensitive than wall time to the other core's load,
 but a whole process still runs slower now and then: compare within one run.
