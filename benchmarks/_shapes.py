@@ -147,10 +147,9 @@ def _build(shape: str, n: int, seed: int) -> Shape:
     raise ValueError(f"unknown shape {shape!r}; expected one of {', '.join(ALL_SHAPES)}")
 
 
-async def _floor(shape: Shape) -> None:
+async def _floor(shape: Shape, fn: Callable[..., Any]) -> None:
     import asyncio
 
-    fn = noop.func  # the tool's own coroutine function
     parents = shape.parents
     n = len(parents)
     if shape.name == "map":  # one task per item, the results in item order
@@ -193,11 +192,12 @@ async def _floor(shape: Shape) -> None:
     await done
 
 
-def floor(shape: Shape) -> None:
-    """Run ``shape``'s graph in bare asyncio (see the module docstring)."""
+def floor(shape: Shape, fn: Callable[..., Any] | None = None) -> None:
+    """Run ``shape``'s graph in bare asyncio (see the module docstring), calling ``fn``
+    (default: the no-op tool's own coroutine function) once per call."""
     import asyncio
 
-    asyncio.run(_floor(shape))
+    asyncio.run(_floor(shape, fn if fn is not None else noop.func))
 
 
 def parse_shapes(text: str) -> list[str]:
