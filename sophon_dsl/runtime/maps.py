@@ -20,6 +20,7 @@ the map call's result, written like any call's (so ``||`` catches a failed map).
 from __future__ import annotations
 
 import time
+from asyncio import TimerHandle
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -52,10 +53,10 @@ class MapHost:
     start_task: Callable[[int, dict, Any], None]          # start call j's task (args, inline result)
     start_ready: Callable[[Iterable[int]], None]           # start (or decide) those whose inputs are settled
     add_calls: Callable[..., range]                        # (calls, ids, known=None) -> their indexes
-    item_joiner: Callable[[Any], Callable[..., range]]     # a GroupWiring -> join(calls, ids, groups=1)
+    item_joiner: Callable[[GroupWiring], Callable[..., range]]  # -> join(calls, ids, groups=1)
     finish_call: Callable[[int, str], None]                # record call i's final status (no map accounting)
     call_soon: Callable[..., None]                         # (callback, *args) on the run's loop
-    call_later: Callable[..., Any]                         # (delay, callback, *args) -> a cancellable handle
+    call_later: Callable[..., TimerHandle]                 # (delay, callback, *args) -> a cancellable handle
     cancel_call: Callable[[int], bool]                     # cancel call i's task; False when it has none
     stop: Callable[[ErrorInfo], None]                      # stop the run: one of its limits was reached
     stopping: Callable[[], str | None]                     # why the run is stopping, if it is
@@ -92,7 +93,7 @@ class _MapRun:
         self.ended = False
         self.filling = False
         self.first_error: tuple[int, ErrorInfo] | None = None
-        self.timer: Any = None                    # the @timeout's timer handle
+        self.timer: TimerHandle | None = None     # the @timeout's timer handle
         self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
         self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
         self.join: Any = None  # the scheduler's item_joiner for this map's items (else add_calls)
