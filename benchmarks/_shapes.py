@@ -15,8 +15,16 @@ calls whose output call ``i`` reads (for the critical path and for LangGraph).
     fanin       N-1 independent calls, then one call reading all N-1 results in a list
                 parameter (``deps=[†state.n0, ..., †state.n{N-2}]``)
     prefix      N-10 calls write ``†state.rows.k{i}``; 10 calls read ``†state.rows`` whole
+    map         one map over ``†input.items`` (N integers) whose body is one call reading
+                the item: ``work(key=†item)`` writing the item's local ``†local.r``
 
-The first three are the shapes of the issue 3 benchmark; the others are issue 9's.
+The first three are the shapes of the issue 3 benchmark; the next four issue 9's; ``map``
+issue 30's (a map of N items; the map call itself is not counted).
+
+:func:`floor` runs a shape's graph in bare asyncio, the floor each shape is compared with
+(issue 30 item 9): the same no-op tool called once per call in its own task, created the
+moment its parents have ended (the parents' results passed as the shape passes them),
+with nothing else: no state, records, events, validation or result.
 """
 
 from __future__ import annotations
@@ -29,11 +37,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sophon_dsl import tool
-from sophon_dsl.model import Call, ListValue, Literal, ObjectValue, OutputTarget, Param, Plan, Reference
+from sophon_dsl.maps import make_map_call
+from sophon_dsl.model import Call, ListValue, Literal, MapSpec, ObjectValue, OutputTarget, Param, Plan, Reference
 
 OLD_SHAPES = ("wide", "chain", "random")
 NEW_SHAPES = ("random-list", "random-obj", "fanin", "prefix")
-ALL_SHAPES = OLD_SHAPES + NEW_SHAPES
+ALL_SHAPES = OLD_SHAPES + NEW_SHAPES + ("map",)
 PREFIX_READERS = 10
 TOOL = "work"
 SLOPE_TARGET = 1.1
@@ -49,6 +58,8 @@ async def noop(key: int, inputs: list | None = None, deps: Any = None) -> int:
 class Shape:
     plan: Plan
     parents: list[list[int]]
+    name: str = ""
+    input: Any = None  # the run's input (a map's items)
 
 
 def _ref(*path: str | int) -> Reference:
@@ -102,8 +113,20 @@ def prefix(n: int) -> Shape:
     return Shape(Plan(tuple(calls)), parents)
 
 
+def map_items(n: int) -> Shape:
+    body = (Call(TOOL, (Param("key", Reference("item", ())),), OutputTarget((Reference("local", ("r",)),))),)
+    spec = MapSpec(Reference("input", ("items",)), body)
+    plan = Plan((make_map_call(spec, output=OutputTarget((_ref("out"),))),))
+    return Shape(plan, [[] for _ in range(n)], "map", {"items": list(range(n))})
+
+
 def build(shape: str, n: int, seed: int = 1) -> Shape:
     """The ``shape`` plan of ``n`` calls (random shapes are seeded, so equal across runs)."""
+    out = _build(shape, n, seed)
+    return Shape(out.plan, out.parents, shape, out.input)
+
+
+def _build(shape: str, n: int, seed: int) -> Shape:
     rng = random.Random(seed)
     if shape == "wide":
         return list_calls([[] for _ in range(n)])
@@ -119,7 +142,62 @@ def build(shape: str, n: int, seed: int = 1) -> Shape:
         return fanin(n)
     if shape == "prefix":
         return prefix(n)
+    if shape == "map":
+        return map_items(n)
     raise ValueError(f"unknown shape {shape!r}; expected one of {', '.join(ALL_SHAPES)}")
+
+
+async def _floor(shape: Shape, fn: Callable[..., Any]) -> None:
+    import asyncio
+
+    parents = shape.parents
+    n = len(parents)
+    if shape.name == "map":  # one task per item, the results in item order
+        items = shape.input["items"]
+        await asyncio.gather(*[fn(key=v) for v in items])
+        return
+    results: list[Any] = [None] * n
+    left = [len(ps) for ps in parents]
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(i)
+    done = asyncio.get_running_loop().create_future()
+    remaining = [n]
+    obj, rows = shape.name == "random-obj", shape.name == "prefix"
+
+    def start(i: int) -> None:
+        ps = parents[i]
+        if obj:
+            arg: Any = {chr(ord("a") + k): results[p] for k, p in enumerate(ps)}
+        elif rows:
+            arg = {f"k{p}": results[p] for p in ps} if ps else []
+        else:
+            arg = [results[p] for p in ps]
+        asyncio.ensure_future(fn(key=i, deps=arg)).add_done_callback(lambda t, i=i: ended(i, t))
+
+    def ended(i: int, task: Any) -> None:
+        results[i] = task.result()
+        for c in children[i]:
+            left[c] -= 1
+            if not left[c]:
+                start(c)
+        remaining[0] -= 1
+        if not remaining[0]:
+            done.set_result(None)
+
+    for i in range(n):
+        if not left[i]:
+            start(i)
+    await done
+
+
+def floor(shape: Shape, fn: Callable[..., Any] | None = None) -> None:
+    """Run ``shape``'s graph in bare asyncio (see the module docstring), calling ``fn``
+    (default: the no-op tool's own coroutine function) once per call."""
+    import asyncio
+
+    asyncio.run(_floor(shape, fn if fn is not None else noop.func))
 
 
 def parse_shapes(text: str) -> list[str]:

@@ -8,8 +8,8 @@
     parents through ``deps=[...]``, the ``random-list`` shape).  Target <= 1.03x.
 (b) Framework overhead per call on 10,000 no-op async calls: wall time of one ``arun``
     divided by the number of calls, for the shapes of ``_shapes.py`` (wide, chain,
-    random; random-list, random-obj, fanin, prefix).  The plan is built in Python, so
-    loading is not included; checking, wiring, scheduling, events, the state log,
+    random; random-list, random-obj, fanin, prefix; map: its calls are a map's items).
+    The plan is built in Python, so loading is not included; checking, wiring, scheduling, events, the state log,
     validation and the result are.  "checked" starts from a Plan (compile + run, what
     ``run(plan)`` costs); "precompiled" passes a CompiledPlan whose checks are reused.
     Target <= 20 us/call, checked.
@@ -24,7 +24,8 @@
 
 ``--old TREE`` runs instead: CPU time (``time.process_time``) per call of (b), checked and
 precompiled, and of compiling alone, on this checkout and on ``TREE`` (a checkout of an
-older commit, e.g. ``git worktree add /tmp/old REV``), in fresh processes alternated
+older commit, e.g. ``git worktree add /tmp/old REV``), beside the same graph run in bare
+asyncio (``_shapes.floor``: issue 30 item 9's floor), in fresh processes alternated
 ``--rounds`` times, best of ``--repeat`` per process and best over the rounds, with the
 ratios new / old.  CPU time is less sensitive than wall time to the other core's load,
 but a whole process still runs slower now and then: compare within one run.
@@ -61,8 +62,8 @@ import sys
 import time
 from typing import Annotated, Any, Callable, TypedDict
 
-from _shapes import (ALL_SHAPES, SLOPE_TARGET, Ladder, build, climb, noop, parse_shapes, parse_sizes,
-                     random_parents, say, scaling_table, traced_peak)
+from _shapes import (ALL_SHAPES, SLOPE_TARGET, Ladder, Shape, build, climb, floor, noop, parse_shapes,
+                     parse_sizes, random_parents, say, scaling_table, traced_peak)
 
 from sophon_dsl.compiler import compile_plan
 from sophon_dsl.model import Call, ListValue, Literal, OutputTarget, Param, Plan, Reference
@@ -168,8 +169,14 @@ def run_checked(plan: Plan) -> None:
     assert r.status == "succeeded", r.status
 
 
-def run_precompiled(compiled: Any) -> None:
-    r = asyncio.run(arun(compiled, **RUN_OPTIONS))
+def run_precompiled(compiled: Any, input: Any = None) -> None:
+    r = asyncio.run(arun(compiled, input=input, **RUN_OPTIONS))
+    assert r.status == "succeeded", r.status
+
+
+def run_shape(shape: Shape) -> None:
+    """A checked run of ``shape`` (with its input: a map's items)."""
+    r = asyncio.run(arun(shape.plan, [noop], input=shape.input, **RUN_OPTIONS))
     assert r.status == "succeeded", r.status
 
 
@@ -184,8 +191,8 @@ def checked_once(shape: str, seed: int) -> Callable[[int], float]:
     """Seconds of one checked run of ``shape`` at ``n`` calls (a fresh Plan each time, so
     nothing the runtime might remember about a plan object is reused)."""
     def once(n: int) -> float:
-        plan = build(shape, n, seed).plan
-        return timed(lambda: run_checked(plan))
+        s = build(shape, n, seed)
+        return timed(lambda: run_shape(s))
     return once
 
 
@@ -195,7 +202,7 @@ def us(times: list[float], n: int) -> tuple[float, float]:
 
 def overhead_row(shape: str, n: int, seed: int, repeat: int, budget: float) -> tuple[float, float] | None:
     """(best checked us/call, best precompiled us/call), or None when ``n`` does not fit."""
-    run_checked(build(shape, 200, seed).plan)  # warm-up
+    run_shape(build(shape, 200, seed))  # warm-up
     ladder = Ladder(budget)
     once = checked_once(shape, seed)
     if not climb(ladder, n, once):
@@ -205,9 +212,10 @@ def overhead_row(shape: str, n: int, seed: int, repeat: int, budget: float) -> t
     t_checked = [once(n) for _ in range(repeat)]
     t_pre = []
     for _ in range(repeat):
-        compiled = compile_plan(build(shape, n, seed).plan, [noop])
+        s = build(shape, n, seed)
+        compiled = compile_plan(s.plan, [noop])
         assert compiled.ok, compiled.diagnostics[:3]
-        t_pre.append(timed(lambda: run_precompiled(compiled)))
+        t_pre.append(timed(lambda: run_precompiled(compiled, s.input)))
     (cb, cm), (pb, pm) = us(t_checked, n), us(t_pre, n)
     verdict = "meets" if cb <= OVERHEAD_TARGET_US else "MISSES"
     say(f"    {shape:<11} {cb:8.1f} ({cm:7.1f})  {pb:8.1f} ({pm:7.1f})   {verdict}")
@@ -309,8 +317,8 @@ def scaling(shapes: list[str], sizes: list[int], seed: int, repeat: int, budget:
 
     for shape in shapes:
         def peak(n: int, shape: str = shape) -> int:
-            plan = build(shape, n, seed).plan
-            return traced_peak(lambda: run_checked(plan))
+            s = build(shape, n, seed)
+            return traced_peak(lambda: run_shape(s))
 
         scaling_table(shape, sizes, budget, repeat, memory, checked_once(shape, seed), peak)
 
@@ -327,19 +335,21 @@ def cpu_seconds(fn: Callable[[], object]) -> float:
 
 
 def cpu_rows(shapes: list[str], n: int, seed: int, repeat: int) -> dict[str, list[float]]:
-    """{shape: [checked, precompiled, compile only]} in CPU us per call, best of ``repeat``."""
+    """{shape: [checked, precompiled, compile only, bare asyncio]} in CPU us per call, best
+    of ``repeat`` (the floor: ``_shapes.floor``, the same graph in bare asyncio)."""
     run_checked(build("chain", 300, seed).plan)  # warm-up: imports, schemas
     out = {}
     for shape in shapes:
-        best = [float("inf")] * 3
+        best = [float("inf")] * 4
         for _ in range(repeat):
-            plan = build(shape, n, seed).plan
-            best[0] = min(best[0], cpu_seconds(lambda: run_checked(plan)))
-            plan = build(shape, n, seed).plan
+            s = build(shape, n, seed)
+            best[0] = min(best[0], cpu_seconds(lambda: run_shape(s)))
+            s = build(shape, n, seed)
             box: list[Any] = []
-            best[2] = min(best[2], cpu_seconds(lambda: box.append(compile_plan(plan, [noop],
+            best[2] = min(best[2], cpu_seconds(lambda: box.append(compile_plan(s.plan, [noop],
                                                                                require_implementations=True))))
-            best[1] = min(best[1], cpu_seconds(lambda: run_precompiled(box[0])))
+            best[1] = min(best[1], cpu_seconds(lambda: run_precompiled(box[0], s.input)))
+            best[3] = min(best[3], cpu_seconds(lambda: floor(s)))
         out[shape] = [t / n * 1e6 for t in best]
     return out
 
@@ -354,15 +364,17 @@ def compare_trees(old: str, shapes: list[str], n: int, seed: int, repeat: int, r
                    "--noop", str(n), "--seed", str(seed), "--repeat", str(repeat)]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             for shape, row in json.loads(proc.stdout.splitlines()[-1]).items():
-                prev = best[name].get(shape, [float("inf")] * 3)
+                prev = best[name].get(shape, [float("inf")] * 4)
                 best[name][shape] = [min(a, b) for a, b in zip(prev, row)]
     say(f"CPU us per call on {n:,} no-op calls, best of {repeat} runs x {rounds} alternated processes; "
-        f"old = {old}")
-    say(f"    {'shape':<11} {'checked old -> new':>24} {'precompiled old -> new':>26} {'compile old -> new':>24}")
+        f"old = {old}; floor: the same graph in bare asyncio (both processes, best)")
+    say(f"    {'shape':<11} {'checked old -> new':>24} {'precompiled old -> new':>26} {'compile old -> new':>24}"
+        f" {'floor':>6} {'new/floor':>9}")
     for shape in shapes:
         o, w = best["old"][shape], best["new"][shape]
         cols = [f"{a:6.1f} -> {b:5.1f} ({b / a:.2f})" for a, b in zip(o, w)]
-        say(f"    {shape:<11} {cols[0]:>24} {cols[1]:>26} {cols[2]:>24}")
+        fl = min(o[3], w[3])
+        say(f"    {shape:<11} {cols[0]:>24} {cols[1]:>26} {cols[2]:>24} {fl:6.1f} {w[0] / fl:9.2f}")
 
 
 # ---------------------------------------------------------------------------

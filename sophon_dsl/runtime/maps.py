@@ -20,7 +20,9 @@ the map call's result, written like any call's (so ``||`` catches a failed map).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from asyncio import TimerHandle
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from ..dataflow import DataFlow, GroupWiring
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
@@ -28,9 +30,11 @@ from ..model import MapSpec, OutputMethod, Reference
 from .contracts import final_output
 from .errors import ErrorInfo
 from .inputs import RefState
+from .runner import CallRunner
+from .runstate import RunState
 from .state import MISSING, get_path
 
-__all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MAP_TIMEOUT", "MapDriver"]
+__all__ = ["MAP_FAILED", "MAP_NOT_A_LIST", "MAP_TIMEOUT", "MapDriver", "MapHost"]
 
 MAP_FAILED = "Map.Failed"
 MAP_NOT_A_LIST = "Map.NotAList"
@@ -38,6 +42,25 @@ MAP_TIMEOUT = "Map.Timeout"
 _TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 _now = time.time
 _BATCH = 1024  # items expanded together at most (see _fill)
+
+
+@dataclass(slots=True, eq=False)
+class MapHost:
+    """What a :class:`MapDriver` asks of the loop that runs it (the scheduler), beyond the
+    run's shared :class:`~.runstate.RunState`: starting, joining and ending calls, and the
+    event loop's timers.  Callables, not the scheduler, so the driver sees only these."""
+
+    start_task: Callable[[int, dict, Any], None]          # start call j's task (args, inline result)
+    start_ready: Callable[[Iterable[int]], None]           # start (or decide) those whose inputs are settled
+    add_calls: Callable[..., range]                        # (calls, ids, known=None) -> their indexes
+    item_joiner: Callable[[GroupWiring], Callable[..., range]]  # -> join(calls, ids, groups=1)
+    finish_call: Callable[[int, str], None]                # record call i's final status (no map accounting)
+    call_soon: Callable[..., None]                         # (callback, *args) on the run's loop
+    call_later: Callable[..., TimerHandle]                 # (delay, callback, *args) -> a cancellable handle
+    cancel_call: Callable[[int], bool]                     # cancel call i's task; False when it has none
+    stop: Callable[[ErrorInfo], None]                      # stop the run: one of its limits was reached
+    stopping: Callable[[], str | None]                     # why the run is stopping, if it is
+    watched: Callable[[], bool]                            # someone is told of each dispatch (a stream)
 
 
 class _MapRun:
@@ -70,7 +93,7 @@ class _MapRun:
         self.ended = False
         self.filling = False
         self.first_error: tuple[int, ErrorInfo] | None = None
-        self.timer: Any = None                    # the @timeout's timer handle
+        self.timer: TimerHandle | None = None     # the @timeout's timer handle
         self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
         self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
         self.join: Any = None  # the scheduler's item_joiner for this map's items (else add_calls)
@@ -89,8 +112,12 @@ class MapDriver:
     starts calls through :meth:`start` (a map call starts here, not in the invoker) and ends
     them through :meth:`finish` (an item's calls ending), when its plan has maps."""
 
-    def __init__(self, sched: Any) -> None:  # the Scheduler (not imported: it imports us)
-        self.s = sched
+    def __init__(self, state: RunState, runner: CallRunner, host: MapHost) -> None:
+        self.s = state
+        self.runner = runner
+        self.host = host
+        self._finish_call = host.finish_call  # (the item hot path's two callables, looked up once)
+        self._call_soon = host.call_soon
         # instance call not ended -> its map (and its item: the map's item_of), kept apart
         # so that joining an item allocates no tuple that lives as long as its calls
         self.owner: dict[int, _MapRun] = {}
@@ -106,49 +133,49 @@ class MapDriver:
         if self.stopped and s.records[j].status in _TERMINAL:
             return  # queued to start, then cancelled with its map (see _stop)
         if call.map is None:
-            s.start_task(j, args, inline)
+            self.host.start_task(j, args, inline)
             return
         broken = self._broken(j, call.map)
         if broken is not None:  # an outer read can never be written: as for any call's input
             s.records[j].reason = broken
-            s.call_soon(self._skip, j)
+            self.host.call_soon(self._skip, j)
             return
-        s.runner.started(j)
+        self.runner.started(j)
         s.records[j].attempts = 1
-        cid = s.ids[j]
+        cid = s.records[j].id
         over = args.get("over")
         if type(over) is not list:
             err = ErrorInfo(MAP_NOT_A_LIST, f"map {cid} goes over {_describe(over)}, not a list")
-            s.call_soon(self._end, j, err, None)
+            self.host.call_soon(self._end, j, err, None)
             return
         # the items' calls are charged against the run's budgets before any is created
         err = s.gate.expand(cid, len(over), len(call.map.body))
         if err is not None:  # a budget of the whole run: it stops, whatever would catch the map
-            s.call_soon(self._end, j, err, None)
-            s.stop(err)
+            self.host.call_soon(self._end, j, err, None)
+            self.host.stop(err)
             return
         run = _MapRun(j, cid, call.map, over)
         run.source = _item_source(call.map.over, s.inputs.stream_open)
         s.emit("map_start", "running", j, data={"items": run.n})
         if run.n == 0:
             run.ended = True
-            s.call_soon(self._end, j, None, [])
+            self.host.call_soon(self._end, j, None, [])
             return
         self.runs[j] = run
         run.batch = self._batchable(run)
         if call.timeout is not None:  # the whole map's time, from now to its last item's end
-            run.timer = s.call_later(call.timeout, self._time_out, run, call.timeout)
+            run.timer = self.host.call_later(call.timeout, self._time_out, run, call.timeout)
         self._fill(run)
 
     def finish(self, i: int, status: str) -> None:
         run = self.owner.pop(i, None)
         if run is None:
-            self.s.finish_call(i, status)
+            self._finish_call(i, status)
             return
         k = run.item_of.pop(i)
         if status == "succeeded":  # (count_off's common case, inline)
             s = self.s
-            s.finish_call(i, status)
+            self._finish_call(i, status)
             if run.size != 1:  # (an item of one call ends with it: no count kept)
                 left = run.left[k] = run.left[k] - 1
                 if left:
@@ -169,16 +196,16 @@ class MapDriver:
                             None, None, None, _now(), {"item": k}))
             if run.done == run.n:
                 run.ended = True
-                s.call_soon(self._end, j, None, run.results)
+                self._call_soon(self._end, j, None, run.results)
             elif not run.filling and run.next < run.n:  # (as _item_done: successors next pass)
                 run.filling = True
-                s.call_soon(self._refill, run)
+                self._call_soon(self._refill, run)
             return
         if status == "cancelled" and run.stopped is not None:
             rec = self.s.records[i]  # cancelled by its map's @timeout, not by the run
             rec.error = run.stopped
             rec.reason = "cancelled: " + rec.error.cause
-        self.s.finish_call(i, status)
+        self._finish_call(i, status)
         self.count_off(i, status, run, k)
 
     def count_off(self, i: int, status: str, run: _MapRun, k: int) -> None:
@@ -204,7 +231,7 @@ class MapDriver:
         """Kinds an earlier process wrote (a resumed durable run): those of map items are kept
         out of the run's state, as the kinds of the items expanded here are."""
         s = self.s
-        maps = tuple(f"{s.ids[j]}[" for j in range(s.n) if s.calls[j].map is not None)
+        maps = tuple(f"{s.records[j].id}[" for j in range(s.n) if s.calls[j].map is not None)
         self.hidden.update(k for k in kinds if k.partition("@")[2].startswith(maps))
 
     def _broken(self, j: int, spec: MapSpec) -> str | None:
@@ -219,9 +246,9 @@ class MapDriver:
 
     def _skip(self, j: int) -> None:
         s = self.s
-        if s.records[j].status in _TERMINAL or s.stopping:
+        if s.records[j].status in _TERMINAL or self.host.stopping():
             return
-        s.finish(j, "skipped")
+        self.finish(j, "skipped")
         s.settled(j)
 
     # -- items -------------------------------------------------------------------------
@@ -233,8 +260,8 @@ class MapDriver:
             return
         run.filling = True
         try:
-            s = self.s
-            while not run.ended and not s.stopping and run.next < run.n and run.inflight < run.limit:
+            stopping = self.host.stopping
+            while not run.ended and not stopping() and run.next < run.n and run.inflight < run.limit:
                 if run.batch:
                     # (at most _BATCH items at once: the loop's stopping test runs between batches,
                     # so a run's max_time or max_memory stops a map expanding 100,000 items)
@@ -286,7 +313,7 @@ class MapDriver:
         known = run.known
         if (run.source is None or run.reads_index or known is None or known.plain is None
                 or not run.template.plain or not spec.body or s.barrier is not None
-                or s.inputs.stream_open or s.on_dispatch is not None):
+                or s.inputs.stream_open or self.host.watched()):
             return False
         scope = scope_names(spec)
         ref_state = s.inputs.ref_state
@@ -313,7 +340,6 @@ class MapDriver:
         """:meth:`_expand` for the next ``m`` items of a batchable map (see :meth:`_batchable`):
         their calls made one item after the other, joined to the run at once, then started
         in order."""
-        s = self.s
         k0 = run.next
         run.next += m
         run.inflight += m
@@ -330,11 +356,11 @@ class MapDriver:
             run.left.update(dict.fromkeys(items, size))
         join = run.join
         if join is None:
-            join = run.join = s.item_joiner(run.known)
+            join = run.join = self.host.item_joiner(run.known)
         added = join(calls, ids, m)
         self.owner.update(dict.fromkeys(added, run))
         run.item_of.update(zip(added, items if size == 1 else [k for k in items for _ in range(size)]))
-        s.start_ready(added)
+        self.host.start_ready(added)
 
     def _expand(self, run: _MapRun, k: int) -> None:
         s = self.s
@@ -368,7 +394,8 @@ class MapDriver:
         # every call first: a body call may read a later one
         join = run.join
         if join is None:
-            join = run.join = s.item_joiner(run.known) if run.known is not None else s.add_calls
+            host = self.host
+            join = run.join = host.item_joiner(run.known) if run.known is not None else host.add_calls
         added = join(calls, ids)
         owner, item_of = self.owner, run.item_of
         for i in added:
@@ -378,7 +405,7 @@ class MapDriver:
             for i in s.barrier.restore_joined(added):
                 owner.pop(i)
                 self.count_off(i, s.records[i].status, run, item_of.pop(i))
-        s.start_ready(added)
+        self.host.start_ready(added)
 
     def _item_done(self, run: _MapRun, k: int) -> None:
         s = self.s
@@ -414,15 +441,15 @@ class MapDriver:
             first = run.first_error[1]  # type: ignore[index]
             why = (f"{run.failed} of {run.n} items of map {run.cid} failed ({_tolerated(run.spec)}); "
                    f"first: {first.error}: {first.cause}")
-            s.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
+            self.host.call_soon(self._end, run.j, ErrorInfo(MAP_FAILED, why), None)
             return
         if run.done == run.n:
             run.ended = True
-            s.call_soon(self._end, run.j, None, run.results)
+            self.host.call_soon(self._end, run.j, None, run.results)
             return
         if not run.filling and run.next < run.n:  # the items that end in this pass of the loop
             run.filling = True  # make room together: their successors are expanded in one go, next pass
-            self.s.call_soon(self._refill, run)
+            self.host.call_soon(self._refill, run)
 
     def _result(self, run: _MapRun, k: int, value: Any) -> tuple[Any, ErrorInfo | None]:
         """Item ``k``'s result from what its expansion kept (``value``: its `return` value,
@@ -443,12 +470,12 @@ class MapDriver:
     def _time_out(self, run: _MapRun, seconds: float) -> None:
         """The map's @timeout elapsed: it fails with Map.Timeout, no further item starts and
         the calls of its items in flight are cancelled."""
-        if run.ended or self.s.stopping:
+        if run.ended or self.host.stopping():
             return
         err = ErrorInfo(MAP_TIMEOUT, f"map {run.cid} did not finish within {seconds:g} s "
                                      f"({run.done} of {run.n} items ended)")
         self._stop(run, err)
-        self.s.call_soon(self._end, run.j, err, None)
+        self.host.call_soon(self._end, run.j, err, None)
 
     def _stop(self, run: _MapRun, err: ErrorInfo) -> None:
         """End ``run`` now: no item starts, and its calls in flight are cancelled (a nested
@@ -469,11 +496,11 @@ class MapDriver:
                 self._stop(inner, err)
             # a running task ends its call itself (the runner's cancellation path); a task
             # cancelled before its first step never runs a line, so its call ends here
-            if not s.cancel_call(i) or records[i].status not in ("running", "queued"):
+            if not self.host.cancel_call(i) or records[i].status not in ("running", "queued"):
                 now.append(i)
         for i in now:  # all first: a call waiting for another of them is cancelled, not skipped
             records[i].error = err
-            s.finish(i, "cancelled")
+            self.finish(i, "cancelled")
         for i in now:
             s.settled(i)
 
@@ -484,15 +511,15 @@ class MapDriver:
         if run is not None and run.timer is not None:
             run.timer.cancel()
         rec = s.records[j]
-        if rec.status in _TERMINAL or s.stopping:
+        if rec.status in _TERMINAL or self.host.stopping():
             return
         if err is None:
-            err = s.runner.accept_json(j, s.calls[j], results)
+            err = self.runner.accept_json(j, s.calls[j], results)
         if err is None:
-            s.finish(j, "succeeded")
+            self.finish(j, "succeeded")
         else:
             rec.reason = err.cause
-            s.runner.fail(j, err)  # (finishes it)
+            self.runner.fail(j, err)  # (finishes it)
         s.settled(j)
 
 

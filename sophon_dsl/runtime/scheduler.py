@@ -38,7 +38,7 @@ from .feed import FixedPlan, PlanFeed
 from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
 from .invoker import Invoker, LocalInvoker, RunInfo, ToolExecutor
-from .maps import MapDriver
+from .maps import MapDriver, MapHost
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
@@ -244,7 +244,10 @@ class Scheduler:
     def _use_maps(self) -> None:
         """Map calls start (and item calls end) through a map driver (the plan has a map, or
         one just arrived in a streamed reply)."""
-        self.maps = MapDriver(self)
+        host = MapHost(self.start_task, self.start_ready, self.add_calls, self.item_joiner, self.finish_call,
+                       self.call_soon, self.call_later, self.cancel_call, self.stop, lambda: self._stopping,
+                       lambda: self.on_dispatch is not None)
+        self.maps = MapDriver(self.state, self.runner, host)
         self.inputs.use_maps(self.maps.hidden)
         self.inputs.items = self.maps.owner  # item calls keep the default cascade
         self._start = self.maps.start

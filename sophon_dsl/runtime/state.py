@@ -312,9 +312,13 @@ class StateLog:
             # the common case (``†kind.name`` = result): no need to walk
             root = views.get(kind, MISSING)
             seg = path[0]
-            if type(root) is dict and type(seg) is str:
-                root[seg] = view_value
-                return
+            if type(seg) is str:
+                if type(root) is dict:
+                    root[seg] = view_value
+                    return
+                if root is MISSING:  # a kind's first write (every map item's local data)
+                    views[kind] = {seg: view_value}
+                    return
         views[kind] = _apply_in_place(views.get(kind, MISSING), path, view_value, method)
 
     def get(self, kind: str, path: tuple = ()) -> Any:
