@@ -25,7 +25,7 @@ from ..errors import SophonError
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
 
-__all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+__all__ = ["Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps", "merged_rows"]
 
 # Versioned schema: each entry is (version, statements); a store applies the ones above the
 # version it finds, in one transaction, and records each in schema_migrations.
@@ -177,14 +177,15 @@ class RunStore:
 
     def _transaction(self, conn: Any, ops: list) -> Any:
         try:
-            cur = self._begin(conn)
-            merged = [op for op in ops if type(op) is _RowsOp]
-            if len(merged) > 1:  # group commit: one executemany per statement for the whole batch
-                _RowsOp.run_merged(cur, merged)
-                out = [None if type(op) is _RowsOp else op(cur) for op in ops]
+            if self.rows_alone and all(type(op) is _RowsOp for op in ops):
+                # the common batch (completions and intents): the backend's one statement is
+                # its own transaction, without BEGIN and COMMIT (one round trip to a server)
+                self._write_rows(self._cursor(conn), ops)
+                out = [None] * len(ops)
             else:
-                out = [op(cur) for op in ops]
-            self._commit(conn)
+                cur = self._begin(conn)
+                out = self._run_ops(cur, ops)
+                self._commit(conn)
             self.transactions += 1
             return out
         except BaseException as exc:  # noqa: BLE001 - handed to the futures
@@ -193,6 +194,24 @@ class RunStore:
             except Exception:  # noqa: BLE001
                 pass
             return exc
+
+    def _run_ops(self, cur: Any, ops: list) -> list:
+        """Run ``ops`` in queue order, each run of consecutive row operations merged into one
+        :meth:`_write_rows` (group commit: one statement or ``executemany`` per table)."""
+        out: list = []
+        rows: list = []
+        for op in ops:
+            if type(op) is _RowsOp:
+                rows.append(op)
+                out.append(None)
+                continue
+            if rows:
+                self._write_rows(cur, rows)
+                rows = []
+            out.append(op(cur))
+        if rows:
+            self._write_rows(cur, rows)
+        return out
 
     def _deliver(self, batch: list, results: Any) -> None:
         notify: dict[Any, list] = {}
@@ -289,6 +308,17 @@ class RunStore:
 
     def _migrate_lock(self, cur: Any) -> None:
         pass
+
+    # a batch of row operations alone is written by _write_rows on a plain _cursor, without
+    # _begin and _commit: the backend's rows go in one statement (PostgreSQL), which is atomic
+    rows_alone = False
+
+    def _cursor(self, conn: Any) -> Any:
+        return conn.cursor()
+
+    def _write_rows(self, cur: Any, ops: list) -> None:
+        """Write the rows of these :class:`_RowsOp` inside the current transaction."""
+        _RowsOp.run_merged(cur, ops)
 
     # -- operations (each one an ``op(cur)``) -------------------------------------------
 
@@ -570,6 +600,16 @@ class _RowsOp:
         intents = one.intents if one is not None else [r for op in ops for r in op.intents]
         if intents:
             cur.executemany(add_intent, intents)
+
+
+def merged_rows(ops: list) -> tuple[list, dict, list, list]:
+    """The rows of these row operations together (for a backend's :meth:`RunStore._write_rows`):
+    log rows, call records by ``(run_id, call_id)`` (the last one of a call wins, as a second
+    upsert would), intents, and ``(last seq, run_id, last seq)`` per run with log rows."""
+    log = [r for op in ops for r in op.log]
+    calls = {(r[0], r[1]): r[2] for op in ops for r in op.calls}
+    intents = [r for op in ops for r in op.intents]
+    return log, calls, intents, _last_seqs(ops) if log else []
 
 
 def _last_seqs(ops: list) -> list[tuple]:
