@@ -368,7 +368,8 @@ class RunStore:
     def commit_rows(self, log: list, calls: list, intents: list, last: tuple, notify: tuple) -> "Landing":
         """What one run gathered in one pass of its event loop, already encoded: log rows
         ``(run_id, seq, text)`` in order, call records ``(run_id, call_id, text)``, intents
-        ``(run_id, call_id, key, created)`` and ``last`` = ``(run_id, last seq)`` or ``()``;
+        ``(run_id, call_id, key, created)`` and ``last`` = ``(run_id, last seq)`` or ``()`` (for a
+        backend that keeps the column: see ``last_seq_sql``);
         committed in one transaction (with whatever else the writer finds queued)."""
         return self.submit_rows(_RowsOp(self._statements(), log, calls, intents,
                                         ((last[1], last[0], last[1]),) if last else None), notify)
@@ -422,13 +423,20 @@ class RunStore:
         stmt = self.sql("UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?")
         return self.submit(lambda cur: cur.execute(stmt, (run_id, owner)) and None)
 
+    # how a run's row reads its last committed sequence number: the column, which every
+    # commit updates (a backend that does not update it reads the log's own maximum)
+    last_seq_sql = "last_seq"
+
+    def _run_columns(self, names: Iterable[str]) -> str:
+        return ", ".join(self.last_seq_sql if c == "last_seq" else c for c in names)
+
     def get_run(self, run_id: str) -> dict | None:
-        stmt = self.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE run_id = ?")
+        stmt = self.sql(f"SELECT {self._run_columns(_RUN_COLUMNS)} FROM runs WHERE run_id = ?")
         row = self._wait(lambda cur: _one(cur, stmt, (run_id,)))
         return _run_row(row) if row is not None else None
 
     def list_runs(self, status: str | None = None, limit: int | None = None) -> list[dict]:
-        cols = ", ".join(c for c in _RUN_COLUMNS if c != "spec")
+        cols = self._run_columns(c for c in _RUN_COLUMNS if c != "spec")
         where, params = ("WHERE status = ?", (status,)) if status else ("", ())
         stmt = self.sql(f"SELECT {cols} FROM runs {where} ORDER BY created DESC"
                         + (f" LIMIT {int(limit)}" if limit else ""))
@@ -602,14 +610,14 @@ class _RowsOp:
             cur.executemany(add_intent, intents)
 
 
-def merged_rows(ops: list) -> tuple[list, dict, list, list]:
+def merged_rows(ops: list) -> tuple[list, dict, list]:
     """The rows of these row operations together (for a backend's :meth:`RunStore._write_rows`):
     log rows, call records by ``(run_id, call_id)`` (the last one of a call wins, as a second
-    upsert would), intents, and ``(last seq, run_id, last seq)`` per run with log rows."""
+    upsert would) and intents."""
     log = [r for op in ops for r in op.log]
     calls = {(r[0], r[1]): r[2] for op in ops for r in op.calls}
     intents = [r for op in ops for r in op.intents]
-    return log, calls, intents, _last_seqs(ops) if log else []
+    return log, calls, intents
 
 
 def _last_seqs(ops: list) -> list[tuple]:
