@@ -35,29 +35,30 @@ def _rows_from(columns: str, casts: str, *elements: str) -> str:
     return f"SELECT {casts} FROM ROWS FROM ({funcs}) AS t ({columns})"
 
 
-# the statement's parts; a batch's statement holds those it has rows for (a chain's commits
-# are an intent alone, or a completion's log entries and record)
-_PARTS = (
-    "INSERT INTO log (run_id, seq, entry) "
-    + _rows_from("r, s, e", "r, s::integer, e::text", "text", "text", "json"),
-    "INSERT INTO calls (run_id, call_id, record) "
-    + _rows_from("r, c, e", "r, c, e::text", "text", "text", "json")
-    + " ON CONFLICT (run_id, call_id) DO UPDATE SET record = excluded.record",
-    "INSERT INTO intents (run_id, call_id, idem_key, created) "
-    + _rows_from("r, c, k, w", "r, c, k, w::double precision", "text", "text", "text", "text")
-    + " ON CONFLICT (run_id, call_id) DO NOTHING",
-)
+# the statement's parts, each as (one row, many rows); a batch's statement holds those it has
+# rows for (a chain's commits are an intent alone, or a completion's log entry and record):
+# one row goes as plain VALUES, which the server runs faster than a zip of JSON arrays
+_INTO = ("INSERT INTO log (run_id, seq, entry) ", "INSERT INTO calls (run_id, call_id, record) ",
+         "INSERT INTO intents (run_id, call_id, idem_key, created) ")
+_ON_CONFLICT = ("", " ON CONFLICT (run_id, call_id) DO UPDATE SET record = excluded.record",
+                " ON CONFLICT (run_id, call_id) DO NOTHING")
+_ROWS = (_rows_from("r, s, e", "r, s::integer, e::text", "text", "text", "json"),
+         _rows_from("r, c, e", "r, c, e::text", "text", "text", "json"),
+         _rows_from("r, c, k, w", "r, c, k, w::double precision", "text", "text", "text", "text"))
+_PARTS = tuple((into + "VALUES (%s, %s, %s" + (", %s)" if k == 2 else ")") + tail, into + rows + tail)
+               for k, (into, rows, tail) in enumerate(zip(_INTO, _ROWS, _ON_CONFLICT)))
 _statements: dict[tuple, str] = {}
 
 
-def _statement(present: tuple) -> str:
-    """One statement of the parts present (data-modifying CTEs but the last): a few fixed
-    texts, which psycopg prepares after a few runs."""
-    text = _statements.get(present)
+def _statement(shape: tuple) -> str:
+    """One statement of the parts present (data-modifying CTEs but the last), per part its
+    number of rows: 0, 1, or 2 for more (a few fixed texts, which psycopg prepares after a
+    few runs)."""
+    text = _statements.get(shape)
     if text is None:
-        parts = [part for part, here in zip(_PARTS, present) if here]
+        parts = [part[n > 1] for part, n in zip(_PARTS, shape) if n]
         ctes = ", ".join(f"p{k} AS ({part})" for k, part in enumerate(parts[:-1]))
-        text = _statements[present] = (f"WITH {ctes} " if ctes else "") + parts[-1]
+        text = _statements[shape] = (f"WITH {ctes} " if ctes else "") + parts[-1]
     return text
 
 
@@ -105,13 +106,20 @@ class PostgresRunStore(RunStore):
         if not (log or calls or intents):
             return
         params: list = []
-        if log:
+        if len(log) == 1:
+            params += log[0]
+        elif log:
             params += (dumps_flat([r[0] for r in log]), dumps_flat([r[1] for r in log]),
                        _json_texts([r[2] for r in log]))
-        if calls:
+        if len(calls) == 1:
+            ((run_id, call_id), record), = calls.items()
+            params += (run_id, call_id, record)
+        elif calls:
             params += (dumps_flat([k[0] for k in calls]), dumps_flat([k[1] for k in calls]),
                        _json_texts(list(calls.values())))
-        if intents:
+        if len(intents) == 1:
+            params += intents[0]
+        elif intents:
             params += (dumps_flat([r[0] for r in intents]), dumps_flat([r[1] for r in intents]),
                        dumps_flat([r[2] for r in intents]), dumps_flat([r[3] for r in intents]))
-        cur.execute(_statement((bool(log), bool(calls), bool(intents))), params)
+        cur.execute(_statement((min(len(log), 2), min(len(calls), 2), min(len(intents), 2))), params)

@@ -90,6 +90,13 @@ def test_a_batch_of_rows_keeps_any_text_and_the_last_record_of_a_call(store):
         assert store.load_calls(run_id) == {t: {"id": t, "n": 2 if t == _AWKWARD[k] else 1} for t in _AWKWARD}
         assert store.load_intents(run_id) == {t: f"{run_id}:{t}" for t in _AWKWARD}
         assert store.get_run(run_id)["last_seq"] == len(_AWKWARD)
+    # one row of each (PostgreSQL: plain VALUES instead of the arrays)
+    run_id, t = _AWKWARD[0], _AWKWARD[1]
+    entry = json.dumps({"kind": "state", "path": [t], "value": t, "method": "set", "call": t, "date": 1.5})
+    assert _commit_rows(store, [(run_id, 99, entry)], [(run_id, t, json.dumps({"id": t, "n": 3}))],
+                        [(run_id, "one", f"{run_id}:one", 1.25)], (run_id, 99)) is None
+    assert store.load_log(run_id)[-1]["value"] == t and store.load_calls(run_id)[t] == {"id": t, "n": 3}
+    assert store.load_intents(run_id)["one"] == f"{run_id}:one" and store.get_run(run_id)["last_seq"] == 99
     assert _commit_rows(store, [], [], [], ()) is None  # (an empty batch commits nothing)
 
 
