@@ -15,14 +15,16 @@
 (d) Resume of a finished K-call run (every call committed: the log and the records come
     back, nothing runs).  Target <= 1 s for 10,000 calls (wall time; the process CPU beside it).
 
-``--postgres URL`` adds (b)-(d) against a PostgreSQL database.  Best of ``--repeat``.
+``--postgres URL`` adds (b)-(d) against a PostgreSQL database (``--postgres initdb``: a
+throwaway local server with its default settings, fsync on, started for the run; with
+``--old``, one server for both trees).  Best of ``--repeat``.
 
 ``--old TREE`` measures (b) and (c) on SQLite (and PostgreSQL with ``--postgres``) in this tree and in a
 checkout of an older commit, in fresh processes alternated ``--rounds`` times, and prints them side by side
 (ratios new / old: the machine's other load moves both).
 
 Run: python benchmarks/bench_store.py [--calls 10000] [--chain 500] [--resume 10000] [--repeat 3]
-        [--sync NORMAL|FULL] [--postgres postgresql://...]
+        [--sync NORMAL|FULL] [--postgres postgresql://...|initdb]
      python benchmarks/bench_store.py --old /tmp/old_tree [--rounds 3] [--calls 10000] [--chain 500]
 """
 
@@ -235,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sync", default="NORMAL", choices=("NORMAL", "FULL"))
-    ap.add_argument("--postgres", default=None, metavar="URL")
+    ap.add_argument("--postgres", default=None, metavar="URL",
+                    help="also measure a PostgreSQL store at URL ('initdb': start a throwaway local server)")
     ap.add_argument("--old", default=None, metavar="TREE",
                     help="compare (b) and (c) with a checkout of an older commit (git worktree add /tmp/old REV)")
     ap.add_argument("--rounds", type=int, default=3, help="--old: alternated processes per tree")
@@ -244,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args)
         return 0
+    if args.postgres == "initdb":
+        from _pgserver import start
+
+        args.postgres = start()
+        say(f"PostgreSQL: a throwaway server at {args.postgres} (initdb, default settings)")
     if args.old:
         compare_trees(args.old, args)
         return 0

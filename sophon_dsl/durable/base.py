@@ -25,7 +25,8 @@ from ..errors import SophonError
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
 
-__all__ = ["CANCEL_DECISION", "CancelReader", "Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps"]
+__all__ = ["CANCEL_DECISION", "CancelReader", "Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps",
+           "merged_rows"]
 
 # the decision name under which `sophon-dsl cancel` asks a run's holder to stop (base.RunStore.request_cancel)
 CANCEL_DECISION = "cancel"
@@ -234,14 +235,15 @@ class RunStore:
 
     def _transaction(self, conn: Any, ops: list) -> Any:
         try:
-            cur = self._begin(conn)
-            merged = [op for op in ops if type(op) is _RowsOp]
-            if len(merged) > 1:  # group commit: one executemany per statement for the whole batch
-                _RowsOp.run_merged(cur, merged)
-                out = [None if type(op) is _RowsOp else op(cur) for op in ops]
+            if self.rows_alone and all(type(op) is _RowsOp for op in ops):
+                # the common batch (completions and intents): the backend's one statement is
+                # its own transaction, without BEGIN and COMMIT (one round trip to a server)
+                self._write_rows(self._cursor(conn), ops)
+                out = [None] * len(ops)
             else:
-                out = [op(cur) for op in ops]
-            self._commit(conn)
+                cur = self._begin(conn)
+                out = self._run_ops(cur, ops)
+                self._commit(conn)
             self.transactions += 1
             return out
         except BaseException as exc:  # noqa: BLE001 - handed to the futures
@@ -250,6 +252,24 @@ class RunStore:
             except Exception:  # noqa: BLE001
                 pass
             return exc
+
+    def _run_ops(self, cur: Any, ops: list) -> list:
+        """Run ``ops`` in queue order, each run of consecutive row operations merged into one
+        :meth:`_write_rows` (group commit: one statement or ``executemany`` per table)."""
+        out: list = []
+        rows: list = []
+        for op in ops:
+            if type(op) is _RowsOp:
+                rows.append(op)
+                out.append(None)
+                continue
+            if rows:
+                self._write_rows(cur, rows)
+                rows = []
+            out.append(op(cur))
+        if rows:
+            self._write_rows(cur, rows)
+        return out
 
     def _deliver(self, batch: list, results: Any) -> None:
         notify: dict[Any, list] = {}
@@ -348,6 +368,17 @@ class RunStore:
     def _migrate_lock(self, cur: Any) -> None:
         pass
 
+    # a batch of row operations alone is written by _write_rows on a plain _cursor, without
+    # _begin and _commit: the backend's rows go in one statement (PostgreSQL), which is atomic
+    rows_alone = False
+
+    def _cursor(self, conn: Any) -> Any:
+        return conn.cursor()
+
+    def _write_rows(self, cur: Any, ops: list) -> None:
+        """Write the rows of these :class:`_RowsOp` inside the current transaction."""
+        _RowsOp.run_merged(cur, ops)
+
     # -- operations (each one an ``op(cur)``) -------------------------------------------
 
     def schema_version(self) -> int:
@@ -396,7 +427,8 @@ class RunStore:
     def commit_rows(self, log: list, calls: list, intents: list, last: tuple, notify: tuple) -> "Landing":
         """What one run gathered in one pass of its event loop, already encoded: log rows
         ``(run_id, seq, text)`` in order, call records ``(run_id, call_id, text)``, intents
-        ``(run_id, call_id, key, created)`` and ``last`` = ``(run_id, last seq)`` or ``()``;
+        ``(run_id, call_id, key, created)`` and ``last`` = ``(run_id, last seq)`` or ``()`` (for a
+        backend that keeps the column: see ``last_seq_sql``);
         committed in one transaction (with whatever else the writer finds queued)."""
         return self.submit_rows(_RowsOp(self._statements(), log, calls, intents,
                                         ((last[1], last[0], last[1]),) if last else None), notify)
@@ -468,8 +500,15 @@ class RunStore:
         stmt = self.sql("UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?")
         return self.submit(lambda cur: cur.execute(stmt, (run_id, owner)) and None)
 
+    # how a run's row reads its last committed sequence number: the column, which every
+    # commit updates (a backend that does not update it reads the log's own maximum)
+    last_seq_sql = "last_seq"
+
+    def _run_columns(self, names: Iterable[str]) -> str:
+        return ", ".join(self.last_seq_sql if c == "last_seq" else c for c in names)
+
     def get_run(self, run_id: str) -> dict | None:
-        stmt = self.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE run_id = ?")
+        stmt = self.sql(f"SELECT {self._run_columns(_RUN_COLUMNS)} FROM runs WHERE run_id = ?")
         row = self._wait(lambda cur: _one(cur, stmt, (run_id,)))
         return _run_row(row) if row is not None else None
 
@@ -482,7 +521,7 @@ class RunStore:
         return _run_row(row, names) if row is not None else None
 
     def list_runs(self, status: str | None = None, limit: int | None = None) -> list[dict]:
-        cols = ", ".join(c for c in _RUN_COLUMNS if c != "spec")
+        cols = self._run_columns(c for c in _RUN_COLUMNS if c != "spec")
         where, params = ("WHERE status = ?", (status,)) if status else ("", ())
         stmt = self.sql(f"SELECT {cols} FROM runs {where} ORDER BY created DESC"
                         + (f" LIMIT {int(limit)}" if limit else ""))
@@ -654,6 +693,16 @@ class _RowsOp:
         intents = one.intents if one is not None else [r for op in ops for r in op.intents]
         if intents:
             cur.executemany(add_intent, intents)
+
+
+def merged_rows(ops: list) -> tuple[list, dict, list]:
+    """The rows of these row operations together (for a backend's :meth:`RunStore._write_rows`):
+    log rows, call records by ``(run_id, call_id)`` (the last one of a call wins, as a second
+    upsert would) and intents."""
+    log = [r for op in ops for r in op.log]
+    calls = {(r[0], r[1]): r[2] for op in ops for r in op.calls}
+    intents = [r for op in ops for r in op.intents]
+    return log, calls, intents
 
 
 def _last_seqs(ops: list) -> list[tuple]:

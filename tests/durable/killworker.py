@@ -1,5 +1,6 @@
 """The process the kill -9 test starts (and kills): ``run`` or ``resume`` a seeded plan on a
-SQLite store; prints the comparable result as JSON when it gets to the end."""
+SQLite file (or a PostgreSQL
+URL given instead of its path); prints the comparable result as JSON when it gets to the end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from durable import plans  # noqa: E402
 
 def main() -> None:
     action, db, seed, run_id = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    url = f"sqlite:///{db}"
+    url = db if db.startswith("postgresql://") else f"sqlite:///{db}"
     # warm up what the first call would load (schemas, validators, the thread pool), so that
     # the kill window is the calls' own time, as in the calibration run
     ledger, plans.LEDGER = plans.LEDGER, None  # (not in the side-effect ledger)

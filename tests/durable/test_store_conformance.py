@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -60,6 +61,46 @@ def test_a_failing_operation_fails_alone_in_its_batch(store):
     with pytest.raises(StoreError):
         dup.result()
     assert len(store.load_log("r1")) == 40 and "dup" not in store.load_calls("r1")
+
+
+_AWKWARD = ['a"b', "back\\slash", "x,y", "{braces}", "new\nline\ttab", "NULL", " spaced ", "é†😀", "'quote'"]
+
+
+def _commit_rows(store, log, calls, intents, last):
+    """``commit_rows`` (a run's batch of one pass of its loop) and wait for its landing."""
+    async def go():
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        store.commit_rows(log, calls, intents, last, (loop, done.set_result))
+        return await done
+    return asyncio.run(go()).exception()
+
+
+def test_a_batch_of_rows_keeps_any_text_and_the_last_record_of_a_call(store):
+    """Rows travel as text (PostgreSQL: one array literal per column): quotes, backslashes,
+    commas, braces, newlines, "NULL" come back as they went; a call recorded twice in one
+    batch keeps its last record, an intent asked twice is kept once."""
+    for k, run_id in enumerate(_AWKWARD):
+        _new(store, run_id)
+        log = [(run_id, 1 + n, json.dumps({"kind": "state", "path": [t], "value": t, "method": "set",
+                                           "call": t, "date": 1.5}, ensure_ascii=False))
+               for n, t in enumerate(_AWKWARD)]
+        calls = [(run_id, t, json.dumps({"id": t, "n": 1})) for t in _AWKWARD]
+        calls.append((run_id, _AWKWARD[k], json.dumps({"id": _AWKWARD[k], "n": 2})))  # again: the last wins
+        intents = [(run_id, t, f"{run_id}:{t}", 1700000000.123456) for t in _AWKWARD + _AWKWARD[:2]]
+        assert _commit_rows(store, log, calls, intents, (run_id, len(_AWKWARD))) is None
+        assert [e["value"] for e in store.load_log(run_id)[1:]] == _AWKWARD
+        assert store.load_calls(run_id) == {t: {"id": t, "n": 2 if t == _AWKWARD[k] else 1} for t in _AWKWARD}
+        assert store.load_intents(run_id) == {t: f"{run_id}:{t}" for t in _AWKWARD}
+        assert store.get_run(run_id)["last_seq"] == len(_AWKWARD)
+    # one row of each (PostgreSQL: plain VALUES instead of the arrays)
+    run_id, t = _AWKWARD[0], _AWKWARD[1]
+    entry = json.dumps({"kind": "state", "path": [t], "value": t, "method": "set", "call": t, "date": 1.5})
+    assert _commit_rows(store, [(run_id, 99, entry)], [(run_id, t, json.dumps({"id": t, "n": 3}))],
+                        [(run_id, "one", f"{run_id}:one", 1.25)], (run_id, 99)) is None
+    assert store.load_log(run_id)[-1]["value"] == t and store.load_calls(run_id)[t] == {"id": t, "n": 3}
+    assert store.load_intents(run_id)["one"] == f"{run_id}:one" and store.get_run(run_id)["last_seq"] == 99
+    assert _commit_rows(store, [], [], [], ()) is None  # (an empty batch commits nothing)
 
 
 def test_nothing_is_pickled(store):
