@@ -8,13 +8,12 @@ goes as **one statement** in autocommit mode (a single statement is its own tran
 one round trip per commit, where BEGIN, one statement per table (and an update of the run's
 last sequence number, now read from the log instead) and COMMIT were five for a completion
 (on a chain, each call waits for two commits: its intent, then its parent's completion).
-Each column travels as one JSON array parameter, zipped back into rows by
-``ROWS FROM (json_array_elements...)``: the log entries and records are JSON texts already, joined between brackets as they are (the server hands
-each element's text back unchanged), the ids and numbers one C-encoded JSON list.  That
-replaces psycopg's per-row ``executemany`` work (about 20 us per call in the writer thread)
-by a join; psycopg's adaptation of Python lists as PostgreSQL arrays was slower still.  Any
-other operation runs in an explicit transaction (``BEGIN`` ... ``COMMIT``).
-"""
+Each column travels as one JSON array parameter, zipped back into rows by ``ROWS FROM
+(json_array_elements...)``: the log entries and records are JSON texts already, joined between
+brackets as they are (the server hands each element's text back unchanged), the ids and numbers one
+C-encoded JSON list.  That replaces psycopg's per-row ``executemany`` work (about 20 us per call in
+the writer thread) by a join; psycopg's adaptation of Python lists as PostgreSQL arrays was slower
+still.  Any other operation runs in an explicit transaction (``BEGIN`` ... ``COMMIT``). """
 
 from __future__ import annotations
 
