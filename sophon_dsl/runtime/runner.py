@@ -373,6 +373,16 @@ class CallRunner:
         if not checks:
             return None
         tool = call.tool
+        if len(checks) == 1:  # the common case: one parameter read at run time (no list per call)
+            (name, v), = checks
+
+            def check_one(args: dict) -> ErrorInfo | None:
+                msg = v.check(args[name])
+                if msg:
+                    return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: parameter '{name}': {msg}")
+                return None
+
+            return check_one
 
         def check(args: dict) -> ErrorInfo | None:
             # every parameter's problems at once, not only the first parameter's
