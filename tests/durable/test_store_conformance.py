@@ -80,17 +80,17 @@ def test_a_batch_of_rows_keeps_any_text_and_the_last_record_of_a_call(store):
     """Rows travel as text (PostgreSQL: one array literal per column): quotes, backslashes,
     commas, braces, newlines, "NULL" come back as they went; a call recorded twice in one
     batch keeps its last record, an intent asked twice is kept once."""
-    for k, run_id in enumerate(_AWKWARD):
+    for run_id in _AWKWARD:
         _new(store, run_id)
         log = [(run_id, 1 + n, json.dumps({"kind": "state", "path": [t], "value": t, "method": "set",
                                            "call": t, "date": 1.5}, ensure_ascii=False))
                for n, t in enumerate(_AWKWARD)]
         calls = [(run_id, t, json.dumps({"id": t, "n": 1})) for t in _AWKWARD]
-        calls.append((run_id, _AWKWARD[k], json.dumps({"id": _AWKWARD[k], "n": 2})))  # again: the last wins
+        calls.append((run_id, run_id, json.dumps({"id": run_id, "n": 2})))  # again: the last wins
         intents = [(run_id, t, f"{run_id}:{t}", 1700000000.123456) for t in _AWKWARD + _AWKWARD[:2]]
         assert _commit_rows(store, log, calls, intents, (run_id, len(_AWKWARD))) is None
         assert [e["value"] for e in store.load_log(run_id)[1:]] == _AWKWARD
-        assert store.load_calls(run_id) == {t: {"id": t, "n": 2 if t == _AWKWARD[k] else 1} for t in _AWKWARD}
+        assert store.load_calls(run_id) == {t: {"id": t, "n": 2 if t == run_id else 1} for t in _AWKWARD}
         assert store.load_intents(run_id) == {t: f"{run_id}:{t}" for t in _AWKWARD}
         assert store.get_run(run_id)["last_seq"] == len(_AWKWARD)
     # one row of each (PostgreSQL: plain VALUES instead of the arrays)
