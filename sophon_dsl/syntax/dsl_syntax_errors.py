@@ -87,12 +87,7 @@ def syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
             msg += _expected(allowed)
     elif isinstance(e, UnexpectedToken):
         tok = e.token
-        expected = e.expected
-        try:
-            if e.interactive_parser is not None:
-                expected = e.interactive_parser.accepts() or expected
-        except Exception:
-            pass
+        expected = _accepted(e)
         msg = f"unexpected {describe_token(tok)}" + _expected(expected)
         if tok.type == "$END":
             line, col = _end_position(lines)
@@ -111,6 +106,17 @@ def syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
     return Diagnostic("E001", msg, Span(line, col, line, col + 1), data={"grammar": True})
 
 
+def _accepted(e: UnexpectedToken) -> Any:
+    """What the parser accepts where it stopped: the interactive parser's view when it has one
+    (exact for this state), else the token's static expected set."""
+    try:
+        if e.interactive_parser is not None:
+            return e.interactive_parser.accepts() or e.expected
+    except Exception:  # (a parser state it cannot replay: the static set then)
+        pass
+    return e.expected
+
+
 def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | None:
     """The cause and fix of a syntax error (sophon_dsl.syntax.dsl_messages), or None."""
     if isinstance(e, UnexpectedCharacters):
@@ -118,12 +124,7 @@ def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | Non
         return explain("CHAR", text[pos:pos + 1], e.line, e.column, pos, e.allowed, text)
     if isinstance(e, UnexpectedToken):
         tok = e.token
-        expected = e.expected
-        try:
-            if e.interactive_parser is not None:
-                expected = e.interactive_parser.accepts() or expected
-        except Exception:
-            pass
+        expected = _accepted(e)
         if tok.type == "$END":
             return explain("$END", "", text.count("\n") + 1, 1, len(text), expected, text)
         return explain(tok.type, str(tok), tok.line, tok.column, tok.start_pos, expected, text)
