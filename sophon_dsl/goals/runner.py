@@ -166,6 +166,10 @@ class GoalRunner:
                 raise GoalResumeError(f"goal {run_id} waits for a person's answer: give approve=True/False "
                                       f"(CLI: sophon-dsl approve {run_id} [--reject])")
             approve, reason = decision.get("action") == "approve", reason or decision.get("reason", "")
+        from ..runtime.inputs import CASCADES
+
+        if spec.get("cascade") in CASCADES:
+            self.cascade = spec["cascade"]
         loop = _Loop(self, row["goal"] or "", spec.get("input"))
         last_steps = load_state(loop, spec["checkpoint"])
         return await self._finish(loop, loop.answered(last_steps, approve, reason), run_id, created=True)
@@ -219,7 +223,9 @@ class GoalRunner:
     def _spec(self, loop: "_Loop", checkpoint: dict | None) -> dict:
         from .durable import GOAL_KIND
 
-        return {"kind": GOAL_KIND, "input": loop.input, "meta": self.store_meta, "checkpoint": checkpoint}
+        # (cascade changes how a failed step ends the goal: a resume keeps the run's own)
+        return {"kind": GOAL_KIND, "input": loop.input, "meta": self.store_meta, "checkpoint": checkpoint,
+                **({"cascade": self.cascade} if self.cascade != "skip" else {})}
 
     def _record(self, store: Any, run_id: str, loop: "_Loop", result: GoalResult) -> None:
         from .durable import decision_name, dump_state

@@ -450,7 +450,10 @@ class Agent:
                 "output_schema": self.output_schema, "state_schema": self.state_schema,
                 "stream_order": self.stream_order, "approval_risk": self.approval_risk.label,
                 "reply_form": self.reply_form, "max_reply_bytes": self.max_reply_bytes, "dispatch": self.dispatch,
-                **({"stateless": True} if self.stateless else {})}   # (the records of other runs unchanged)
+                **({"stateless": True} if self.stateless else {}),   # (the records of other runs unchanged)
+                # how a failed call's dependents end changes the run's outcome: a resume keeps it
+                **({"cascade": self.run_options["cascade"]} if self.run_options.get("cascade", "skip") != "skip"
+                   else {})}
 
     def _take_options(self, options: dict) -> None:
         for name in ("max_turns", "max_calls", "temperature", "max_tokens", "system", "output_schema",
@@ -461,6 +464,8 @@ class Agent:
             self.model = options.get("model")
         if options.get("approval_risk"):
             self.approval_risk = Risk.parse(options["approval_risk"])
+        if options.get("cascade"):
+            self.run_options["cascade"] = options["cascade"]
 
     async def _loop(self, request: str, input: Any, state: Any, instances: dict | None, mode: Mode,
                     planned: dict | None, record: Any, given: Plan | None = None) -> AgentResult:

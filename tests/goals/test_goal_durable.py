@@ -89,3 +89,17 @@ def test_the_stored_decision_answers_and_resuming_twice_is_refused(store_url):
         runner.resume(run_id, approve=True)
     with pytest.raises(GoalResumeError, match="no goal"):
         runner.resume("goal-nope", approve=True)
+
+
+def test_a_waiting_goal_keeps_its_cascade_for_the_resume(store_url):
+    runner, *_ = _runner(store_url, cascade="partial")
+    run_id = runner.run("g").run_id
+    store = open_store(store_url)
+    try:
+        assert store.get_run(run_id)["spec"]["cascade"] == "partial"
+    finally:
+        store.close()
+    later, *_ = _runner(store_url)          # another process, started without --cascade
+    assert later.cascade == "skip"
+    assert later.resume(run_id, approve=True).status is GoalStatus.COMPLETE
+    assert later.cascade == "partial"

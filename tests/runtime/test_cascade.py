@@ -148,3 +148,27 @@ def test_durable_run_keeps_its_cascade_for_resume(tmp_path):
         assert store.get_run(result.run_id)["spec"]["cascade"] == "partial"
     finally:
         store.close()
+
+
+def test_a_recorded_agent_run_keeps_its_cascade_for_resume(tmp_path):
+    import asyncio
+
+    from sophon_dsl.durable import open_store
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    reply = ('$state.a = fetch(name="bad")\n$state.b = fetch(name="good")\n'
+             '$state.c = combine(a=$state.a, b=$state.b)\nreturn $state.c\n')
+    first = Agent(ScriptedProvider(keyed=[KeyedReply("Request: ", reply)]), tools=TOOLS, stdlib=False,
+                  max_turns=1, run_options={"cascade": "partial"}, store=url, run_id="a1").run("combine")
+    assert first.turns[0].calls[2]["status"] == "succeeded"
+    store = open_store(url)
+    try:
+        assert store.get_run("a1")["spec"]["options"]["cascade"] == "partial"
+    finally:
+        store.close()
+    # an agent built without it takes the run's own cascade back, as it takes its loop options
+    again = Agent(ScriptedProvider(["return 0"]), tools=TOOLS, stdlib=False, max_turns=1)
+    resumed = asyncio.run(again.aresume("a1", store=url))
+    assert again.run_options["cascade"] == "partial"
+    assert resumed.turns[0].calls[2]["status"] == "succeeded"
+
