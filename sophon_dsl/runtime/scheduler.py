@@ -336,6 +336,14 @@ class Scheduler:
                 self._waiting[reader] += 1
         if refused is not None:
             self.call_refused(i, refused)
+            return
+        # a resumed durable run: a call an earlier process committed is restored, not run
+        # again (a reply's last line, without its newline, arrives only when the stream ends:
+        # after the calls that joined before the run started were restored)
+        barrier = self.barrier
+        if barrier is not None and barrier.restore_joined(range(i, i + 1)):
+            if self._running and not self._stopping:
+                self.start_ready(self.flow.dependents()[i])  # (restore counted it off its readers)
         elif self._running and not self._stopping:
             if self._consider(i):
                 self.settled(i)

@@ -113,6 +113,23 @@ def test_crash_after_a_complete_turn_resumes_with_the_next_request(url):
     assert len(keys) == len(set(keys)) == 4 and keys[0] == "a2/t1:c1"
 
 
+def test_a_recorded_reply_without_its_last_newline_runs_nothing_again(url):
+    # the last line of such a reply is a call only when the stream ends, after the run's
+    # other calls were restored: it must be restored too, not run a second time
+    ledger: list = []
+    r1, r2 = R1.rstrip("\n"), R2.rstrip("\n")
+    reference = _agent(CountingProvider([r1, r2, R3]), [], None).run("go")
+    p = CountingProvider([r1, r2, R3], crash=(3, 0))  # dies as turn 3's reply starts
+    with pytest.raises(Crash):
+        _agent(p, ledger, url, run_id="a2n").run("go")
+    assert [n for _, n in ledger] == [1, 3, 4, 5]
+    again = CountingProvider([R3])
+    resumed = _agent(again, ledger, url).resume("a2n")
+    assert again.turns == [3]
+    assert _final(resumed) == _final(reference)
+    assert [n for _, n in ledger] == [1, 3, 4, 5]  # act(n=5), turn 2's last line, ran once
+
+
 def test_a_reply_cut_mid_stream_keeps_its_complete_statements(url):
     ledger: list = []
     cut = len("$state.c = act(n=3)\n$state.d = act(n=4)\n$state.e = ac")
