@@ -263,13 +263,22 @@ def _chain_tools(events: list):
     return as_registry([fetch, show], stdlib=False)
 
 
+async def _until_shown(events: list, limit: float = 30.0) -> None:
+    """While the reply is still open: until ``show`` ran (a loaded machine may take long;
+    the test is about order, not time)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
+    while not any(e.startswith("show") for e in events) and loop.time() < end:
+        await asyncio.sleep(0.005)
+
+
 def test_written_order_decides_reads_while_the_reply_streams():
     events: list = []
 
     async def go():
         turn = StreamTurn(_chain_tools(events), order="written")
         turn.feed("$state.a = fetch(n=1)\nshow(x=$state.a)\n")
-        await asyncio.sleep(0.03)
+        await _until_shown(events)
         events.append("still streaming")
         return await turn.finish()
 
@@ -284,7 +293,7 @@ def test_any_order_decides_a_read_whose_writer_came_first_while_the_reply_stream
     async def go():
         turn = StreamTurn(_chain_tools(events))
         turn.feed("$state.a = fetch(n=1)\nshow(x=$state.a)\n")
-        await asyncio.sleep(0.03)
+        await _until_shown(events)
         events.append("still streaming")
         return await turn.finish()
 
