@@ -262,3 +262,41 @@ def test_a_goal_runs_steps_verdicts_and_facts_appear_live(page, tmp_path):
         stop(goal)
         if server is not None:
             stop(server)
+
+
+def test_an_agent_run_that_comes_to_wait_shows_its_approval_panel_live(page, tmp_path):
+    """An agent run open in the browser while turn 1 runs; turn 2 asks for a high-risk call
+    and the run waits: the approval panel (tool, risk, arguments, buttons) appears without a
+    reload."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    release = tmp_path / "release"
+    make_plan(tmp_path, "unused.plan", "")
+    script = tmp_path / "agent.json"
+    script.write_text(json.dumps({"turns": [f'†state.a = wait_for(path="{release}")\n',
+                                            '†state.s = send(to="<b>bob</b>")\n']}), encoding="utf-8")
+    agent = cli("agent", "wait, then send", "--tools", "tools.py", "--no-stdlib", "--store", url, "--approve", "wait",
+                "--provider", f"scripted:{script}", "--json", cwd=tmp_path, background=True)
+    server = None
+    try:
+        run_id = wait_status(url, None, {"running"})["run_id"]
+        server, base = start_ui(url, tmp_path)
+        page.goto(f"{base}/runs/{run_id}")
+        expect(page.locator('section.turn[data-turn="1"]')).to_have_count(1)
+        assert page.locator("#waiting").count() == 0
+        page.evaluate("window.__notReloaded = true")
+        release.write_text("go")
+        expect(page.locator("#run-status")).to_have_text("waiting")
+        expect(page.locator("#waiting")).to_contain_text("send")
+        expect(page.locator("#waiting")).to_contain_text("risk high")
+        expect(page.locator("#waiting pre")).to_contain_text("<b>bob</b>")
+        expect(page.locator("#waiting #approve")).to_have_count(1)
+        expect(page.locator("#waiting #reject")).to_have_count(1)
+        assert page.locator("#waiting b b").count() == 0  # the argument shown as text
+        assert page.evaluate("window.__notReloaded") is True
+        page.screenshot(path=str(SHOTS / "run-agent-live-waiting.png"), full_page=True)
+        assert agent.wait(timeout=60) == 3, agent.stderr.read()
+    finally:
+        release.write_text("go")
+        stop(agent)
+        if server is not None:
+            stop(server)

@@ -251,7 +251,10 @@
     });
     var label = add(w, el("label", null, "reason "));
     var input = add(label, el("input")); input.id = "reason"; input.maxLength = 500;
-    var ok = add(w, el("button", "approve", "Approve")), no = add(w, el("button", "reject", "Reject"));
+    w.appendChild(document.createTextNode(" "));  // (the spaces the server's markup has between them)
+    var ok = add(w, el("button", "approve", "Approve"));
+    w.appendChild(document.createTextNode(" "));
+    var no = add(w, el("button", "reject", "Reject"));
     ok.id = "approve"; no.id = "reject";
     ok.addEventListener("click", function () { decide("approve"); });
     no.addEventListener("click", function () { decide("reject"); });
