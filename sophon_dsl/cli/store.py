@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from ..durable import default_store_url, open_store, sqlite_path
+from ..durable.base import StoreNotFound
 from ..durable.runconfig import LIST_FLAGS, STORED_KEYS, TOOL_FLAGS, ToolConfig
 from ..durable.runconfig import stored_config as _stored_config
 from ..durable.trust import StoredConfigError, seal_meta
@@ -23,14 +24,18 @@ def open_cli_store(url: str | None, *, create: bool = True) -> Any:
     """The store ``url`` names (default: the per-user one); a bad URL or an unreachable
     server is a usage error (exit 2), not a traceback.  ``create=False`` (the commands that
     only read or continue runs): a SQLite file that does not exist is a usage error naming
-    it, not a new empty database (a typo in the path would otherwise look like "no runs")."""
+    it, not a new empty database (a typo in the path would otherwise look like "no runs");
+    so is a database that holds none of the store's tables (``Store.NotFound``: nothing is
+    created in it)."""
     url = url or default_store_url()
     path = sqlite_path(url)
     if not create and path is not None and not os.path.exists(path):
         raise UsageError(f"--store: no run store at {path} (nothing was recorded there; "
                          "'sophon-dsl run' creates it)")
     try:
-        return open_store(url)
+        return open_store(url, create=create)
+    except StoreNotFound as exc:  # a reader on a server database where nothing was recorded
+        raise UsageError(f"{exc.code}: --store: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a URL we cannot use, a server that is down
         raise UsageError(f"--store: {exc}") from None
 

@@ -22,20 +22,13 @@ def _loopback(host: str) -> bool:
 
 
 def _existing_store(url: str | None) -> tuple[object, str]:
-    """The store, which must exist: the dashboard reads runs, it never creates a store."""
-    from urllib.parse import unquote, urlsplit
-
+    """The store, which must exist: the dashboard reads runs, it never creates a store (a
+    missing SQLite file, or a database without the store's tables: exit 2)."""
     from ..durable import default_store_url
     from .store import open_cli_store
-    from .common import UsageError
 
     url = url or default_store_url()
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-        if not path or not os.path.isfile(path):
-            raise UsageError(f"--store: no run store at {url} (run a plan first, or give --store)")
-    return open_cli_store(url), url
+    return open_cli_store(url, create=False), url
 
 
 def run(args: argparse.Namespace) -> int:

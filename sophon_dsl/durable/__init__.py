@@ -17,10 +17,11 @@ __all__ = ["CurrentCall", "current_call", "default_store_url", "delete_runs", "o
            "prune_runs", "sqlite_path"]
 
 
-def open_store(url: Any) -> Any:
+def open_store(url: Any, *, create: bool = True) -> Any:
     """A run store for ``url``: ``sqlite:///relative.db``, ``sqlite:////absolute.db``
     (``?synchronous=FULL`` for power-loss durability), ``postgresql://user@host/db``.
-    A store object is returned as it is."""
+    A store object is returned as it is.  ``create=False`` (readers): a database without
+    the store's tables raises ``StoreNotFound`` (``Store.NotFound``) and is left as it was."""
     if not isinstance(url, str):
         return url
     parts = urlsplit(url)
@@ -32,11 +33,11 @@ def open_store(url: Any) -> Any:
         opts = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         from .sqlite import SqliteRunStore
 
-        return SqliteRunStore(path, synchronous=opts.get("synchronous", "NORMAL"))
+        return SqliteRunStore(path, synchronous=opts.get("synchronous", "NORMAL"), create=create)
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresRunStore
 
-        return PostgresRunStore(url)
+        return PostgresRunStore(url, create=create)
     raise OptionError(f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://...",
                       code="Store.UrlInvalid")
 

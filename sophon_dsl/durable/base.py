@@ -25,8 +25,8 @@ from ..errors import SophonError
 _make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_str = json.encoder.encode_basestring  # (ensure_ascii=False)
 
-__all__ = ["CANCEL_DECISION", "CancelReader", "Landing", "MIGRATIONS", "RunStore", "StoreError", "dumps",
-           "merged_rows"]
+__all__ = ["CANCEL_DECISION", "STORE_NOT_FOUND", "CancelReader", "Landing", "MIGRATIONS", "RunStore", "StoreError",
+           "StoreNotFound", "dumps", "display_url", "merged_rows"]
 
 # the decision name under which `sophon-dsl cancel` asks a run's holder to stop (base.RunStore.request_cancel)
 CANCEL_DECISION = "cancel"
@@ -136,6 +136,29 @@ class StoreError(SophonError):
     """A store operation failed (``Store.*`` errors of the runtime wrap it)."""
 
 
+STORE_NOT_FOUND = "Store.NotFound"
+
+
+class StoreNotFound(StoreError):
+    """A store opened only to read (``create=False``) holds no run store: its database has
+    none of our tables, so no run was ever recorded there.  Nothing was created."""
+
+    code = STORE_NOT_FOUND
+
+
+def display_url(url: str) -> str:
+    """``url`` as messages show it: without the password a server URL may carry (in its
+    user part or as a ``password=`` parameter)."""
+    import re
+
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if sep and at and ":" in userinfo:
+        url = f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+
+
 def _refuse(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -176,7 +199,11 @@ class RunStore:
     url: str = ""
     max_batch = 512
 
-    def __init__(self) -> None:
+    def __init__(self, *, create: bool = True) -> None:
+        # create=False (a reader: the dashboard, `runs`, `approve`): a database without our
+        # schema is StoreNotFound, not given an empty store (a mistyped database name would
+        # otherwise look like "no runs", and leave tables behind)
+        self.create = create
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
         self._ready = threading.Event()
@@ -185,8 +212,10 @@ class RunStore:
         self._thread = threading.Thread(target=self._writer, name="sophon-store", daemon=True)
         self._thread.start()
         self._ready.wait()
+        if isinstance(self._open_error, StoreNotFound):
+            raise self._open_error
         if self._open_error is not None:
-            raise StoreError(f"cannot open the store {self.url}: {self._open_error}") from self._open_error
+            raise StoreError(f"cannot open the store {display_url(self.url)}: {self._open_error}") from self._open_error
 
     # -- the writer thread --------------------------------------------------------------
 
@@ -297,6 +326,13 @@ class RunStore:
     def _migrate(self, conn: Any) -> None:
         cur = self._begin(conn)
         self._migrate_lock(cur)
+        if not self.create:
+            cur.execute(self.schema_exists_sql)
+            if not cur.fetchone()[0]:
+                self._rollback(conn)
+                raise StoreNotFound(f"{display_url(self.url)} holds no run store: no runs were recorded there "
+                                    "(its database has no sophon-dsl tables; 'sophon-dsl run --store URL' "
+                                    "creates them)")
         cur.execute(self.sql("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
                              "applied REAL NOT NULL)"))
         cur.execute(self.sql("SELECT MAX(version) FROM schema_migrations"))
@@ -367,6 +403,10 @@ class RunStore:
 
     def _migrate_lock(self, cur: Any) -> None:
         pass
+
+    # one row, one column: nonzero when the schema's version table exists (SQLite's catalogue;
+    # the PostgreSQL store asks its own)
+    schema_exists_sql = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 
     # a batch of row operations alone is written by _write_rows on a plain _cursor, without
     # _begin and _commit: the backend's rows go in one statement (PostgreSQL), which is atomic

@@ -80,9 +80,12 @@ class PostgresRunStore(RunStore):
     # sequence number is read from the log, the last entry of its (run_id, seq) key
     last_seq_sql = "(SELECT COALESCE(MAX(seq), -1) FROM log WHERE log.run_id = runs.run_id) AS last_seq"
 
-    def __init__(self, url: str) -> None:
+    # (to_regclass follows the search path, as the unqualified names of the schema do)
+    schema_exists_sql = "SELECT CASE WHEN to_regclass('schema_migrations') IS NULL THEN 0 ELSE 1 END"
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
-        super().__init__()
+        super().__init__(create=create)
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s").replace(" REAL", " DOUBLE PRECISION")

@@ -19,14 +19,15 @@ __all__ = ["SqliteRunStore"]
 
 
 class SqliteRunStore(RunStore):
-    def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0,
+                 create: bool = True) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA", "OFF"):
             raise OptionError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = path
         self.url = f"sqlite:///{path}"
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
-        super().__init__()
+        super().__init__(create=create)
 
     def _connect(self) -> Any:
         if self.path != ":memory:":

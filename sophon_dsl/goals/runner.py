@@ -77,6 +77,7 @@ class _PlanRun:
     results: dict[str, dict] = field(default_factory=dict)
     fatal: str | None = None          # an evaluator error: the goal fails at once
     waiting: bool = False             # a hitl step with nobody to ask
+    started: set[str] = field(default_factory=set)   # steps handed to their sub-agent
 
 
 class GoalRunner:
@@ -185,6 +186,7 @@ class GoalRunner:
             if not created:
                 store.create_run(run_id, plan_id="goal", goal=loop.goal, spec=self._spec(loop, None),
                                  plan_hash="").result()
+            loop.recording = (store, run_id, started)
         from ..telemetry import agent_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
         self._spans = agent_subscriber(run_id, loop.goal, kind="goal")
@@ -298,6 +300,36 @@ class _Loop:
         self.plans: list[list[dict]] = []
         self.last: _PlanRun | None = None
         self.pending: list[dict] = []                # steps waiting for a person (kept in the store)
+        self.recording: tuple[Any, str, float] | None = None   # (store, run id, start) of a recorded goal
+
+    def report(self) -> None:
+        """Keep the goal's progress in its run's summary while it runs (status ``running``:
+        the steps so far with their verdicts, the facts), so that a watcher (the dashboard,
+        ``runs show``) sees each step as it goes.  Queued, not awaited: the store commits its
+        queue in order, so the record written when the goal ends or waits comes after it."""
+        if self.recording is None:
+            return
+        store, run_id, started = self.recording
+        goal = {"status": "running", "output": None, "facts": dict(self.facts),
+                "goal_execution": {"steps": self.progress_steps(), "replans": self.replans,
+                                   "steps_run": self.steps_run,
+                                   "elapsed_s": round(time.perf_counter() - started, 3)}}
+        try:
+            store.set_status(run_id, "running", {"goal": goal})
+        except (TypeError, ValueError):  # a fact that is no JSON value: the end record says so, not a watcher's
+            pass
+
+    def progress_steps(self) -> list[dict]:
+        """Every step so far: those judged, and the current plan's others as running (its
+        sub-agent started) or pending."""
+        steps = {sid: rec.to_json() for sid, rec in self.records.items()}
+        last = self.last if self.last is not None and self.last.number == len(self.plans) - 1 else None
+        for s in self.plans[-1] if self.plans else ():
+            rec = last.records.get(s["id"]) if last is not None else None
+            steps[s["id"]] = rec.to_json() if rec is not None else {
+                "id": s["id"], "task": s.get("task"), "verdict": None, "confidence": None, "note": "",
+                "status": "running" if last is not None and s["id"] in last.started else "pending"}
+        return list(steps.values())
 
     async def drive(self) -> tuple[GoalStatus, str | None]:
         r = self.runner
@@ -321,6 +353,7 @@ class _Loop:
             self.plans.append([s.to_json() for s in steps])
             r.emit("goal_plan", self.goal, "planned" if not self.replans else "replanned",
                    data={"plan": len(self.plans) - 1, "steps": self.plans[-1]})
+            self.report()
             done = await self.run_plan(steps)
             if done.fatal is not None:
                 return GoalStatus.FAILED, done.fatal
@@ -373,6 +406,7 @@ class _Loop:
             self.runner.emit("goal_step_verdict", self.goal, self.records[p["id"]].verdict or "", call_id=p["id"],
                              data=self.records[p["id"]].to_json())
         self.pending = []
+        self.report()
         failed = [self.records[s.id] for s in last_steps if self.records[s.id].status is StepStatus.FAILED]
         if failed:
             outcome = await self.replan(failed)
@@ -407,11 +441,14 @@ class _Loop:
                 done.records[s.id] = StepRecord(s.id, s.task, StepStatus.SKIPPED, note=note, plan=done.number)
         done.records = {s.id: done.records[s.id] for s in steps}    # plan order, not completion order
         self.records.update(done.records)
+        self.report()   # (the steps skipped show while the loop replans)
         return done
 
     async def carry_out(self, done: _PlanRun, step: PlannedStep, inputs: dict) -> dict:
         r = self.runner
         self.steps_run += 1
+        done.started.add(step.id)
+        self.report()
         outcome = await self.delegate(step, inputs)
         try:
             verdict = await r.evaluator.evaluate(step, outcome, known_facts=self.facts)
@@ -445,6 +482,7 @@ class _Loop:
         done.records[step.id] = StepRecord(step.id, step.task, status, verdict.kind.value if verdict else None,
                                            verdict.confidence if verdict else None,
                                            verdict.note if verdict else note, done.number)
+        self.report()
 
     async def delegate(self, step: PlannedStep, inputs: dict) -> StepOutcome:
         """Carry the step out with a sub-agent restricted to the tools its hint maps to."""

@@ -307,7 +307,7 @@ def _ended(out: dict) -> str:
         parts.append(f'<h2>Output</h2><pre class="output">{_pretty(out["output"])}</pre>')
     if out.get("error"):
         parts.append(f'<h2>Error</h2><pre class="err">{esc(out["error"])}</pre>')
-    return "".join(parts)
+    return f'<div id="ended">{"".join(parts)}</div>'  # (the page's script fills it when a live run ends)
 
 
 def _agent_body(view: dict) -> str:
@@ -315,7 +315,7 @@ def _agent_body(view: dict) -> str:
     became of its calls."""
     parts = [f'<p>request <span class="request">{esc(view.get("request") or "")}</span></p>', _ended(view)]
     turns = view.get("recorded_turns") or []
-    parts.append(f'<h2>Turns ({len(turns)})</h2>')
+    parts.append(f'<h2>Turns (<span id="turn-count">{len(turns)}</span>)</h2><div id="turns">')
     for t in turns:
         n = esc(t.get("turn"))
         note = "" if t.get("complete") else " · reply incomplete"
@@ -331,6 +331,7 @@ def _agent_body(view: dict) -> str:
         parts.append(f'<section class="turn" data-turn="{n}"><h3>Turn {n}{note}</h3>'
                      f'<h4>Reply</h4><pre class="reply">{esc(t.get("reply") or "")}</pre>{plan}'
                      f'<h4>Calls</h4>{calls}</section>')
+    parts.append("</div>")  # (the page's script adds and redraws turns here while the run goes on)
     if view.get("state"):
         parts.append(f'<h2>State</h2><pre>{_pretty(view["state"])}</pre>')
     return "".join(parts)
@@ -353,15 +354,16 @@ def _goal_body(view: dict) -> str:
         extra.append(f'{esc(view["steps_run"])} step(s) run')
     if view.get("elapsed_s") is not None:
         extra.append(f'{esc(view["elapsed_s"])} s')
-    parts.append(f'<h2>Steps ({len(steps)})</h2><p>{" · ".join(extra)}</p>'
+    # (ids: the page's script redraws these from the run's `view` events while it goes on)
+    parts.append(f'<h2>Steps (<span id="step-count">{len(steps)}</span>)</h2><p id="goal-extra">{" · ".join(extra)}</p>'
                  '<div class="scroll"><table class="steps"><thead><tr><th>step</th><th>task</th><th>status</th>'
-                 '<th>verdict</th><th>confidence</th><th>note</th></tr></thead><tbody>'
+                 '<th>verdict</th><th>confidence</th><th>note</th></tr></thead><tbody id="steps">'
                  f'{rows or "<tr><td colspan=6>no steps recorded yet</td></tr>"}</tbody></table></div>')
     facts = view.get("facts") or {}
     frows = "".join(f'<tr><td>{esc(k)}</td><td><pre>{_pretty(v)}</pre></td></tr>' for k, v in facts.items())
-    parts.append(f'<h2>Facts ({len(facts)})</h2><div class="scroll"><table class="facts"><thead><tr><th>fact</th>'
-                 f'<th>value</th></tr></thead><tbody>{frows or "<tr><td colspan=2>none</td></tr>"}'
-                 '</tbody></table></div>')
+    parts.append(f'<h2>Facts (<span id="fact-count">{len(facts)}</span>)</h2><div class="scroll"><table class="facts">'
+                 f'<thead><tr><th>fact</th><th>value</th></tr></thead><tbody id="facts">'
+                 f'{frows or "<tr><td colspan=2>none</td></tr>"}</tbody></table></div>')
     return "".join(parts)
 
 
@@ -524,10 +526,15 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
         found = await ui.call(ui.info, run_id)
         if found is None:
             return JSONResponse({"error": "Store.RunNotFound"}, status_code=404)
-        plan = found[1]["view"]["plan"] if found[1]["kind"] == "plan" else None
+        kind = found[1]["kind"]
+        plan = found[1]["view"]["plan"] if kind == "plan" else None
 
         async def stream():
             sent, seen = None, None
+            # agent and goal runs: their turns / steps as a `view` event (data.agent_changes,
+            # data.goal_changes), read each time the calls' snapshot is
+            view_sent: dict = {}
+            goal_sent: dict | None = None
             while True:
                 head = await ui.call(ui.head, run_id)
                 if head is None:
@@ -542,16 +549,23 @@ def make_app(store: Any, store_url: str | None = None, token: str | None = None,
                         snap = (await ui.call(ui.progress, head, found[1]["view"]))[1]
                     else:
                         snap = await ui.call(data.snapshot, ui.store, head, plan)
+                    frame = data.snapshot_changes(sent, snap)
+                    sent, seen = snap, mark
+                    view = None
+                    if kind == "agent":
+                        view = await ui.call(data.agent_changes, view_sent, ui.store, head)
+                    elif kind == "goal":
+                        goal_sent, view = data.goal_changes(goal_sent, head)
                     # reading a large run's calls costs time: poll it less often, so that
                     # watching a 10,000-call run never keeps the server busy
                     wait = max(ui.poll, 4 * (time.monotonic() - started))
-                    frame = data.snapshot_changes(sent, snap)
-                    sent, seen = snap, mark
                 else:
-                    frame = None
+                    frame = view = None
+                if view is not None:
+                    yield f"event: view\ndata: {json.dumps(view, ensure_ascii=False, default=str)}\n\n"
                 if frame is not None:
                     yield f"event: snapshot\ndata: {json.dumps(frame, ensure_ascii=False, default=str)}\n\n"
-                else:
+                elif view is None:
                     yield ": keep-alive\n\n"
                 if await request.is_disconnected():
                     return

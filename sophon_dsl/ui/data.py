@@ -12,8 +12,8 @@ from typing import Any
 
 from ..durable.report import run_summary, stored_result, waiting_view
 
-__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "goal_view", "TERMINAL",
-           "call_rows", "load_progress", "snapshot_changes", "status_counts", "log_by_call"]
+__all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "agent_changes", "goal_view",
+           "goal_changes", "TERMINAL", "call_rows", "load_progress", "snapshot_changes", "status_counts", "log_by_call"]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 MAX_LAYER = 200  # nodes drawn per DAG layer; the rest of a wide fan-out is one "+N more" node
@@ -287,6 +287,17 @@ def _turn_plan(reply: str) -> str | None:
         return None
 
 
+def _live(turns: list[dict], status: str) -> list[dict]:
+    """A running run's calls with an intent and no record are running (``stored_agent``
+    says in doubt: what they are once the run stopped), as a plan run's are."""
+    if status == "running":
+        for t in turns:
+            for c in t["calls"]:
+                if c.pop("in_doubt", False):
+                    c["status"] = "running"
+    return turns
+
+
 def agent_view(store: Any, row: dict) -> dict:
     """An agent run as its page shows it: the request, how it ended, and per recorded turn the
     reply as it streamed, the plan it stands for (canonical DSL) and its calls."""
@@ -294,10 +305,34 @@ def agent_view(store: Any, row: dict) -> dict:
 
     data = stored_agent(store, row)
     turns = []
-    for t in data.get("recorded_turns") or ():
+    for t in _live(data.get("recorded_turns") or [], row["status"]):
         reply = t.get("reply") or ""
         turns.append({**t, "plan": _turn_plan(reply) if reply else None})
     return {**data, "recorded_turns": turns, "waiting": waiting_view(data.get("waiting"))}
+
+
+def agent_changes(sent: dict, store: Any, row: dict) -> dict | None:
+    """What an agent run's live page needs since ``sent`` (``{"turns": {n: turn}, "head":
+    ...}`` as last sent, updated here; ``{}`` at first): the run's status, output, error,
+    waiting request and turn count, with the turns that are new or changed since (each with
+    the plan it stands for: a reply is parsed again only when it grew), or None when nothing
+    changed.  ``row`` may be the row without its spec (``get_run_head``)."""
+    from ..durable.agent_run import stored_agent
+
+    data = stored_agent(store, row)
+    turns = _live(data.get("recorded_turns") or [], row["status"])
+    known = sent.setdefault("turns", {})
+    changed = []
+    for t in turns:
+        if known.get(t["turn"]) != t:
+            known[t["turn"]] = t
+            changed.append({**t, "plan": _turn_plan(t["reply"]) if t.get("reply") else None})
+    head = {"kind": "agent", "status": row["status"], "count": len(turns), "output": data.get("output"),
+            "error": data.get("error"), "waiting": waiting_view(data.get("waiting"))}
+    if not changed and sent.get("head") == head:
+        return None
+    sent["head"] = head
+    return {**head, "turns": changed}
 
 
 def goal_view(row: dict) -> dict:
@@ -313,6 +348,14 @@ def goal_view(row: dict) -> dict:
             "output": goal.get("output"), "error": goal.get("error"), "replans": execution.get("replans"),
             "steps_run": execution.get("steps_run"), "elapsed_s": execution.get("elapsed_s"),
             "waiting": summary.get("waiting")}
+
+
+def goal_changes(before: dict | None, row: dict) -> tuple[dict, dict | None]:
+    """A goal run's view now (:func:`goal_view`, with ``"kind": "goal"``) and what its live
+    page needs after ``before``: the whole view when it changed (a goal has tens of steps,
+    not thousands), else None."""
+    now = {"kind": "goal", **goal_view(row)}
+    return now, (now if now != before else None)
 
 
 def snapshot_changes(before: dict | None, now: dict) -> dict | None:

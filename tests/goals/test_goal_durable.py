@@ -103,3 +103,48 @@ def test_a_waiting_goal_keeps_its_cascade_for_the_resume(store_url):
     assert later.cascade == "skip"
     assert later.resume(run_id, approve=True).status is GoalStatus.COMPLETE
     assert later.cascade == "partial"
+
+def test_a_recorded_goal_keeps_its_progress_while_it_runs(store_url):
+    """While a goal runs, its row says how far it got (issue 29 item 5: the dashboard shows a
+    goal's steps live): step s2's own tool reads the store from another connection and sees
+    s1 judged with its fact, s2 running and s3 pending, the run still running."""
+    import time
+
+    seen: list = []
+
+    @tool
+    def peek() -> str:
+        """What the store says of the goal now."""
+        store = open_store(store_url)
+        try:
+            for _ in range(600):  # the runner queues its progress; wait until it is committed
+                row = store.list_runs()[0]
+                goal = (row["summary"] or {}).get("goal") or {}
+                steps = [(s["id"], s["status"], s["verdict"]) for s in goal.get("goal_execution", {}).get("steps", ())]
+                if ("s2", "running", None) in steps:
+                    seen.extend([row["status"], goal["status"], steps, goal["facts"]])
+                    return "seen"
+                time.sleep(0.05)
+        finally:
+            store.close()
+        return "never saw s2 running"
+
+    sub = keyed((r"Request: .*\[one\]", "return 1"), (r"Request: .*\[two\]", "†state.p = peek()\nreturn †state.p"),
+                (r"Request: .*\[three\]", "return 3"))
+    evaluator = keyed((r"Task: .*\[one\]", verdict("pass", "ok", first=1)), (r"Task:", verdict("pass", "ok")))
+    planner = keyed((r"Goal:", plan_reply(step("First job [one]", "first done"),
+                                          step("Second job [two]", "second done", depends_on=[1]),
+                                          step("Third job [three]", "third done", depends_on=[2]))))
+    runner = GoalRunner(Agent(sub, [noop, peek], stdlib=False), planner_provider=planner,
+                        evaluator_provider=evaluator, store=store_url)
+    result = runner.run("g")
+    assert result.status is GoalStatus.COMPLETE
+    assert seen == ["running", "running", [("s1", "done", "pass"), ("s2", "running", None), ("s3", "pending", None)],
+                    {"first": 1}]
+    store = open_store(store_url)
+    try:
+        row = store.get_run(result.run_id)
+    finally:
+        store.close()
+    assert row["status"] == "complete"
+    assert [s["status"] for s in row["summary"]["goal"]["goal_execution"]["steps"]] == ["done"] * 3

@@ -154,3 +154,149 @@ def test_agent_and_goal_pages(page, agent_and_goal_runs, tmp_path):
         _narrow(page, "run-goal")
     finally:
         stop(server)
+
+
+def test_an_agent_runs_turns_appear_live(page, tmp_path):
+    """An agent run blocked in turn 1 (its call waits for a file): its page shows turn 1 with
+    the call running; once released, turn 1's call succeeds and turn 2 (a hostile value in
+    its reply, shown as text) and the output appear, without a reload."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    release = tmp_path / "release"
+    make_plan(tmp_path, "unused.plan", "")
+    script = tmp_path / "agent.json"
+    script.write_text(json.dumps({"turns": [
+        f'†state.a = wait_for(path="{release}")\n',
+        '†state.h = echo(x="<img src=x onerror=alert(1)>\\u202eevil")\nreturn {done: †state.a, h: †state.h}\n',
+    ]}), encoding="utf-8")
+    agent = cli("agent", "wait, then echo", "--tools", "tools.py", "--no-stdlib", "--store", url,
+                "--provider", f"scripted:{script}", "--json", cwd=tmp_path, background=True)
+    server = None
+    try:
+        run_id = wait_status(url, None, {"running"})["run_id"]
+        server, base = start_ui(url, tmp_path)
+        page.goto(f"{base}/runs/{run_id}")
+        turn1 = page.locator('section.turn[data-turn="1"]')
+        expect(turn1.locator("pre.reply")).to_contain_text("wait_for(path=")
+        expect(turn1.locator("table.calls tbody tr").first).to_contain_text("running")
+        expect(page.locator("section.turn")).to_have_count(1)
+        expect(page.locator("#turn-count")).to_have_text("1")
+        page.evaluate("window.__notReloaded = true")
+        page.screenshot(path=str(SHOTS / "run-agent-live-turn1.png"), full_page=True)
+        release.write_text("go")
+        expect(page.locator("section.turn")).to_have_count(2)
+        turn2 = page.locator('section.turn[data-turn="2"]')
+        expect(turn2.locator("pre.reply")).to_contain_text("<img src=x onerror=alert(1)>\\u202eevil")
+        expect(turn2.locator("pre.plan")).to_contain_text("return {done: $state.a, h: $state.h}")
+        expect(turn1.locator("table.calls tbody tr").first).to_contain_text("succeeded")
+        expect(page.locator("#run-status")).to_have_text("succeeded")
+        expect(page.locator("#ended pre.output")).to_contain_text('"done": "released"')
+        expect(page.locator("#turn-count")).to_have_text("2")
+        assert page.evaluate("window.__notReloaded") is True
+        assert page.locator("#turns img, #turns script, #ended img").count() == 0
+        page.screenshot(path=str(SHOTS / "run-agent-live-turn2.png"), full_page=True)
+        _narrow(page, "run-agent-live")
+        assert agent.wait(timeout=60) == 0, agent.stderr.read()
+    finally:
+        release.write_text("go")
+        stop(agent)
+        if server is not None:
+            stop(server)
+
+
+def test_a_goal_runs_steps_verdicts_and_facts_appear_live(page, tmp_path):
+    """A goal whose first step's sub-agent waits for a file: its page shows s1 running, s2 and
+    s3 pending; once released, each step's verdict and note and the facts appear, without a
+    reload."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    release = tmp_path / "release"
+    make_plan(tmp_path, "unused.plan", "")
+    steps = [{"task": "Wait alpha", "success_criterion": "released"},
+             {"task": "Echo beta", "success_criterion": "echoed", "depends_on": [1]},
+             {"task": "Echo gamma", "success_criterion": "echoed", "depends_on": [2]}]
+    (tmp_path / "planner.json").write_text(json.dumps({"keyed": [{"match": "Goal:", "reply": json.dumps(
+        {"steps": steps})}]}), encoding="utf-8")
+    (tmp_path / "agents.json").write_text(json.dumps({"keyed": [
+        {"match": "Request: Wait alpha", "reply": f'†state.a = wait_for(path="{release}")\nreturn †state.a\n'},
+        {"match": "Request: Echo", "reply": 'return "done"'}]}), encoding="utf-8")
+    (tmp_path / "evaluator.json").write_text(json.dumps({"keyed": [
+        {"match": "Task: Wait alpha", "reply": json.dumps({"verdict": "pass", "confidence": 0.9, "note": "released",
+                                                           "facts": {"alpha": "<script>alert(1)</script>"}})},
+        {"match": "Task: Echo beta", "reply": json.dumps({"verdict": "partial", "confidence": 0.5,
+                                                          "note": "half <b>done</b>", "facts": {"beta_size": 2}})},
+        {"match": "Task:", "reply": json.dumps({"verdict": "pass", "confidence": 1.0, "note": "ok", "facts": {}})}]}),
+        encoding="utf-8")
+    goal = cli("goal", "Wait, then echo", "--tools", "tools.py", "--no-stdlib", "--store", url,
+               "--provider", f"scripted:{tmp_path / 'agents.json'}",
+               "--planner-provider", f"scripted:{tmp_path / 'planner.json'}",
+               "--evaluator-provider", f"scripted:{tmp_path / 'evaluator.json'}", "--json", cwd=tmp_path,
+               background=True)
+    server = None
+    try:
+        run_id = wait_status(url, None, {"running"})["run_id"]
+        server, base = start_ui(url, tmp_path)
+        page.goto(f"{base}/runs/{run_id}")
+        expect(page.locator('tr[data-step="s1"]')).to_contain_text("running")
+        expect(page.locator('tr[data-step="s2"]')).to_contain_text("pending")
+        expect(page.locator('tr[data-step="s3"]')).to_contain_text("pending")
+        expect(page.locator("#step-count")).to_have_text("3")
+        expect(page.locator("#fact-count")).to_have_text("0")
+        page.evaluate("window.__notReloaded = true")
+        page.screenshot(path=str(SHOTS / "run-goal-live-step1.png"), full_page=True)
+        release.write_text("go")
+        expect(page.locator('tr[data-step="s1"] td.verdict')).to_have_text("pass")
+        expect(page.locator('tr[data-step="s2"] td.verdict')).to_have_text("partial")
+        expect(page.locator('tr[data-step="s2"]')).to_contain_text("half <b>done</b>")
+        expect(page.locator('tr[data-step="s3"] td.verdict')).to_have_text("pass")
+        expect(page.locator("table.facts")).to_contain_text("<script>alert(1)</script>")
+        expect(page.locator("table.facts")).to_contain_text("beta_size")
+        expect(page.locator("#fact-count")).to_have_text("2")
+        expect(page.locator("#run-status")).to_have_text("complete")
+        expect(page.locator("#goal-extra")).to_contain_text("3 step(s) run")
+        assert page.evaluate("window.__notReloaded") is True
+        assert page.locator("table.steps b, table.facts script").count() == 0
+        page.screenshot(path=str(SHOTS / "run-goal-live-done.png"), full_page=True)
+        _narrow(page, "run-goal-live")
+        assert goal.wait(timeout=60) == 0, goal.stderr.read()
+    finally:
+        release.write_text("go")
+        stop(goal)
+        if server is not None:
+            stop(server)
+
+
+def test_an_agent_run_that_comes_to_wait_shows_its_approval_panel_live(page, tmp_path):
+    """An agent run open in the browser while turn 1 runs; turn 2 asks for a high-risk call
+    and the run waits: the approval panel (tool, risk, arguments, buttons) appears without a
+    reload."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    release = tmp_path / "release"
+    make_plan(tmp_path, "unused.plan", "")
+    script = tmp_path / "agent.json"
+    script.write_text(json.dumps({"turns": [f'†state.a = wait_for(path="{release}")\n',
+                                            '†state.s = send(to="<b>bob</b>")\n']}), encoding="utf-8")
+    agent = cli("agent", "wait, then send", "--tools", "tools.py", "--no-stdlib", "--store", url, "--approve", "wait",
+                "--provider", f"scripted:{script}", "--json", cwd=tmp_path, background=True)
+    server = None
+    try:
+        run_id = wait_status(url, None, {"running"})["run_id"]
+        server, base = start_ui(url, tmp_path)
+        page.goto(f"{base}/runs/{run_id}")
+        expect(page.locator('section.turn[data-turn="1"]')).to_have_count(1)
+        assert page.locator("#waiting").count() == 0
+        page.evaluate("window.__notReloaded = true")
+        release.write_text("go")
+        expect(page.locator("#run-status")).to_have_text("waiting")
+        expect(page.locator("#waiting")).to_contain_text("send")
+        expect(page.locator("#waiting")).to_contain_text("risk high")
+        expect(page.locator("#waiting pre")).to_contain_text("<b>bob</b>")
+        expect(page.locator("#waiting #approve")).to_have_count(1)
+        expect(page.locator("#waiting #reject")).to_have_count(1)
+        assert page.locator("#waiting b b").count() == 0  # the argument shown as text
+        assert page.evaluate("window.__notReloaded") is True
+        page.screenshot(path=str(SHOTS / "run-agent-live-waiting.png"), full_page=True)
+        assert agent.wait(timeout=60) == 3, agent.stderr.read()
+    finally:
+        release.write_text("go")
+        stop(agent)
+        if server is not None:
+            stop(server)

@@ -101,3 +101,46 @@ def test_cli_refuses_a_missing_store_and_an_open_host_without_token(tmp_path):
     assert proc.returncode == 2 and "--token" in proc.stderr
     proc = cli("ui", "--store", "ftp://x", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def _tables(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute("SELECT tablename FROM pg_catalog.pg_tables "
+                                           "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')")]
+
+
+def test_cli_refuses_a_postgres_database_without_runs_and_creates_nothing(pg_cluster, tmp_path):
+    """The dashboard reads: an empty PostgreSQL database is an error (exit 2, Store.NotFound,
+    the URL without its password), not given the run schema."""
+    empty = pg_cluster.new_database()
+    with_password = empty.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    proc = cli("ui", "--store", with_password, "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Store.NotFound" in proc.stderr and "no runs were recorded there" in proc.stderr
+    assert with_password.replace("s3cret-pw", "***") in proc.stderr and "s3cret-pw" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _tables(empty) == []
+    # the other readers refuse it the same way (`runs list` answered "no runs" before)
+    proc = cli("runs", "list", "--store", empty, cwd=tmp_path)
+    assert proc.returncode == 2 and "Store.NotFound" in proc.stderr and _tables(empty) == []
+    # once a run is recorded there, the dashboard serves it
+    plan = make_plan(tmp_path, "p.plan", '†state.e = echo(x="hi")\n')
+    assert cli("run", str(plan), "--tools", "tools.py", "--store", empty, cwd=tmp_path).returncode == 0
+    assert "runs" in _tables(empty)
+    assert cli("runs", "list", "--store", empty, cwd=tmp_path).returncode == 0
+
+
+def test_cli_refuses_a_sqlite_file_that_holds_no_store(tmp_path):
+    """An existing SQLite file without the store's tables (a wrong file): Store.NotFound, left
+    as it was."""
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (t TEXT)")
+    proc = cli("ui", "--store", f"sqlite:///{path}", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "Store.NotFound" in proc.stderr and "Traceback" not in proc.stderr
+    with sqlite3.connect(path) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]

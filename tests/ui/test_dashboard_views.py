@@ -74,3 +74,46 @@ def test_the_runs_list_shows_plan_files_and_the_timeline_marks_attempts(tmp_path
         assert 'class="bar critical' in run
     finally:
         store.close()
+
+
+def _first_events(c, run_id: str, want: int) -> list[tuple[str, dict]]:
+    out, event = [], None
+    with c.stream("GET", f"/api/runs/{run_id}/events") as r:
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                out.append((event, json.loads(line[6:])))
+                if len(out) >= want:
+                    break
+    return out
+
+
+def test_the_event_stream_sends_agent_turns_and_goal_steps_as_view_events(agent_and_goal_runs):
+    """The live pages of agent and goal runs read `view` events: an agent's turns (each with
+    its plan) once, then only what changed; a goal's steps, verdicts and facts."""
+    from sophon_dsl.ui import data
+
+    url, agent_id, goal_id = agent_and_goal_runs
+    c, store = client(url)
+    try:
+        (kind, view), (kind2, snap) = _first_events(c, agent_id, 2)
+        assert (kind, kind2) == ("view", "snapshot") and snap["status"] == "succeeded"
+        assert view["kind"] == "agent" and view["status"] == "succeeded" and view["count"] == 2
+        assert [t["turn"] for t in view["turns"]] == [1, 2]
+        assert view["turns"][0]["calls"][0]["status"] == "succeeded"
+        assert view["turns"][1]["plan"] == "return {done: $state.a}\n" and view["output"] == {"done": "<i>one</i>"}
+        # a second read of an unchanged run sends nothing; a changed head is sent without the turns
+        sent: dict = {}
+        head = store.get_run_head(agent_id)
+        assert len(data.agent_changes(sent, store, head)["turns"]) == 2
+        assert data.agent_changes(sent, store, head) is None
+        assert data.agent_changes(sent, store, {**head, "status": "cancelled"})["turns"] == []
+        (kind, view), _ = _first_events(c, goal_id, 2)
+        assert kind == "view" and view["kind"] == "goal" and view["status"] == "complete"
+        assert [(s["id"], s["verdict"]) for s in view["steps"]] == [("s1", "pass"), ("s2", "partial"), ("s3", "pass")]
+        assert view["facts"] == {"found": "yes", "beta_size": 2}
+        now, frame = data.goal_changes(None, store.get_run_head(goal_id))
+        assert frame == now and data.goal_changes(now, store.get_run_head(goal_id)) == (now, None)
+    finally:
+        store.close()

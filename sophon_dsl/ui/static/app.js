@@ -115,12 +115,174 @@
     }, pause);
   }
 
-  if (window.EventSource && run.dataset.kind === "plan") {
+  // agent and goal runs: their turns and steps, drawn again from the stream's `view` events
+  // (the turns new or changed since the last one; a goal's whole view), in the shape the
+  // server draws them (app.py: _agent_body, _goal_body, _ended, _waiting_panel)
+  var LIMIT = 20000;  // as the server's esc(): a longer value is cut
+  function shown(v) {
+    var s = typeof v === "string" ? v : JSON.stringify(v);
+    if (s === undefined) { s = ""; }
+    if (s.length > LIMIT) { s = s.slice(0, LIMIT) + "\u2026 (" + (s.length - LIMIT) + " more characters)"; }
+    return visible(s);
+  }
+  function pretty(v) { return shown(JSON.stringify(v, null, 2)); }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = text; }
+    return e;
+  }
+  function add(parent, child) { parent.appendChild(child); return child; }
+  function stCell(st) {
+    var td = el("td");
+    add(td, el("span", "st st-" + String(st).replace(/ /g, "-"), shown(st)));
+    return td;
+  }
+  function table(cls, heads, rows, empty, bodyId) {
+    var box = el("div", "scroll"), t = add(box, el("table", cls));
+    var tr = add(add(t, el("thead")), el("tr"));
+    heads.forEach(function (h) { add(tr, el("th", null, h)); });
+    var body = add(t, el("tbody"));
+    if (bodyId) { body.id = bodyId; }
+    fill(body, rows, empty, heads.length);
+    return box;
+  }
+  function fill(body, rows, empty, span) {
+    body.textContent = "";
+    rows.forEach(function (r) { body.appendChild(r); });
+    if (!rows.length) { var td = add(add(body, el("tr")), el("td", null, empty)); td.colSpan = span; }
+  }
+  function errText(e) {
+    if (e === null || e === undefined) { return ""; }
+    return typeof e === "object" ? shown(e.error) + ": " + shown(e.cause) : shown(e);
+  }
+  function turnSection(t) {
+    var sec = el("section", "turn");
+    sec.setAttribute("data-turn", String(t.turn));
+    add(sec, el("h3", null, "Turn " + shown(t.turn) + (t.complete ? "" : " \u00b7 reply incomplete")));
+    add(sec, el("h4", null, "Reply"));
+    add(sec, el("pre", "reply", shown(t.reply || "")));
+    if (t.plan) { add(sec, el("h4", null, "Plan")); add(sec, el("pre", "plan", shown(t.plan))); }
+    add(sec, el("h4", null, "Calls"));
+    var rows = (t.calls || []).map(function (c) {
+      var tr = el("tr"), st = c.in_doubt ? "in doubt" : String(c.status || "");
+      add(tr, el("td", null, shown(c.id))); tr.appendChild(stCell(st));
+      add(tr, el("td", null, shown(c.attempts))); add(tr, el("td", "err", errText(c.error)));
+      return tr;
+    });
+    add(sec, table("calls", ["call", "status", "attempts", "error"], rows, "no calls"));
+    return sec;
+  }
+  function drawTurns(v) {
+    var box = document.getElementById("turns");
+    if (!box) { return; }
+    (v.turns || []).forEach(function (t) {
+      var sec = turnSection(t), old = null, next = null;
+      box.querySelectorAll("section.turn").forEach(function (s) {
+        var n = Number(s.getAttribute("data-turn"));
+        if (n === t.turn) { old = s; } else if (next === null && n > t.turn) { next = s; }
+      });
+      if (old) { box.replaceChild(sec, old); } else { box.insertBefore(sec, next); }
+    });
+    var count = document.getElementById("turn-count");
+    if (count) { count.textContent = String(v.count); }
+  }
+  function drawGoal(v) {
+    var steps = v.steps || [], body = document.getElementById("steps");
+    if (body) {
+      fill(body, steps.map(function (st) {
+        var tr = el("tr");
+        tr.setAttribute("data-step", shown(st.id));
+        add(tr, el("td", null, shown(st.id))); add(tr, el("td", null, shown(st.task || "")));
+        tr.appendChild(stCell(st.status)); add(tr, el("td", "verdict", shown(st.verdict || "")));
+        add(tr, el("td", null, st.confidence === null || st.confidence === undefined ? "" : shown(st.confidence)));
+        add(tr, el("td", null, shown(st.note || "")));
+        return tr;
+      }), "no steps recorded yet", 6);
+    }
+    var facts = v.facts || {}, fbody = document.getElementById("facts");
+    if (fbody) {
+      fill(fbody, Object.keys(facts).map(function (k) {
+        var tr = el("tr");
+        add(tr, el("td", null, shown(k))); add(add(tr, el("td")), el("pre", null, pretty(facts[k])));
+        return tr;
+      }), "none", 2);
+    }
+    var sc = document.getElementById("step-count"), fc = document.getElementById("fact-count");
+    if (sc) { sc.textContent = String(steps.length); }
+    if (fc) { fc.textContent = String(Object.keys(facts).length); }
+    var extra = document.getElementById("goal-extra");
+    if (extra) {
+      var parts = [];
+      if (v.replans !== null && v.replans !== undefined) { parts.push(shown(v.replans) + " replan(s)"); }
+      if (v.steps_run !== null && v.steps_run !== undefined) { parts.push(shown(v.steps_run) + " step(s) run"); }
+      if (v.elapsed_s !== null && v.elapsed_s !== undefined) { parts.push(shown(v.elapsed_s) + " s"); }
+      extra.textContent = parts.join(" \u00b7 ");
+    }
+  }
+  function drawEnded(v) {
+    var box = document.getElementById("ended");
+    if (!box) { return; }
+    box.textContent = "";
+    if (v.output !== null && v.output !== undefined) {
+      add(box, el("h2", null, "Output")); add(box, el("pre", "output", pretty(v.output)));
+    }
+    if (v.error) { add(box, el("h2", null, "Error")); add(box, el("pre", "err", shown(v.error))); }
+  }
+  // a run that comes to wait for a person while its page is open: the panel the server draws
+  function drawWaiting(v) {
+    var w = document.getElementById("waiting");
+    if (v.status !== "waiting" || !v.waiting) {
+      if (w) { w.hidden = true; }
+      return;
+    }
+    if (w && !w.hidden) { return; }
+    if (w) { w.parentNode.removeChild(w); }
+    w = el("section", "waiting"); w.id = "waiting";
+    add(w, el("h2", null, "Waiting for approval"));
+    var p = add(w, el("p", null, shown(v.waiting.kind || "") + " decision "));
+    add(p, el("code", null, shown(v.waiting.decision)));
+    var ul = add(w, el("ul"));
+    (v.waiting.calls || []).forEach(function (c) {
+      var li = add(ul, el("li"));
+      add(li, el("b", null, shown(c.id)));
+      li.appendChild(document.createTextNode(" " + shown(c.tool) + " \u00b7 risk " + shown(c.risk)));
+      add(li, el("pre", null, shown(c.args || "")));
+    });
+    var label = add(w, el("label", null, "reason "));
+    var input = add(label, el("input")); input.id = "reason"; input.maxLength = 500;
+    w.appendChild(document.createTextNode(" "));  // (the spaces the server's markup has between them)
+    var ok = add(w, el("button", "approve", "Approve"));
+    w.appendChild(document.createTextNode(" "));
+    var no = add(w, el("button", "reject", "Reject"));
+    ok.id = "approve"; no.id = "reject";
+    ok.addEventListener("click", function () { decide("approve"); });
+    no.addEventListener("click", function () { decide("reject"); });
+    var note = add(w, el("p")); note.id = "decision-note"; note.setAttribute("role", "status");
+    var line = run.querySelector("p");
+    run.insertBefore(w, line ? line.nextSibling : run.firstChild);
+  }
+  function applyView(v) {
+    var rs = document.getElementById("run-status");
+    if (rs) { setStatus(rs, v.status); }
+    run.dataset.status = v.status;
+    if (v.kind === "agent") { drawTurns(v); } else if (v.kind === "goal") { drawGoal(v); }
+    drawEnded(v);
+    drawWaiting(v);
+    run.dataset.views = String(Number(run.dataset.views || 0) + 1);  // view frames applied (tests)
+  }
+
+  if (window.EventSource) {
     var es = new EventSource(base + "/events");
     es.addEventListener("snapshot", function (e) {
       var snap;
       try { snap = JSON.parse(e.data); } catch (err) { return; /* a bad frame is skipped */ }
       if (apply(snap)) { timelineLater(); }
+    });
+    es.addEventListener("view", function (e) {
+      var v;
+      try { v = JSON.parse(e.data); } catch (err) { return; }
+      applyView(v);
     });
   }
 
