@@ -13,6 +13,7 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace) -> int:
     from .store import open_cli_store, stored_config
+    from ..durable.base import display_url
     from ..durable.report import shown_text, waiting_lines, waiting_view
     from ..durable.session import shown
     from .resume import continue_run
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         row = store.get_run(args.run_id)
         if row is None:
-            print(f"sophon-dsl approve: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
+            print(f"sophon-dsl approve: error: no run {args.run_id!r} in {display_url(store.url)}", file=sys.stderr)
             return EXIT_USAGE
         waiting = (row.get("summary") or {}).get("waiting")
         # (a record without the decision's name, as only an edited row has, is not waiting either)

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _delete(store, args: argparse.Namespace) -> int:
-    from ..durable.base import StoreError
+    from ..durable.base import StoreError, display_url
 
     try:
         gone = store.delete_runs(args.run_ids)
@@ -40,7 +40,7 @@ def _delete(store, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"deleted": gone, "missing": missing}, indent=2))
     else:
-        print(f"{len(gone)} run(s) deleted from {store.url}", file=sys.stderr)
+        print(f"{len(gone)} run(s) deleted from {display_url(store.url)}", file=sys.stderr)
         for r in missing:
             print(f"  no run {r!r}", file=sys.stderr)
     return EXIT_USAGE if missing else EXIT_OK  # (a missing run: as `runs show` does)
@@ -48,7 +48,7 @@ def _delete(store, args: argparse.Namespace) -> int:
 
 def _prune(store, args: argparse.Namespace) -> int:
     from ..durable import parse_age
-    from ..durable.base import StoreError
+    from ..durable.base import StoreError, display_url
 
     try:
         age = parse_age(args.older_than)
@@ -62,7 +62,7 @@ def _prune(store, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"deleted": gone}, indent=2))
     else:
-        print(f"{len(gone)} run(s) deleted from {store.url}", file=sys.stderr)
+        print(f"{len(gone)} run(s) deleted from {display_url(store.url)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -94,11 +94,12 @@ def _list(store, args: argparse.Namespace) -> int:
 
 
 def _show(store, args: argparse.Namespace) -> int:
+    from ..durable.base import display_url
     from ..durable.report import stored_result
 
     row = store.get_run(args.run_id)
     if row is None:
-        print(f"sophon-dsl runs show: error: no run {args.run_id!r} in {store.url}", file=sys.stderr)
+        print(f"sophon-dsl runs show: error: no run {args.run_id!r} in {display_url(store.url)}", file=sys.stderr)
         return EXIT_USAGE
     if (row.get("spec") or {}).get("kind") == "goal":
         return _show_goal(row, args)

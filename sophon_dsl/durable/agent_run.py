@@ -31,7 +31,7 @@ import inspect
 from typing import Any
 
 from . import default_store_url, open_store
-from .base import dumps
+from .base import display_url, dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .journal import BeforeStart
 from .session import DurableRun, owner_id, watch_cancel
@@ -198,7 +198,7 @@ class AgentRecord:
         try:
             row = backend.get_run(run_id)
             if row is None:
-                raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {backend.url}")
+                raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {display_url(backend.url)}")
             spec = row["spec"] or {}
             if spec.get("kind") != AGENT_KIND:
                 raise StoreRunError(WRONG_KIND, f"run {run_id} is not an agent run "

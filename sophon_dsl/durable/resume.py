@@ -18,6 +18,7 @@ from ..runtime.api import finish_run, make_run
 from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
+from .base import display_url
 from .planload import load_stored_plan
 from .session import WAIT, DurableRun, owner_id, plan_hash
 
@@ -69,7 +70,7 @@ async def aresume(run_id: str, store: Any = None, tools: Any = None, *, approve:
     try:
         row = backend.get_run(run_id)
         if row is None:
-            raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {backend.url}")
+            raise StoreRunError(RUN_NOT_FOUND, f"no run {run_id!r} in {display_url(backend.url)}")
         spec = row["spec"]
         if spec.get("kind"):  # an agent run (Agent.aresume) or a goal (GoalRunner.aresume)
             raise StoreRunError(WRONG_KIND, f"run {run_id} is a{'n' if spec['kind'][0] in 'aeiou' else ''} "

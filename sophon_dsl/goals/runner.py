@@ -150,6 +150,7 @@ class GoalRunner:
         answers for every waiting step (None: the decision stored with the run, e.g. by
         ``sophon-dsl approve``). Raises ``GoalResumeError`` when there is nothing to resume."""
         from ..durable import open_store
+        from ..durable.base import display_url
         from .durable import GOAL_KIND, decision_name, load_state
 
         if self.store is None:
@@ -158,7 +159,7 @@ class GoalRunner:
         row = store.get_run(run_id)
         spec = (row or {}).get("spec") or {}
         if row is None or spec.get("kind") != GOAL_KIND:
-            raise GoalResumeError(f"no goal {run_id!r} in {store.url}")
+            raise GoalResumeError(f"no goal {run_id!r} in {display_url(store.url)}")
         if row["status"] != "waiting":
             raise GoalResumeError(f"goal {run_id} is not waiting for a person (status {row['status']})")
         if approve is None:

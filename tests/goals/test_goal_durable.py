@@ -104,6 +104,7 @@ def test_a_waiting_goal_keeps_its_cascade_for_the_resume(store_url):
     assert later.resume(run_id, approve=True).status is GoalStatus.COMPLETE
     assert later.cascade == "partial"
 
+
 def test_a_recorded_goal_keeps_its_progress_while_it_runs(store_url):
     """While a goal runs, its row says how far it got (issue 29 item 5: the dashboard shows a
     goal's steps live): step s2's own tool reads the store from another connection and sees
