@@ -10,6 +10,15 @@ kept by its text: the next check parses only the segments whose text changed, mo
 others to their new line if lines were added or removed above them, and joins the pieces
 into the :class:`~sophon_dsl.model.Plan` a whole parse gives.
 
+Moving a segment touches none of its nodes: once parsed, every span field of a clean
+segment holds a :class:`_Shifted` (the model's ``DeferredSpans``), the span it was parsed
+with read through the segment's :class:`_Anchor`, and a move is one addition to the
+anchor.  Enter near the top of a 500-call plan so costs what typing a character does
+(copying every node below with its spans moved cost about 30 ms).  The price: the plan of
+the previous text shares those nodes, so its spans are the new text's once the next parse
+has run; a plan is the text's until the reparser parses another (the server replaces a
+document's analysis with each parse; a caller that keeps one longer copies it first).
+
 Why the join is exact: the post-lexer turns a newline at bracket depth 0 into the one
 statement separator and the grammar lets a statement go on over a line end only after a
 decorator or a label (or inside brackets), so a cut before a line that starts a statement
@@ -43,7 +52,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, Span
 from ..loader import LoadResult, parse
-from ..model import Mode, Plan
+from ..model import DeferredSpans, Mode, Plan, defer_span, span_fields
 from ..syntax.dsl_parser import HEADER_FIELDS, parse_dsl
 from ..syntax.json_source import size_problem
 
@@ -100,11 +109,52 @@ class _Piece:
     headers: frozenset[str]     # header field names the segment may set
     diags: tuple = ()           # a broken segment's diagnostics, at its place in the text
     joinable: bool = True       # False: a broken segment the join cannot place (see _broken_ok)
+    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_anchored)
+
+
+class _Anchor:
+    """The lines a clean segment moved since it was parsed, shared by every span of it."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+
+class _Shifted(DeferredSpans):
+    """A span field of a clean segment's node: the span it was parsed with, moved by the
+    segment's anchor when read (the last answer kept: the checks read a span more than once)."""
+
+    __slots__ = ("anchor", "span", "seen", "moved")
+
+    def __init__(self, anchor: _Anchor, span: Any) -> None:
+        self.anchor = anchor
+        self.span = span    # a Span, or attr_spans' tuple of (name, Span)
+        self.seen = 0
+        self.moved = span
+
+    def resolve(self, node: Any, name: str) -> Any:
+        off = self.anchor.offset
+        if off != self.seen:
+            span = self.span
+            if isinstance(span, Span):
+                self.moved = Span(span.line + off, span.column, span.end_line + off, span.end_column)
+            else:
+                self.moved = tuple((k, Span(s.line + off, s.column, s.end_line + off, s.end_column))
+                                   for k, s in span)
+            self.seen = off
+        return self.moved
+
+    def __reduce__(self):
+        # a node is copied or pickled with its spans read (dataclass slots state), never this
+        return (type(None), ())
 
 
 class DslReparser:
     """One open document's parser: :meth:`parse` is :func:`sophon_dsl.loader.parse` for a
-    DSL text, re-using the segments of the previous texts that did not change."""
+    DSL text, re-using the segments of the previous texts that did not change.  The plan
+    it returns holds the spans of that text until the next :meth:`parse` (segments that
+    moved are moved in place: see the module docstring)."""
 
     def __init__(self) -> None:
         self._pieces: dict[str, _Piece] = {}
@@ -120,19 +170,27 @@ class DslReparser:
         return joined
 
     def _piece(self, line: int, seg: str, file: str | None, fresh: dict[str, _Piece]) -> _Piece:
-        piece = fresh.get(seg) or self._pieces.get(seg)
+        twin = fresh.get(seg)   # the same text earlier in this text: its nodes are taken
+        piece = twin or self._pieces.get(seg)
         if piece is not None and piece.line == line:
+            self.reused += 1
+            return piece
+        if twin is None and piece is not None and piece.anchor is not None:
+            # moved: every span of it is read through its anchor, so no node is touched
+            # (the plan of the last text, which shared it, is not in use any more)
+            piece.anchor.offset += line - piece.line
+            piece.line = line
             self.reused += 1
             return piece
         if piece is not None and piece.clean:
             self.reused += 1
-            return _Piece(seg, line, _Mover(line - piece.line).move(piece.plan), True, piece.headers)
+            return _with_anchor(_Piece(seg, line, _Mover(line - piece.line).move(piece.plan), True, piece.headers))
         self.parsed += 1
         headers = frozenset(m.group(1) for m in _HEADER.finditer(seg))
         if "#" not in seg:
             plan, diags = parse_dsl(seg, file, first_line=line)
             if not diags:
-                return _Piece(seg, line, plan, True, headers)
+                return _with_anchor(_Piece(seg, line, plan, True, headers))
             # broken: parsed again below blank lines, so that its messages are the whole
             # parse's (parse_dsl's first_line moves every "line N" in them, a JSON decoder's
             # "line 1 column 2" about a string literal too).  A broken statement with a map
@@ -146,7 +204,12 @@ class DslReparser:
         plan, diags = parse_dsl(seg, file)
         if diags:  # comments around a broken statement move on to the next: the whole parse
             return _Piece(seg, line, plan, False, headers, tuple(diags), False)
-        return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
+        piece = _with_anchor(_Piece(seg, 1, plan, True, headers))
+        if piece.anchor is None:
+            return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
+        piece.anchor.offset = line - 1
+        piece.line = line
+        return piece
 
     def _join(self, text: str, file: str | None) -> LoadResult | None:
         self.reused = self.parsed = 0
@@ -323,12 +386,58 @@ def _layout(cls: type) -> _Layout | None:
     return found
 
 
+def _with_anchor(piece: _Piece) -> _Piece:
+    """``piece`` (clean, its nodes just built and held by nobody else) with every span of
+    its plan read through one :class:`_Anchor`, so that moving it to another line is one
+    addition; left as it is when a span sits where the model cannot defer it (that segment
+    is copied by :class:`_Mover` when it moves, as every segment was before)."""
+    anchor = _Anchor()
+    if _defer(piece.plan, anchor, set()):
+        piece.anchor = anchor
+    return piece
+
+
+def _defer(obj: Any, anchor: _Anchor, seen: set[int]) -> bool:
+    """Store a :class:`_Shifted` in each span field under ``obj`` (in place); False when a
+    span is found outside a span field.  (A field already deferred reads as its span at the
+    anchor's offset, still 0 here, so a partly deferred segment keeps its spans.)"""
+    if isinstance(obj, tuple):
+        for x in obj:
+            if not isinstance(x, _SCALARS) and not _defer(x, anchor, seen):
+                return False
+        return True
+    if isinstance(obj, Span):
+        return False
+    layout = _LAYOUTS.get(type(obj), False)
+    if layout is False:
+        layout = _layout(type(obj))
+    if layout is None:  # raw JSON (schemas, hints): no spans in it
+        return True
+    key = id(obj)
+    if key in seen:
+        return True
+    seen.add(key)
+    deferred = span_fields(type(obj))
+    got = layout.read(obj)
+    for k in layout.visit:
+        value = got[k]
+        if isinstance(value, _SCALARS) or value == ():
+            continue
+        name = layout.names[k]
+        if name in deferred and isinstance(value, (Span, tuple)):
+            defer_span(obj, name, _Shifted(anchor, value))
+        elif not _defer(value, anchor, seen):
+            return False
+    return True
+
+
 class _Mover:
     """A parsed segment moved ``offset`` lines: every :class:`Span` of the model moved, the
     rest shared.  ``syntax.dsl_parser.shift_lines`` does this for any object, diagnostics and
     their messages included; a clean segment has no diagnostics, and this walk (each class's
     fields read at once, those whose annotation holds no span skipped, copies made slot by
-    slot) costs a fraction of it: Enter in a long plan moves every statement below."""
+    slot) costs a fraction of it.  Used where an anchor cannot be: a segment given twice in
+    one text (the second gets nodes of its own) and one whose spans could not be deferred."""
 
     def __init__(self, offset: int) -> None:
         self.offset = offset
