@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnostics import Diagnostic, Span
@@ -76,6 +76,9 @@ _MAP_BODY = re.compile(r"\)\s*\{")
 def segments(text: str) -> list[tuple[int, str]]:
     """``(first line, text)`` of each segment, in order; joined by newlines they are ``text``."""
     lines = text.split("\n")
+    # each line without its strings and comment, in one pass over the text (no match of
+    # _QUOTED crosses a line end, so its lines are the text's, line for line)
+    codes = _QUOTED.sub("", text).split("\n")
     cuts = [0]
     depth = 0
     last_code = -1          # index of the last line with code (not blank, not only a comment)
@@ -86,9 +89,9 @@ def segments(text: str) -> list[tuple[int, str]]:
             continue
         if depth == 0 and not waiting and last_code >= 0 and line[0] in _STARTS:
             cuts.append(last_code + 1)  # the comments and blank lines above go with the statement
-        # the depth counted on the line without its strings and comment (C-speed counts; a
-        # stray closer miscounted only makes a segment that does not parse alone)
-        code = _QUOTED.sub("", line) if ('"' in line or "'" in line or "#" in line) else line
+        # the depth counted on the code (C-speed counts; a stray closer miscounted only makes
+        # a segment that does not parse alone)
+        code = codes[i]
         depth += code.count("(") + code.count("[") + code.count("{") \
             - code.count(")") - code.count("]") - code.count("}")
         if depth < 0:
@@ -109,7 +112,15 @@ class _Piece:
     headers: frozenset[str]     # header field names the segment may set
     diags: tuple = ()           # a broken segment's diagnostics, at its place in the text
     joinable: bool = True       # False: a broken segment the join cannot place (see _broken_ok)
-    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_anchored)
+    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_with_anchor)
+    calls_only: bool = field(init=False)  # clean, calls and nothing else: joined by extending the calls
+
+    def __post_init__(self) -> None:
+        p = self.plan
+        self.calls_only = (self.clean and not self.headers and not p.tools and p.output is None
+                           and p.mode is Mode.EAGER and p.goal is None and p.id is None and p.input_schema is None
+                           and p.state_schema is None and p.output_schema is None and not p.comments
+                           and not p.field_comments and not p.trailing_comments)
 
 
 class _Anchor:
@@ -282,6 +293,9 @@ def _joined(pieces: list[_Piece], text: str, file: str | None) -> LoadResult | N
     diags: list[Diagnostic] = []
     for k, piece in enumerate(pieces):
         plan = piece.plan
+        if piece.calls_only:  # most segments of a plan: what the rest of the loop finds nothing in
+            calls.extend(plan.calls)
+            continue
         diags.extend(piece.diags)
         if named & piece.headers:
             return None
