@@ -10,10 +10,10 @@ kept by its text: the next check parses only the segments whose text changed, mo
 others to their new line if lines were added or removed above them, and joins the pieces
 into the :class:`~sophon_dsl.model.Plan` a whole parse gives.
 
-Moving a segment touches none of its nodes: once parsed, every span field of a clean
-segment holds a :class:`_Shifted` (the model's ``DeferredSpans``), the span it was parsed
-with read through the segment's :class:`_Anchor`, and a move is one addition to the
-anchor.  Enter near the top of a 500-call plan so costs what typing a character does
+Moving a segment touches none of its nodes: when a clean segment first moves, every span
+field of it is made to hold a :class:`_Shifted` (the model's ``DeferredSpans``): the span
+it was parsed with, read through the segment's :class:`_Anchor`; a move is one addition to
+the anchor.  Enter near the top of a 500-call plan so costs what typing a character does
 (copying every node below with its spans moved cost about 30 ms).  The price: the plan of
 the previous text shares those nodes, so its spans are the new text's once the next parse
 has run; a plan is the text's until the reparser parses another (the server replaces a
@@ -112,7 +112,8 @@ class _Piece:
     headers: frozenset[str]     # header field names the segment may set
     diags: tuple = ()           # a broken segment's diagnostics, at its place in the text
     joinable: bool = True       # False: a broken segment the join cannot place (see _broken_ok)
-    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_with_anchor)
+    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_moved)
+    fixed: bool = False         # its spans could not be put behind an anchor
     calls_only: bool = field(init=False)  # clean, calls and nothing else: joined by extending the calls
 
     def __post_init__(self) -> None:
@@ -186,22 +187,18 @@ class DslReparser:
         if piece is not None and piece.line == line:
             self.reused += 1
             return piece
-        if twin is None and piece is not None and piece.anchor is not None:
-            # moved: every span of it is read through its anchor, so no node is touched
-            # (the plan of the last text, which shared it, is not in use any more)
-            piece.anchor.offset += line - piece.line
-            piece.line = line
+        if twin is None and piece is not None and piece.clean and _moved(piece, line):
             self.reused += 1
             return piece
         if piece is not None and piece.clean:
             self.reused += 1
-            return _with_anchor(_Piece(seg, line, _Mover(line - piece.line).move(piece.plan), True, piece.headers))
+            return _Piece(seg, line, _Mover(line - piece.line).move(piece.plan), True, piece.headers)
         self.parsed += 1
         headers = frozenset(m.group(1) for m in _HEADER.finditer(seg))
         if "#" not in seg:
             plan, diags = parse_dsl(seg, file, first_line=line)
             if not diags:
-                return _with_anchor(_Piece(seg, line, plan, True, headers))
+                return _Piece(seg, line, plan, True, headers)
             # broken: parsed again below blank lines, so that its messages are the whole
             # parse's (parse_dsl's first_line moves every "line N" in them, a JSON decoder's
             # "line 1 column 2" about a string literal too).  A broken statement with a map
@@ -215,11 +212,9 @@ class DslReparser:
         plan, diags = parse_dsl(seg, file)
         if diags:  # comments around a broken statement move on to the next: the whole parse
             return _Piece(seg, line, plan, False, headers, tuple(diags), False)
-        piece = _with_anchor(_Piece(seg, 1, plan, True, headers))
-        if piece.anchor is None:
+        piece = _Piece(seg, 1, plan, True, headers)
+        if not _moved(piece, line):
             return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
-        piece.anchor.offset = line - 1
-        piece.line = line
         return piece
 
     def _join(self, text: str, file: str | None) -> LoadResult | None:
@@ -400,15 +395,22 @@ def _layout(cls: type) -> _Layout | None:
     return found
 
 
-def _with_anchor(piece: _Piece) -> _Piece:
-    """``piece`` (clean, its nodes just built and held by nobody else) with every span of
-    its plan read through one :class:`_Anchor`, so that moving it to another line is one
-    addition; left as it is when a span sits where the model cannot defer it (that segment
-    is copied by :class:`_Mover` when it moves, as every segment was before)."""
-    anchor = _Anchor()
-    if _defer(piece.plan, anchor, set()):
+def _moved(piece: _Piece, line: int) -> bool:
+    """Move a clean ``piece`` to ``line`` through its :class:`_Anchor`: no node is touched.
+    On its first move its spans are put behind the anchor (in place: the plan of the last
+    text, which shared its nodes, is not in use any more).  False when a span sits where
+    the model cannot defer it: that segment is copied by :class:`_Mover` when it moves."""
+    if piece.anchor is None:
+        if piece.fixed:
+            return False
+        anchor = _Anchor()
+        if not _defer(piece.plan, anchor, set()):
+            piece.fixed = True
+            return False
         piece.anchor = anchor
-    return piece
+    piece.anchor.offset += line - piece.line
+    piece.line = line
+    return True
 
 
 def _defer(obj: Any, anchor: _Anchor, seen: set[int]) -> bool:
