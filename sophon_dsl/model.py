@@ -8,7 +8,9 @@ pointing back into its source; spans are excluded from equality, so the same
 plan written in two forms compares equal.  A loader may store a
 :class:`DeferredSpans` in a node's span fields instead (the JSON reader does, for
 calls): reading the field then asks it for the node's span, so a plan keeps no
-``Span`` objects until a diagnostic wants one (see :class:`DeferredSpans`).
+``Span`` objects until a diagnostic wants one (see :class:`DeferredSpans`).  The
+language server's re-parser does too (``lsp.incremental``, through :func:`defer_span`):
+a statement's spans move with the lines above it without copying its nodes.
 
 JSON Schemas and other free-form JSON (``model_hint``, schemas, tool
 declarations) are stored as plain ``dict``/``list`` values and must be treated
