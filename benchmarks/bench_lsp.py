@@ -2,14 +2,16 @@
 client sending ``didChange`` to it receiving that version's ``publishDiagnostics``.
 
     python benchmarks/bench_lsp.py [--calls 500] [--changes 30] [--debounce 0.05]
-                                   [--edit char|line] [--old TREE] [--rounds 1]
+                                   [--edit char|line|broken|paste] [--old TREE] [--rounds 1]
 
 Starts ``python -m sophon_dsl lsp`` as an editor does (stdio, a real pygls client), opens a
 DSL plan of ``--calls`` calls against a tools file (the project's ``sophon.toml``), then
 sends ``--changes`` edits one at a time, each waited for: ``char`` types one character into
 a string literal, the commonest edit; ``line`` inserts a line break at the end of a line
 (Enter: every statement below moves one line down); ``broken`` deletes a string's closing
-quote (a syntax error) and types it again on the next change, by turns.  Prints the latency's median / p90 /
+quote (a syntax error) and types it again on the next change, by turns; ``paste`` pastes three
+calls as lines in the middle of the plan and deletes them again on the next change, by turns
+(the statements below move three lines down, then up).  Prints the latency's median / p90 /
 max, with the debounce included (``--debounce 0`` leaves it out), and the same check done
 in process (``analysis.analyse``: load + the checks) for comparison, with the document's
 incremental re-parser (``lsp.incremental.DslReparser``, what the server uses) and without
@@ -49,25 +51,34 @@ def plan_text(calls: int) -> str:
 _REMOVED: dict[int, int] = {}  # --edit broken: line -> where its quote was deleted
 
 
-def edited(lines: list[str], k: int, calls: int, edit: str) -> tuple[int, int, str]:
-    """Apply the k-th edit to ``lines`` (in place): (line, character, inserted text)."""
+def edited(lines: list[str], k: int, calls: int, edit: str) -> tuple[int, int, int, int, str]:
+    """Apply the k-th edit to ``lines`` (in place): the range replaced (start line and
+    character, end line and character, 0-based) and the text put there."""
     line = (k * 37) % calls
     if edit == "broken":  # the closing quote of a string deleted (a syntax error), then typed again
         line = (k // 2 * 37) % calls
         if k % 2 == 0:
             end = _REMOVED[line] = lines[line].index('"', lines[line].index('"') + 1)
             lines[line] = lines[line][:end] + lines[line][end + 1:]
-            return line, end, ""
+            return line, end, line, end + 1, ""
         end = _REMOVED.pop(line)
         lines[line] = lines[line][:end] + '"' + lines[line][end:]
-        return line, end, '"'
+        return line, end, line, end, '"'
     if edit == "line":
         at = len(lines[line])
         lines[line:line + 1] = [lines[line], ""]
-        return line, at, "\n"
+        return line, at, line, at, "\n"
+    if edit == "paste":  # three calls pasted as lines before a line, then deleted again
+        line = (k // 2 * 37) % calls + 1
+        if k % 2 == 0:
+            block = [f'$state.p{k}_{j} = web.search(query="pasted {j}")' for j in range(3)]
+            lines[line:line] = block
+            return line, 0, line, 0, "\n".join(block) + "\n"
+        del lines[line:line + 3]
+        return line, 0, line + 3, 0, ""
     at = lines[line].index('"') + 1
     lines[line] = lines[line][:at] + "x" + lines[line][at:]
-    return line, at, "x"
+    return line, at, line, at, "x"
 
 
 def server_cpu() -> float | None:
@@ -133,10 +144,10 @@ async def measure(calls: int, changes: int, debounce: float, root: Path = ROOT, 
     out = []
     cpu_before = server_cpu()
     for k in range(changes):
-        line, at, typed = edited(lines, k, calls, edit)
-        pos = t.Position(line=line, character=at)
-        end = t.Position(line=line, character=at + 1) if typed == "" else pos  # "": one character deleted
-        change = t.TextDocumentContentChangePartial(range=t.Range(pos, end), text=typed)
+        line, at, end_line, end_at, typed = edited(lines, k, calls, edit)
+        change = t.TextDocumentContentChangePartial(
+            range=t.Range(t.Position(line=line, character=at), t.Position(line=end_line, character=end_at)),
+            text=typed)
         version = k + 2
         out.append(await sent(version, lambda v=version, c=change: client.text_document_did_change(
             t.DidChangeTextDocumentParams(t.VersionedTextDocumentIdentifier(uri=uri, version=v), [c]))))
@@ -185,7 +196,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--changes", type=int, default=30)
     ap.add_argument("--debounce", type=float, default=0.05)  # the server's default
-    ap.add_argument("--edit", choices=("char", "line", "broken"), default="char")
+    ap.add_argument("--edit", choices=("char", "line", "broken", "paste"), default="char")
     ap.add_argument("--old", type=Path, help="an older checkout whose server is measured too, alternated")
     ap.add_argument("--rounds", type=int, default=1, help="server runs of each tree")
     args = ap.parse_args()

@@ -8,7 +8,9 @@ pointing back into its source; spans are excluded from equality, so the same
 plan written in two forms compares equal.  A loader may store a
 :class:`DeferredSpans` in a node's span fields instead (the JSON reader does, for
 calls): reading the field then asks it for the node's span, so a plan keeps no
-``Span`` objects until a diagnostic wants one (see :class:`DeferredSpans`).
+``Span`` objects until a diagnostic wants one (see :class:`DeferredSpans`).  The
+language server's re-parser does too (``lsp.incremental``, through :func:`defer_span`):
+a statement's spans move with the lines above it without copying its nodes.
 
 JSON Schemas and other free-form JSON (``model_hint``, schemas, tool
 declarations) are stored as plain ``dict``/``list`` values and must be treated
@@ -88,13 +90,32 @@ def _span_field(slot: Any, name: str) -> property:
     return property(get, slot.__set__, slot.__delete__)
 
 
+_SPAN_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _span_fields(*names: str):
     """Class decorator (applied after ``dataclass``): ``names`` read through :func:`_span_field`."""
     def wrap(cls):
         for name in names:
             setattr(cls, name, _span_field(cls.__dict__[name], name))
+        _SPAN_FIELDS[cls] = names
         return cls
     return wrap
+
+
+def span_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the model class ``cls`` that may hold a :class:`DeferredSpans` (every
+    field of the model that holds spans; ``()`` for a class with none)."""
+    return _SPAN_FIELDS.get(cls, ())
+
+
+def defer_span(node: Any, name: str, spans: DeferredSpans) -> None:
+    """Store ``spans`` in the span field ``name`` of ``node``, a node its loader has just built
+    and not yet handed out (the model is frozen for everyone else): reading the field then
+    asks ``spans``.  ``name`` must be one of :func:`span_fields` of the node's class."""
+    if name not in _SPAN_FIELDS.get(type(node), ()):
+        raise ValueError(f"{type(node).__name__}.{name} is not a span field")
+    object.__setattr__(node, name, spans)
 
 
 def stored_span(node: Any, name: str = "span") -> Any:
@@ -452,6 +473,7 @@ class MapSpec:
     span: Span | None = _span()
 
 
+@_span_fields("span")
 @dataclass(frozen=True, slots=True)
 class ToolDecl:
     """A tool declared inside a plan document or a schema-only declaration file.

@@ -57,6 +57,14 @@ class Occurrence:
 
 
 @dataclass
+class _Index:
+    calls: list[Any] = field(default_factory=list)      # every call, map bodies included
+    call_ids: list[str] = field(default_factory=list)
+    parents: list[int | None] = field(default_factory=list)  # a map body call's map
+    occurrences: list[Occurrence] = field(default_factory=list)
+
+
+@dataclass
 class Analysis:
     text: str
     form: str
@@ -64,12 +72,35 @@ class Analysis:
     plan: Any
     diagnostics: list[Diagnostic]
     tools: Any                      # the ToolRegistry the plan was checked against (with its decls)
-    calls: list[Any] = field(default_factory=list)      # every call, map bodies included
-    call_ids: list[str] = field(default_factory=list)
-    parents: list[int | None] = field(default_factory=list)  # a map body call's map
-    occurrences: list[Occurrence] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     loaded_ok: bool = True
+    # the calls and reference occurrences, gathered when a request first asks: publishing a
+    # change's diagnostics needs none of them (a third of a re-check of 500 calls)
+    _found: _Index | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def index(self) -> _Index:
+        if self._found is None:
+            found = _Index()
+            _index(found, self.lines, self.plan.calls, None)
+            self._found = found
+        return self._found
+
+    @property
+    def calls(self) -> list[Any]:
+        return self.index.calls
+
+    @property
+    def call_ids(self) -> list[str]:
+        return self.index.call_ids
+
+    @property
+    def parents(self) -> list[int | None]:
+        return self.index.parents
+
+    @property
+    def occurrences(self) -> list[Occurrence]:
+        return self.index.occurrences
 
     # -- lookups -------------------------------------------------------------------
 
@@ -129,35 +160,33 @@ def analyse(text: str, form: str, file: str | None, tools: Any, extra: Iterable[
             registry = registry.with_plan_decls(plan.tools)
         except Exception:  # noqa: BLE001
             pass
-    a = Analysis(text, form, file, plan, diagnostics, registry, lines=text.split("\n"), loaded_ok=loaded.ok)
-    _index(a, plan.calls, None)
-    return a
+    return Analysis(text, form, file, plan, diagnostics, registry, lines=text.split("\n"), loaded_ok=loaded.ok)
 
 
-def _index(a: Analysis, calls: Iterable[Any], parent: int | None) -> None:
+def _index(ix: _Index, lines: list[str], calls: Iterable[Any], parent: int | None) -> None:
     n = 0
     for call in calls:
         n += 1
-        i = len(a.calls)
-        a.calls.append(call)
-        a.parents.append(parent)
-        a.call_ids.append(call.id or (f"c{n}" if parent is None else f"{a.call_ids[parent]}.c{n}"))
+        i = len(ix.calls)
+        ix.calls.append(call)
+        ix.parents.append(parent)
+        ix.call_ids.append(call.id or (f"c{n}" if parent is None else f"{ix.call_ids[parent]}.c{n}"))
         out = call.output
         if out is not None:
             for ref in out.paths:
-                _add(a, ref, i, True)
+                _add(ix, lines, ref, i, True)
         for p in call.params:
             for ref in references(p.value):
-                _add(a, ref, i, False)
+                _add(ix, lines, ref, i, False)
         if call.map is not None:
-            _index(a, call.map.body, i)
+            _index(ix, lines, call.map.body, i)
 
 
-def _add(a: Analysis, ref: Any, call: int, write: bool) -> None:
+def _add(ix: _Index, lines: list[str], ref: Any, call: int, write: bool) -> None:
     span = ref.span
     if span is None:
         return
-    text = _slice(a.lines, span)
+    text = _slice(lines, span)
     dagger = text[:1]
     if dagger not in _DAGGERS:  # a reference inside a string (a template): find its own text
         needle = ref.text("†")
@@ -166,7 +195,7 @@ def _add(a: Analysis, ref: Any, call: int, write: bool) -> None:
             return
         span = Span(span.line, span.column + at, span.line, span.column + at + len(needle))
         dagger = "†"
-    a.occurrences.append(Occurrence(ref.key, span, call, write, dagger))
+    ix.occurrences.append(Occurrence(ref.key, span, call, write, dagger))
 
 
 # -- completion ------------------------------------------------------------------------

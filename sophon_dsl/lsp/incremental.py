@@ -10,6 +10,15 @@ kept by its text: the next check parses only the segments whose text changed, mo
 others to their new line if lines were added or removed above them, and joins the pieces
 into the :class:`~sophon_dsl.model.Plan` a whole parse gives.
 
+Moving a segment touches none of its nodes: when a clean segment first moves, every span
+field of it is made to hold a :class:`_Shifted` (the model's ``DeferredSpans``): the span
+it was parsed with, read through the segment's :class:`_Anchor`; a move is one addition to
+the anchor.  Enter near the top of a 500-call plan so costs what typing a character does
+(copying every node below with its spans moved cost about 30 ms).  The price: the plan of
+the previous text shares those nodes, so its spans are the new text's once the next parse
+has run; a plan is the text's until the reparser parses another (the server replaces a
+document's analysis with each parse; a caller that keeps one longer copies it first).
+
 Why the join is exact: the post-lexer turns a newline at bracket depth 0 into the one
 statement separator and the grammar lets a statement go on over a line end only after a
 decorator or a label (or inside brackets), so a cut before a line that starts a statement
@@ -38,12 +47,12 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnostics import Diagnostic, Span
 from ..loader import LoadResult, parse
-from ..model import Mode, Plan
+from ..model import DeferredSpans, Mode, Plan, defer_span, span_fields
 from ..syntax.dsl_parser import HEADER_FIELDS, parse_dsl
 from ..syntax.json_source import size_problem
 
@@ -67,6 +76,9 @@ _MAP_BODY = re.compile(r"\)\s*\{")
 def segments(text: str) -> list[tuple[int, str]]:
     """``(first line, text)`` of each segment, in order; joined by newlines they are ``text``."""
     lines = text.split("\n")
+    # each line without its strings and comment, in one pass over the text (no match of
+    # _QUOTED crosses a line end, so its lines are the text's, line for line)
+    codes = _QUOTED.sub("", text).split("\n")
     cuts = [0]
     depth = 0
     last_code = -1          # index of the last line with code (not blank, not only a comment)
@@ -77,9 +89,9 @@ def segments(text: str) -> list[tuple[int, str]]:
             continue
         if depth == 0 and not waiting and last_code >= 0 and line[0] in _STARTS:
             cuts.append(last_code + 1)  # the comments and blank lines above go with the statement
-        # the depth counted on the line without its strings and comment (C-speed counts; a
-        # stray closer miscounted only makes a segment that does not parse alone)
-        code = _QUOTED.sub("", line) if ('"' in line or "'" in line or "#" in line) else line
+        # the depth counted on the code (C-speed counts; a stray closer miscounted only makes
+        # a segment that does not parse alone)
+        code = codes[i]
         depth += code.count("(") + code.count("[") + code.count("{") \
             - code.count(")") - code.count("]") - code.count("}")
         if depth < 0:
@@ -100,11 +112,61 @@ class _Piece:
     headers: frozenset[str]     # header field names the segment may set
     diags: tuple = ()           # a broken segment's diagnostics, at its place in the text
     joinable: bool = True       # False: a broken segment the join cannot place (see _broken_ok)
+    anchor: "_Anchor | None" = None  # a clean segment's spans, read relative to its line (_moved)
+    fixed: bool = False         # its spans could not be put behind an anchor
+    calls_only: bool = field(init=False)  # clean, calls and nothing else: joined by extending the calls
+
+    def __post_init__(self) -> None:
+        p = self.plan
+        self.calls_only = (self.clean and not self.headers and not p.tools and p.output is None
+                           and p.mode is Mode.EAGER and p.goal is None and p.id is None and p.input_schema is None
+                           and p.state_schema is None and p.output_schema is None and not p.comments
+                           and not p.field_comments and not p.trailing_comments)
+
+
+class _Anchor:
+    """The lines a clean segment moved since it was parsed, shared by every span of it."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+
+class _Shifted(DeferredSpans):
+    """A span field of a clean segment's node: the span it was parsed with, moved by the
+    segment's anchor when read (the last answer kept: the checks read a span more than once)."""
+
+    __slots__ = ("anchor", "span", "seen", "moved")
+
+    def __init__(self, anchor: _Anchor, span: Any) -> None:
+        self.anchor = anchor
+        self.span = span    # a Span, or attr_spans' tuple of (name, Span)
+        self.seen = 0
+        self.moved = span
+
+    def resolve(self, node: Any, name: str) -> Any:
+        off = self.anchor.offset
+        if off != self.seen:
+            span = self.span
+            if isinstance(span, Span):
+                self.moved = Span(span.line + off, span.column, span.end_line + off, span.end_column)
+            else:
+                self.moved = tuple((k, Span(s.line + off, s.column, s.end_line + off, s.end_column))
+                                   for k, s in span)
+            self.seen = off
+        return self.moved
+
+    def __reduce__(self):
+        # a node is copied or pickled with its spans read (dataclass slots state), never this
+        return (type(None), ())
 
 
 class DslReparser:
     """One open document's parser: :meth:`parse` is :func:`sophon_dsl.loader.parse` for a
-    DSL text, re-using the segments of the previous texts that did not change."""
+    DSL text, re-using the segments of the previous texts that did not change.  The plan
+    it returns holds the spans of that text until the next :meth:`parse` (segments that
+    moved are moved in place: see the module docstring)."""
 
     def __init__(self) -> None:
         self._pieces: dict[str, _Piece] = {}
@@ -120,8 +182,12 @@ class DslReparser:
         return joined
 
     def _piece(self, line: int, seg: str, file: str | None, fresh: dict[str, _Piece]) -> _Piece:
-        piece = fresh.get(seg) or self._pieces.get(seg)
+        twin = fresh.get(seg)   # the same text earlier in this text: its nodes are taken
+        piece = twin or self._pieces.get(seg)
         if piece is not None and piece.line == line:
+            self.reused += 1
+            return piece
+        if twin is None and piece is not None and piece.clean and _moved(piece, line):
             self.reused += 1
             return piece
         if piece is not None and piece.clean:
@@ -146,7 +212,10 @@ class DslReparser:
         plan, diags = parse_dsl(seg, file)
         if diags:  # comments around a broken statement move on to the next: the whole parse
             return _Piece(seg, line, plan, False, headers, tuple(diags), False)
-        return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
+        piece = _Piece(seg, 1, plan, True, headers)
+        if not _moved(piece, line):
+            return _Piece(seg, line, _Mover(line - 1).move(plan), True, headers)
+        return piece
 
     def _join(self, text: str, file: str | None) -> LoadResult | None:
         self.reused = self.parsed = 0
@@ -219,6 +288,9 @@ def _joined(pieces: list[_Piece], text: str, file: str | None) -> LoadResult | N
     diags: list[Diagnostic] = []
     for k, piece in enumerate(pieces):
         plan = piece.plan
+        if piece.calls_only:  # most segments of a plan: what the rest of the loop finds nothing in
+            calls.extend(plan.calls)
+            continue
         diags.extend(piece.diags)
         if named & piece.headers:
             return None
@@ -323,12 +395,65 @@ def _layout(cls: type) -> _Layout | None:
     return found
 
 
+def _moved(piece: _Piece, line: int) -> bool:
+    """Move a clean ``piece`` to ``line`` through its :class:`_Anchor`: no node is touched.
+    On its first move its spans are put behind the anchor (in place: the plan of the last
+    text, which shared its nodes, is not in use any more).  False when a span sits where
+    the model cannot defer it: that segment is copied by :class:`_Mover` when it moves."""
+    if piece.anchor is None:
+        if piece.fixed:
+            return False
+        anchor = _Anchor()
+        if not _defer(piece.plan, anchor, set()):
+            piece.fixed = True
+            return False
+        piece.anchor = anchor
+    piece.anchor.offset += line - piece.line
+    piece.line = line
+    return True
+
+
+def _defer(obj: Any, anchor: _Anchor, seen: set[int]) -> bool:
+    """Store a :class:`_Shifted` in each span field under ``obj`` (in place); False when a
+    span is found outside a span field.  (A field already deferred reads as its span at the
+    anchor's offset, still 0 here, so a partly deferred segment keeps its spans.)"""
+    if isinstance(obj, tuple):
+        for x in obj:
+            if not isinstance(x, _SCALARS) and not _defer(x, anchor, seen):
+                return False
+        return True
+    if isinstance(obj, Span):
+        return False
+    layout = _LAYOUTS.get(type(obj), False)
+    if layout is False:
+        layout = _layout(type(obj))
+    if layout is None:  # raw JSON (schemas, hints): no spans in it
+        return True
+    key = id(obj)
+    if key in seen:
+        return True
+    seen.add(key)
+    deferred = span_fields(type(obj))
+    got = layout.read(obj)
+    for k in layout.visit:
+        value = got[k]
+        if isinstance(value, _SCALARS) or value == ():
+            continue
+        name = layout.names[k]
+        if name in deferred and isinstance(value, (Span, tuple)):
+            defer_span(obj, name, _Shifted(anchor, value))
+        elif not _defer(value, anchor, seen):
+            return False
+    return True
+
+
 class _Mover:
     """A parsed segment moved ``offset`` lines: every :class:`Span` of the model moved, the
     rest shared.  ``syntax.dsl_parser.shift_lines`` does this for any object, diagnostics and
     their messages included; a clean segment has no diagnostics, and this walk (each class's
     fields read at once, those whose annotation holds no span skipped, copies made slot by
-    slot) costs a fraction of it: Enter in a long plan moves every statement below."""
+    slot) costs a fraction of it.  Used where an anchor cannot be: a segment given twice in
+    one text (the second gets nodes of its own) and one whose spans could not be deferred."""
 
     def __init__(self, offset: int) -> None:
         self.offset = offset

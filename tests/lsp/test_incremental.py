@@ -47,7 +47,9 @@ SEEDS = [(ROOT / "examples" / name).read_text(encoding="utf-8") for name in ("co
 # whole statements and lines (the incremental path) and fragments that break them (the fallback)
 PASTES = ["\n", "\n\n", "# a comment\n", '$state.z = web.search(query="z")\n', "goal = \"g\"\n", "mode = lazy\n",
           'tool t.x = {"description": "d"}\n', "return {a: $state.acme}\n", "s9: web.search(query=\"q\")\n",
-          "@risk(high)\n", "   # indented\n", "(", ")", "{", "}", '"', "$state.", "x", "é", ";", "=", ", "]
+          "@risk(high)\n", "   # indented\n",
+          '$state.p1 = web.search(query="p1")\n$state.p2 = web.search(query="p2")\n# three lines\n',
+          "(", ")", "{", "}", '"', "$state.", "x", "é", ";", "=", ", "]
 
 
 def shape(obj):
@@ -78,9 +80,16 @@ def edit_runs(draw) -> list[str]:
     out = [text]
     for _ in range(draw(st.integers(1, 6))):
         lines = text.split("\n")
-        kind = draw(st.sampled_from(["type", "paste", "paste", "delete", "delete line", "duplicate line"]))
+        kind = draw(st.sampled_from(["type", "paste", "paste", "delete", "delete line", "duplicate line",
+                                     "delete lines", "undo"]))
         at = draw(st.integers(0, len(text)))
-        if kind == "type":
+        if kind == "undo":  # an earlier version again: its segments come back from the cache, moved since
+            text = out[draw(st.integers(0, len(out) - 1))]
+        elif kind == "delete lines":
+            k = draw(st.integers(0, len(lines) - 1))
+            del lines[k:k + draw(st.integers(2, 4))]
+            text = "\n".join(lines)
+        elif kind == "type":
             text = text[:at] + draw(st.text(max_size=4)) + text[at:]
         elif kind == "paste":
             line = draw(st.integers(0, len(lines)))  # mostly at a line start, as editors paste lines
@@ -126,9 +135,17 @@ def test_an_edit_reparses_only_its_statement():
     edited = text.replace('query="q 5"', 'query="q 55"')
     same_as_whole(reparser, edited)
     assert (reparser.parsed, reparser.reused) == (1, len(segments(text)) - 1)
+    before = reparser.parse(edited).plan.calls
     moved = "\n" + edited  # every statement one line down: moved, not parsed again
     same_as_whole(reparser, moved)
     assert reparser.parsed == 1  # the first segment (its text has the new line)
+    after = reparser.parse(moved).plan.calls
+    # nor copied: the same nodes, whose spans are read one line further down
+    assert after[-1] is before[-1] and after[-1].params[0] is before[-1].params[0]
+    assert after[-1].span.line == len(moved.rstrip("\n").split("\n"))
+    back = "\n".join(moved.split("\n")[3:])  # two lines up (the first statement deleted)
+    same_as_whole(reparser, back)
+    assert reparser.parsed == 0
 
 
 def test_a_broken_statement_reparses_only_itself():

@@ -217,3 +217,21 @@ async def test_config_error_is_shown_on_the_plan(client: LanguageClient):
     uri = open_doc(client, proj / "a.plan", 'text.split(text="a")\n')
     diags = await diagnostics_for(client, uri)
     assert [d.code for d in diags] == ["E110"] and "sophon.toml:1:1" in diags[0].message
+
+
+async def test_answers_follow_lines_added_and_removed_above(client: LanguageClient):
+    # the statements below an Enter are moved, not parsed again (lsp/incremental.py): the
+    # diagnostics, symbols and references after it are at their new lines, and back again
+    uri = open_doc(client, BASE / "moved.plan", PLAN)
+    await diagnostics_for(client, uri, lambda ds: [d.range.start.line for d in ds] == [1])
+    for version, text, shift in ((2, "# two lines\n\n" + PLAN, 2), (3, PLAN, 0), (4, "\n" + PLAN, 1)):
+        change(client, uri, text, version)
+        diags = await diagnostics_for(client, uri, lambda ds, s=shift: [d.range.start.line for d in ds] == [1 + s])
+        assert [d.code for d in diags] == ["E201"]
+        syms = await client.text_document_document_symbol_async(t.DocumentSymbolParams(
+            text_document=t.TextDocumentIdentifier(uri=uri)))
+        assert [s.range.start.line for s in syms] == [shift + k for k in (0, 1, 2, 3)]  # (gmail: its @risk)
+        refs = await client.text_document_references_async(t.ReferenceParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), position=pos(text, "$state.sheet", 1),
+            context=t.ReferenceContext(include_declaration=True)))
+        assert sorted(r.range.start.line for r in refs) == [2 + shift, 4 + shift]
