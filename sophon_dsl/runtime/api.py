@@ -368,7 +368,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
     handle._scheduler = sched
     sched.run_id = handle.run_id
     if handle.durable is not None:
-        handle.durable.attach(sched)  # restores what an earlier process committed
+        handle.durable.attach(sched.durable_host())  # restores what an earlier process committed
     if handle._cancel_requested:
         sched.cancel()
     return await sched.run()
