@@ -98,20 +98,21 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: Any) -> Any:
-    """Make ``handle``'s run durable in ``store`` (a URL or a store); the approver to use."""
+def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry: ToolRegistry, data: dict,
+          approver: Approver | str | None) -> tuple[DurableRun, Approver]:
+    """Make run ``run_id`` durable in ``store`` (a URL or a store): its :class:`DurableRun`
+    (registered) and the approver to use (the run handle's owner keeps both)."""
     from . import open_store
     from ..syntax.doc_printer import encode_plan
     from .base import dumps
 
     backend = open_store(store)
-    run = DurableRun(backend, handle.run_id)
-    run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
+    run = DurableRun(backend, run_id)
+    run.owns_backend = backend is not store or backend.close_after_run
     # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
     text = encode_plan(plan, dumps)
-    run.register(text, plan, prep.registry, {**data, "plan_id": handle.plan_id})
-    handle.durable = run
-    return run.approver(approver)
+    run.register(text, plan, registry, {**data, "plan_id": plan_id})
+    return run, run.approver(approver)
 
 
 def _idempotent(spec: Any) -> bool:
