@@ -55,6 +55,7 @@ from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provid
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
 
 if TYPE_CHECKING:
+    from ..durable.agent_run import AgentRecord
     from ..durable.session import DurableRun
     from ..runtime.scheduler import Scheduler
 
@@ -472,7 +473,7 @@ class Agent:
             self.run_options["cascade"] = options["cascade"]
 
     async def _loop(self, request: str, input: Any, state: Any, instances: dict | None, mode: Mode,
-                    planned: dict | None, record: Any, given: Plan | None = None) -> AgentResult:
+                    planned: dict | None, record: AgentRecord | None, given: Plan | None = None) -> AgentResult:
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
@@ -589,7 +590,7 @@ class Agent:
 
     async def _turn(self, n: int, msgs: list[Message], input: Any, kinds: dict, inst_inputs: dict,
                     delegate: DelegateExecutor, mode: Mode | None = None,
-                    record: Any = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+                    record: AgentRecord | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
         mode = mode or self.mode
         eager = mode is Mode.EAGER
         # plan then execute: nothing starts while the reply streams (calls are still checked
@@ -801,7 +802,7 @@ def _cut_reply(turn: StreamTurn, limit: int) -> None:
                                             "smaller calls per turn"}})
 
 
-def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:
+def _replay(turn: StreamTurn, durable: DurableRun, text: str, complete: bool) -> None:
     """A recorded reply, fed at once (no request): its committed calls are restored before
     the scheduler starts or the whole-plan checks run.  A cut reply keeps its complete
     statements; the rest is dropped and the turn says so (Reply.Interrupted)."""
