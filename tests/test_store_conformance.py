@@ -81,7 +81,8 @@ def _durable(name: str, url: str) -> Subject:
     run = DurableRun(backend, run_id)
     plan = loads(PLAN, format="dsl")
     run.register(PLAN, plan, TOOLS, {})
-    return Subject(name, run.journal, REQUIRED | {"commit_barrier"}, attach=run.attach,
+    return Subject(name, run.journal, REQUIRED | {"commit_barrier"},
+                   attach=lambda sched: run.attach(sched.durable_host()),
                    committed=lambda: backend.load_log(run_id), intents=lambda: backend.load_intents(run_id),
                    flush=run.journal.flush, cleanup=[backend.close])
 

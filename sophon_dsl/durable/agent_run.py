@@ -28,13 +28,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import default_store_url, open_store
 from .base import display_url, dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .journal import BeforeStart
 from .session import DurableRun, owner_id, watch_cancel
+
+if TYPE_CHECKING:
+    from ..runtime.approval import Approver
+    from ..tools import ToolRegistry
+    from .base import RunStore
 
 __all__ = ["AGENT_KIND", "REPLY_INTERRUPTED", "WAIT_UNSUPPORTED", "AgentRecord", "TurnRecorder", "complete_prefix",
            "stored_agent", "turn_run_id"]
@@ -51,7 +56,7 @@ def turn_run_id(run_id: str, turn: int) -> str:
     return f"{run_id}/t{turn}"
 
 
-def agent_hash(registry: Any, options: dict) -> str:
+def agent_hash(registry: ToolRegistry, options: dict) -> str:
     """Hash of the loop's options and of the source of every tool the agent may call."""
     h = hashlib.sha256(dumps(options).encode())
     for name in sorted(registry):
@@ -117,7 +122,7 @@ class TurnRecorder:
 
     flush_chars = 512
 
-    def __init__(self, backend: Any, run_id: str, turn: int) -> None:
+    def __init__(self, backend: RunStore, run_id: str, turn: int) -> None:
         self.backend = backend
         self.run_id = run_id
         self.turn = turn
@@ -159,7 +164,7 @@ class TurnRecorder:
 class AgentRecord:
     """An agent run in a store: its row, its lease, and each turn's recorder and calls."""
 
-    def __init__(self, backend: Any, run_id: str, owner: str, *, owns_backend: bool, unknown: str = "fail",
+    def __init__(self, backend: RunStore, run_id: str, owner: str, *, owns_backend: bool, unknown: str = "fail",
                  replies: dict | None = None) -> None:
         self.backend = backend
         self.run_id = run_id
@@ -177,7 +182,7 @@ class AgentRecord:
     @classmethod
     def create(cls, store: Any, run_id: str, spec: dict, hash_: str) -> "AgentRecord":
         backend = open_store(store if store is not None else default_store_url())
-        owned = backend is not store or getattr(store, "close_after_run", False)
+        owned = backend is not store or backend.close_after_run
         owner = owner_id()
         try:
             backend.create_run(run_id, plan_id=AGENT_KIND, goal=spec["request"][:200],
@@ -194,7 +199,7 @@ class AgentRecord:
         """The recorded agent run ``run_id`` (its lease taken) and its spec; ``hash_of(spec)``
         is the hash the tools and options given now have."""
         backend = open_store(store if store is not None else default_store_url())
-        owned = backend is not store or getattr(store, "close_after_run", False)
+        owned = backend is not store or backend.close_after_run
         try:
             row = backend.get_run(run_id)
             if row is None:
@@ -224,7 +229,7 @@ class AgentRecord:
         """Turn ``turn``'s recorded reply and whether it was complete (None: never asked)."""
         return self.replies.get(turn)
 
-    def turn_run(self, turn: int, approver: Any) -> tuple[TurnRun, TurnRecorder]:
+    def turn_run(self, turn: int, approver: Approver | str | None) -> tuple[TurnRun, TurnRecorder]:
         """Turn ``turn``'s calls (restored from the store when the turn was recorded) and its
         reply recorder; ``approver`` is the turn's approver, wrapped to keep its decisions."""
         cid = turn_run_id(self.run_id, turn)
@@ -241,7 +246,7 @@ class AgentRecord:
 
     # -- the lease and the end ---------------------------------------------------------
 
-    def keep_lease(self, on_cancel: Any = None) -> None:
+    def keep_lease(self, on_cancel: Callable[[], Any] | None = None) -> None:
         """Renew the run's lease while the loop goes on; ``on_cancel`` is called when another
         process asks the store to cancel the run (``sophon-dsl cancel RUN_ID``)."""
         if on_cancel is not None:
@@ -287,7 +292,7 @@ async def _settled(fut: Any) -> None:
     await done
 
 
-def stored_agent(store: Any, row: dict) -> dict:
+def stored_agent(store: RunStore, row: dict) -> dict:
     """A recorded agent run as ``runs show`` prints it: how it ended (when it did) and, per
     recorded turn, whether its reply was complete and what became of its calls (calls with an
     intent and no result flagged ``in_doubt``)."""

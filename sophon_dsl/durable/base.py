@@ -198,6 +198,8 @@ class RunStore:
 
     url: str = ""
     max_batch = 512
+    # lent to one run (the CLI opens the store and hands it over): the run closes it when it ends
+    close_after_run = False
 
     def __init__(self, *, create: bool = True) -> None:
         # create=False (a reader: the dashboard, `runs`, `approve`): a database without our

@@ -28,7 +28,7 @@ import asyncio
 import time
 from enum import Enum
 from functools import partial
-from typing import Any, Awaitable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Protocol
 
 from ..model import Call, OutputMethod
 from ..runtime.errors import ErrorInfo
@@ -36,6 +36,9 @@ from ..runtime.result import CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
 from ..runtime.store import CommitListener, MemoryStore
 from .base import SCALARS, dumps, dumps_flat
+
+if TYPE_CHECKING:
+    from .base import RunStore
 
 __all__ = ["BeforeStart", "CALL_OUTCOME_UNKNOWN", "Journal", "STORE_FAILED", "entry_json", "record_json",
            "restore_record"]
@@ -102,7 +105,7 @@ class Journal(MemoryStore):
     records of :class:`MemoryStore`, and each completion committed to ``backend``; a
     :class:`~sophon_dsl.runtime.store.CommitBarrier`."""
 
-    def __init__(self, backend: Any, run_id: str) -> None:
+    def __init__(self, backend: RunStore, run_id: str) -> None:
         super().__init__(StateLog())
         self.backend = backend
         self.run_id = run_id

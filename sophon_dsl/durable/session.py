@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import OptionError
 from ..maps import body_ids
 from ..model import Call, Plan, Risk
-from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide
+from ..runtime.approval import ApprovalDecision, ApprovalRequest, Approver, decide
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
 
-if TYPE_CHECKING:  # (the runtime imports this package's journal: the scheduler is only named here)
-    from ..runtime.scheduler import Scheduler
+if TYPE_CHECKING:  # (the runtime imports this package's journal: only named here)
+    from ..runtime.runstate import DurableHost
+    from ..tools import ToolRegistry
+    from .base import RunStore
 
 __all__ = ["CANCEL_POLL", "WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
            "watch_cancel",
@@ -48,7 +50,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def plan_hash(plan_text: str, registry: Any, plan: Plan) -> str:
+def plan_hash(plan_text: str, registry: ToolRegistry, plan: Plan) -> str:
     """Hash of the plan text and of the source of every tool function it calls."""
     h = hashlib.sha256(plan_text.encode())
     for name in sorted({c.tool for c in plan.calls} | {c.activity for c in plan.calls if c.activity}):
@@ -69,7 +71,7 @@ def plan_hash(plan_text: str, registry: Any, plan: Plan) -> str:
 CANCEL_POLL = 0.25
 
 
-async def watch_cancel(backend: Any, run_id: str, on_cancel: Callable[[], Any],
+async def watch_cancel(backend: RunStore, run_id: str, on_cancel: Callable[[], Any],
                        every: float = CANCEL_POLL) -> dict:
     """Poll ``backend`` for a cancel request of ``run_id`` (``RunStore.request_cancel``) and
     call ``on_cancel()`` once one is there; returns the request.  The read runs in a thread, on
@@ -96,20 +98,21 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def begin(handle: Any, store: Any, plan: Plan, prep: Any, data: dict, approver: Any) -> Any:
-    """Make ``handle``'s run durable in ``store`` (a URL or a store); the approver to use."""
+def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry: ToolRegistry, data: dict,
+          approver: Approver | str | None) -> tuple[DurableRun, Approver]:
+    """Make run ``run_id`` durable in ``store`` (a URL or a store): its :class:`DurableRun`
+    (registered) and the approver to use (the run handle's owner keeps both)."""
     from . import open_store
     from ..syntax.doc_printer import encode_plan
     from .base import dumps
 
     backend = open_store(store)
-    run = DurableRun(backend, handle.run_id)
-    run.owns_backend = backend is not store or getattr(store, "close_after_run", False)
+    run = DurableRun(backend, run_id)
+    run.owns_backend = backend is not store or backend.close_after_run
     # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
     text = encode_plan(plan, dumps)
-    run.register(text, plan, prep.registry, {**data, "plan_id": handle.plan_id})
-    handle.durable = run
-    return run.approver(approver)
+    run.register(text, plan, registry, {**data, "plan_id": plan_id})
+    return run, run.approver(approver)
 
 
 def _idempotent(spec: Any) -> bool:
@@ -124,7 +127,8 @@ class DurableRun:
     # itself, as the agent loop does for a lazy turn, catches it)
     waiting_signal: type[BaseException] = _RunWaiting
 
-    def __init__(self, backend: Any, run_id: str, *, unknown: str = "fail", base_approver: Any = None,
+    def __init__(self, backend: RunStore, run_id: str, *, unknown: str = "fail",
+                 base_approver: Approver | str | None = None,
                  committed: dict | None = None, log: list | None = None, intents: dict | None = None,
                  decisions: dict | None = None, owner: str | None = None) -> None:
         if unknown not in ("ask", "rerun", "fail"):
@@ -139,7 +143,7 @@ class DurableRun:
         self.owner = owner or owner_id()
         self.journal = Journal(backend, run_id)
         self.journal.hooks = self
-        self.sched: Scheduler | None = None  # the run's scheduler, once built (attach)
+        self.host: DurableHost | None = None  # what this run gets of the running plan, once built (attach)
         self.resumed = committed is not None
         self.waiting: dict | None = None
         self.owns_backend = False  # opened from a URL for this run: closed when it ends
@@ -161,13 +165,13 @@ class DurableRun:
 
     # -- starting -------------------------------------------------------------------
 
-    def register(self, plan_text: str, plan: Plan, registry: Any, spec: dict) -> None:
+    def register(self, plan_text: str, plan: Plan, registry: ToolRegistry, spec: dict) -> None:
         """A new run: its row (status running, this process's lease)."""
         self.backend.create_run(self.run_id, plan_id=plan.id, goal=plan.goal, spec={"plan": plan_text, **spec},
                                 plan_hash=plan_hash(plan_text, registry, plan), owner=self.owner,
                                 lease_s=self.lease_s, plan_file=plan.file, calls_total=len(plan.calls)).result()
 
-    def approver(self, base: Any) -> Any:
+    def approver(self, base: Approver | str | None) -> Approver:
         """The run's approver: a stored decision is reused, a new one is stored."""
         self.base_approver = base
 
@@ -193,27 +197,27 @@ class DurableRun:
                         "calls": waiting_calls(request), "decision_run": self.run_id}
         if request.kind == "plan":
             raise _RunWaiting(name)
-        assert self.sched is not None  # (a call's gate: the scheduler runs)
-        self.sched.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
+        assert self.host is not None  # (a call's gate: the scheduler runs)
+        self.host.cancel("waiting")  # the call stays uncommitted: it asks again when the run continues
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    def attach(self, sched: Scheduler) -> None:
-        """The scheduler is built (with the journal as its store): restore committed calls."""
-        self.sched = sched
-        sched.run_id = self.run_id
+    def attach(self, host: DurableHost) -> None:
+        """The scheduler is built (with the journal as its store) and hands over what this run
+        needs of it (``Scheduler.durable_host()``): restore committed calls."""
+        self.host = host
+        host.set_run_id(self.run_id)
         if not self.resumed:
             return
-        restored = len(self.restore_joined(sched, range(len(sched.records))))
+        restored = len(self.restore_joined(host, range(len(host.records))))
         # item calls of maps that did not end are restored as their maps expand again: counted
         # here too (a run cut mid-map restores them), as are their calls in doubt
         top = {cid for cid in self.committed if "[" not in cid}
         items = sum(1 for cid in self.committed if "[" in cid and cid.split("[", 1)[0] not in top)
-        if sched.maps is not None:  # the replayed items' kinds stay out of the run's state
-            sched.maps.hide_restored(self.replayed_kinds)
-        rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(sched, cid)))
+        host.hide_restored(self.replayed_kinds)  # (the replayed items' kinds stay out of the run's state)
+        rerun = sum(1 for cid in self.doubt if self.unknown == "rerun" or _idempotent(self._spec(cid)))
         self.journal.write = self._expansions_once(self.expansions) if self.expansions else self.journal.log.write
-        sched.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored + items,
+        host.emit("plan_resumed", "running", data={"run_id": self.run_id, "restored": restored + items,
                                                      "restored_items": items, "in_doubt": len(self.doubt),
                                                      "rerun": rerun})
 
@@ -239,30 +243,31 @@ class DurableRun:
 
     def restore_items(self, indices: range) -> list[int]:
         """:meth:`restore_joined` for calls joining the running scheduler (a resumed run only)."""
-        return self.restore_joined(self.sched, indices) if self.resumed and self.sched is not None else []
+        return self.restore_joined(self.host, indices) if self.resumed and self.host is not None else []
 
-    def restore_joined(self, sched: Scheduler, indices: range) -> list[int]:
+    def restore_joined(self, host: DurableHost, indices: range) -> list[int]:
         """Restore the calls among ``indices`` that an earlier process committed (their
         records; their writes are in the replayed log); their indexes.  The plan's calls
         join before the run starts, a map's item calls when their item expands."""
         done = []
-        committed, records = self.committed, sched.records
+        committed, records = self.committed, host.records
         for i in indices:
             data = committed.get(records[i].id)
             if data is not None:
-                wrote = _restored(records[i], sched.calls[i], data)
-                sched.restore(i, wrote)
+                wrote = _restored(records[i], host.calls[i], data)
+                host.restore(i, wrote)
                 done.append(i)
         return done
 
-    @staticmethod
-    def _spec(sched: Scheduler, call_id: str) -> Any:
-        if call_id in sched.flow.index:
-            i = sched.flow.index[call_id]
-            call = sched.calls[i]
-            return sched.registry.get(call.activity) if call.activity else sched.specs[i]
-        call = item_call(sched, call_id)  # an item call of a map not expanded yet
-        return sched.registry.get(call.activity or call.tool) if call is not None else None
+    def _spec(self, call_id: str) -> Any:
+        host = self.host
+        assert host is not None
+        i = host.index_of(call_id)
+        if i is not None:
+            call = host.calls[i]
+            return host.tool(call.activity) if call.activity else host.spec(i)
+        call = item_call(host, call_id)  # an item call of a map not expanded yet
+        return host.tool(call.activity or call.tool) if call is not None else None
 
     # -- per call ---------------------------------------------------------------------
 
@@ -293,31 +298,31 @@ class DurableRun:
 
     def _intent_free(self, i: int, call: Any) -> bool:
         """Call ``i`` commits no intent: it has an inline result, or its tool is idempotent."""
-        sched = self.sched
-        assert sched is not None
-        spec = sched.registry.get(call.activity) if call.activity else sched.specs[i]
+        host = self.host
+        assert host is not None
+        spec = host.tool(call.activity) if call.activity else host.spec(i)
         return call.inline_output is not None or _idempotent(spec)
 
     def need_before_start(self, i: int) -> BeforeStart:
         """What call ``i`` (as planned) needs before its tool starts (see before_start: an
         idempotent call or one with an inline result needs nothing, even in doubt)."""
-        sched = self.sched
-        assert sched is not None
-        if self._intent_free(i, sched.calls[i]):
+        host = self.host
+        assert host is not None
+        if self._intent_free(i, host.calls[i]):
             return BeforeStart.NOTHING
-        return BeforeStart.IN_TASK if sched.records[i].id in self.doubt else BeforeStart.INTENT
+        return BeforeStart.IN_TASK if host.records[i].id in self.doubt else BeforeStart.INTENT
 
     async def _in_doubt(self, i: int, call: Any, args: dict) -> ErrorInfo | None:
-        sched = self.sched
-        assert sched is not None
-        cid = sched.records[i].id
+        host = self.host
+        assert host is not None
+        cid = host.records[i].id
         action = self.unknown
         if action == "ask":
-            req = ApprovalRequest("unknown", sched.plan, ({"id": cid, "tool": call.tool, "risk": "unknown",
-                                                           "index": i},), call, cid, args, sched.plan_id)
+            req = ApprovalRequest("unknown", host.plan(), ({"id": cid, "tool": call.tool, "risk": "unknown",
+                                                            "index": i},), call, cid, args, host.plan_id)
             decision = await self.approver(self.base_approver)(req)
             action = "rerun" if decision.action == "approve" else "fail"
-        sched.emit("plan_step_unknown", action, i, reason="started before the crash; its outcome is unknown",
+        host.emit("plan_step_unknown", action, i, reason="started before the crash; its outcome is unknown",
                    data={"key": f"{self.run_id}:{cid}", "decision": action})
         if action == "rerun":
             return None
@@ -393,9 +398,9 @@ class DurableRun:
         the result (in the order they ran)."""
         seen = {rec.id for rec in result.calls}
         rows = sorted((d for cid, d in self.committed.items() if cid not in seen), key=lambda d: d.get("index", 0))
-        sched = self.sched
+        host = self.host
         for data in rows:
-            call = item_call(sched, data["id"]) if sched is not None else None
+            call = item_call(host, data["id"]) if host is not None else None
             rec = new_record(data["id"], call.tool if call is not None else "", len(result.calls))
             if call is not None:
                 _restored(rec, call, data)
@@ -404,7 +409,7 @@ class DurableRun:
             result.calls.append(rec)
 
     def _waiting_result(self, result: RunResult | None) -> RunResult:
-        if result is None or self.sched is None:
+        if result is None or self.host is None:
             return RunResult("waiting", {}, None, list(self.journal.records), [], run_id=self.run_id)
         result.status, result.error = "waiting", None
         return result
@@ -468,14 +473,14 @@ def _restored(rec: Any, call: Call, data: dict) -> tuple:
     return wrote
 
 
-def item_call(sched: Scheduler, call_id: str) -> Call | None:
+def item_call(host: DurableHost, call_id: str) -> Call | None:
     """The body call an item call's id names (``c3[2].translate``, ``c1[0].inner[3].fetch``),
     or None."""
     head, sep, rest = call_id.partition("[")
-    j = sched.flow.index.get(head) if sep else None
+    j = host.index_of(head) if sep else None
     if j is None:
         return None
-    call = sched.calls[j]
+    call = host.calls[j]
     while rest:
         if call.map is None:
             return None

@@ -35,7 +35,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InsideEventLoop, OptionError
 from ..checks.schema import offline_validator
@@ -53,6 +53,11 @@ from .prompt import build_messages
 from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provider, ProviderError, check_ready,
                        close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
+
+if TYPE_CHECKING:
+    from ..durable.agent_run import AgentRecord
+    from ..durable.session import DurableRun
+    from ..runtime.scheduler import Scheduler
 
 __all__ = ["AGENT_MESSAGE", "Agent", "AgentResult", "DEFAULT_MAX_CALLS", "DISPATCHES", "TurnRecord", "USER_MESSAGE",
            "warm_up"]
@@ -468,7 +473,7 @@ class Agent:
             self.run_options["cascade"] = options["cascade"]
 
     async def _loop(self, request: str, input: Any, state: Any, instances: dict | None, mode: Mode,
-                    planned: dict | None, record: Any, given: Plan | None = None) -> AgentResult:
+                    planned: dict | None, record: AgentRecord | None, given: Plan | None = None) -> AgentResult:
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
@@ -585,7 +590,7 @@ class Agent:
 
     async def _turn(self, n: int, msgs: list[Message], input: Any, kinds: dict, inst_inputs: dict,
                     delegate: DelegateExecutor, mode: Mode | None = None,
-                    record: Any = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+                    record: AgentRecord | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
         mode = mode or self.mode
         eager = mode is Mode.EAGER
         # plan then execute: nothing starts while the reply streams (calls are still checked
@@ -614,7 +619,7 @@ class Agent:
                           delegate=delegate, instance_inputs=inst_inputs, on_call=on_call,
                           order=self.stream_order, store=durable.journal if durable is not None else None,
                           dispatch=eager and not after_reply,
-                          on_start=durable.attach if durable is not None and recorded is None else None)
+                          on_start=_attacher(durable) if durable is not None and recorded is None else None)
         stop: tuple[str, str] | None = None
         if recorded is not None:
             _replay(turn, durable, *recorded)
@@ -797,7 +802,7 @@ def _cut_reply(turn: StreamTurn, limit: int) -> None:
                                             "smaller calls per turn"}})
 
 
-def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:
+def _replay(turn: StreamTurn, durable: DurableRun, text: str, complete: bool) -> None:
     """A recorded reply, fed at once (no request): its committed calls are restored before
     the scheduler starts or the whole-plan checks run.  A cut reply keeps its complete
     statements; the rest is dropped and the turn says so (Reply.Interrupted)."""
@@ -807,14 +812,20 @@ def _replay(turn: StreamTurn, durable: Any, text: str, complete: bool) -> None:
     turn.cut = not complete  # (its end is dropped: Reply.Interrupted below says why)
     turn.feed(kept)
     if turn.scheduler is not None:   # eager: the calls arrived; lazy: restored when the plan runs
-        durable.attach(turn.scheduler.scheduler)
+        durable.attach(turn.scheduler.scheduler.durable_host())
     else:
-        turn.on_start = durable.attach
+        turn.on_start = _attacher(durable)
     if not complete:
         turn.errors.append({"call": None, "error": {
             "code": REPLY_INTERRUPTED, "message": f"the reply was cut off after {len(text)} characters; the "
                                                   f"complete statements ({len(turn.calls)} call(s)) were kept, "
                                                   "the rest was dropped: go on from the current state"}})
+
+
+def _attacher(durable: DurableRun) -> Callable[[Scheduler], None]:
+    """A turn's ``on_start``: its scheduler hands the turn's durable run what it needs of it
+    (``Scheduler.durable_host()``), not itself."""
+    return lambda sched: durable.attach(sched.durable_host())
 
 
 def _summary(result: AgentResult) -> dict:

@@ -16,7 +16,7 @@ import asyncio
 import copy
 import uuid
 from dataclasses import fields
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ..errors import InsideEventLoop, OptionError, OptionTypeError
 from ..diagnostics import Diagnostic, Severity
@@ -34,6 +34,9 @@ from .result import CallRecord, RunResult
 from .gate import ApprovalScope, TaintSet, plan_risky
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
+
+if TYPE_CHECKING:  # (the durable package is imported only by a run with a store)
+    from ..durable.session import DurableRun
 
 __all__ = ["Prepared", "RunHandle", "arun", "prepare", "run", "seeded", "start"]
 
@@ -290,7 +293,7 @@ class RunHandle:
         self._cancel_requested = False
         self._task: asyncio.Task | None = None
         self.run_id: str | None = None   # minted per run (the store's key when durable)
-        self.durable: Any = None         # a sophon_dsl.durable.session.DurableRun
+        self.durable: DurableRun | None = None  # the run's checkpoints when it has a store
         self.spans: Any = None           # the run's span recorder while tracing is on (sophon_dsl.telemetry)
 
     def events(self, replay: bool = True) -> AsyncIterator[Event]:
@@ -368,7 +371,7 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
     handle._scheduler = sched
     sched.run_id = handle.run_id
     if handle.durable is not None:
-        handle.durable.attach(sched)  # restores what an earlier process committed
+        handle.durable.attach(sched.durable_host())  # restores what an earlier process committed
     if handle._cancel_requested:
         sched.cancel()
     return await sched.run()
@@ -454,7 +457,8 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
         data = {"input": input, "state": state, "context": context, "meta": store_meta}
         if opts.cascade != "skip":  # the run's semantics: a resume keeps it (rows of default runs unchanged)
             data["cascade"] = opts.cascade
-        opts.approver = begin(handle, store, _load(plan), prep, data, "wait" if wait else opts.approver)
+        handle.durable, opts.approver = begin(handle.run_id, pid, store, _load(plan), prep.registry, data,
+                                              "wait" if wait else opts.approver)
     from ..telemetry import run_subscriber  # (imports no OpenTelemetry: None unless tracing is on)
 
     if (spans := run_subscriber(handle, prep)) is not None:  # (a resume sets the run id and store later)

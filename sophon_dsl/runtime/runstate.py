@@ -7,12 +7,15 @@ from it and reports back through its callables, as LangGraph's ``PregelRunner`` 
 grown in place as calls join; the few values that change during a run (``registry`` when a
 streamed reply declares tools, ``run_id`` when a durable run is attached, ``n`` as calls
 join, ``finish`` when a map driver takes over ends) are kept current by the scheduler.
+
+:class:`DurableHost`: what a durable run (:class:`~sophon_dsl.durable.session.DurableRun`)
+gets of the run it makes durable, the same way: lookups and actions, not the scheduler.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from ..model import Call, Plan
 from ..tools import ToolRegistry, ToolSpec
@@ -25,7 +28,7 @@ from .invoker import Invoker
 from .result import CallRecord
 from .store import CommitBarrier, StateStore
 
-__all__ = ["RunState"]
+__all__ = ["DurableHost", "RunState"]
 
 
 @dataclass(slots=True, eq=False)
@@ -61,3 +64,26 @@ class RunState:
     @property
     def plan(self) -> Plan:
         return self.feed.plan
+
+
+@dataclass(frozen=True, slots=True)
+class DurableHost:
+    """What a durable run asks of the run it makes durable (the scheduler builds one:
+    ``Scheduler.durable_host()``, handed to ``DurableRun.attach``).  Callables, not the
+    scheduler, so the durable package sees only these and never imports the scheduler.
+
+    The lists are the scheduler's own, grown in place as calls join (a map's items); the
+    lookups read the run's current registry and flow (both may change in a streamed reply)."""
+
+    records: Sequence[CallRecord]          # by call index; a restored call's record is filled in
+    calls: Sequence[Call]                  # by call index
+    plan_id: str
+    plan: Callable[[], Plan]               # the plan as it stands (a streamed one grows)
+    index_of: Callable[[str], int | None]  # a call id's index; None: not in the run (yet)
+    spec: Callable[[int], ToolSpec | None]   # the spec of the tool call i was planned with
+    tool: Callable[[str], ToolSpec | None]   # a tool's spec by name
+    set_run_id: Callable[[str], None]      # the run is the durable run of this id
+    restore: Callable[[int, tuple], None]  # (i, wrote): call i ended in an earlier process
+    emit: Callable[..., None]              # (type, status, i, attempt=, preview=, error=, reason=, data=)
+    cancel: Callable[[str], None]          # stop the run (why: "waiting" leaves it waiting)
+    hide_restored: Callable[[Iterable[str]], None]  # kinds an earlier process wrote for map items

@@ -42,7 +42,7 @@ from .maps import MapDriver, MapHost
 from .result import RunResult, new_record
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
-from .runstate import RunState
+from .runstate import DurableHost, RunState
 from .state import to_json_value
 from .store import CommitBarrier, CommitListener, MemoryStore, StateStore
 from .validation import schema_validator
@@ -317,6 +317,21 @@ class Scheduler:
             self.gate.observe(rec.tool, self.specs[i], rec.output)
         for j in self.flow.dependents()[i]:
             self._waiting[j] -= 1
+
+    def durable_host(self) -> DurableHost:
+        """What a durable run gets of this run (``DurableRun.attach``): its records and calls,
+        lookups and the few actions a resume and an in-doubt decision take; not the scheduler."""
+        return DurableHost(self.records, self.calls, self.plan_id, lambda: self.feed.plan,
+                           lambda cid: self.flow.index.get(cid), lambda i: self.specs[i],
+                           lambda name: self.registry.get(name), self._set_run_id, self.restore, self.emit,
+                           self.cancel, self._hide_restored)
+
+    def _set_run_id(self, run_id: str) -> None:
+        self.state.run_id = run_id
+
+    def _hide_restored(self, kinds: Iterable[str]) -> None:
+        if self.maps is not None:  # the replayed items' kinds stay out of the run's state
+            self.maps.hide_restored(kinds)
 
     def set_registry(self, registry: ToolRegistry) -> None:
         """Tool declarations that arrived later in a streamed reply."""
