@@ -279,7 +279,14 @@ def started_stamp(rec: CallRecord) -> float | None:
     v = rec._started_at
     if v is None or type(v) is float:
         return v
-    return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+    return _parse_iso(v)
+
+
+def _parse_iso(text: str) -> float:
+    """:func:`~.state.iso_time` read back: the middle of the microsecond the text names, so
+    that formatting it again gives the same text (iso_time truncates to the microsecond)."""
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return dt.replace(microsecond=0).timestamp() + (dt.microsecond + 0.5) / 1e6
 
 
 def attempts_of(rec: CallRecord) -> list[Attempt]:
@@ -292,7 +299,7 @@ def attempts_of(rec: CallRecord) -> list[Attempt]:
         return []
     end = rec._ended_at
     if end is not None and type(end) is not float:
-        end = datetime.fromisoformat(end.replace("Z", "+00:00")).timestamp()
+        end = _parse_iso(end)
     status = rec.status if rec.status in ("succeeded", "failed", "cancelled") else "running"
     return [Attempt(1, start, end, status, rec.error if status == "failed" else None)]
 

@@ -69,7 +69,7 @@ def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
 
 
-def attempt_failed(rec: CallRecord, err: ErrorInfo) -> None:
+def _attempt_failed(rec: CallRecord, err: ErrorInfo) -> None:
     """The call's current attempt failed and another follows: it is logged as failed (the
     first such failure starts the call's ``attempt_log`` with its first attempt).  The last
     attempt is closed by the scheduler when the call ends (``finish_call``)."""
@@ -242,7 +242,7 @@ class CallRunner:
         """The call's attempt failed and it will be attempted again: the attempt is logged
         and the store told, as at the call's start (a durable store keeps the attempts so
         far, which the dashboard draws while the call waits out its backoff)."""
-        attempt_failed(rec, err)
+        _attempt_failed(rec, err)
         if self.state.store_hooks:
             self.state.store.record_started(rec)
 
