@@ -8,7 +8,8 @@ store that has it:
   absent), the output methods combine, ``resolved`` / ``snapshot`` report the log;
 * ``records`` (required): ``add_record`` keeps records in call order, ``record_started`` /
   ``record_ended`` accept a record's changes; a plan run through the scheduler on the store
-  ends as it does on the default store;
+  ends as it does on the default store; a retried call's attempts round-trip (on a durable
+  store: in its committed record, and while it runs);
 * ``commit_barrier`` (optional, :class:`~sophon_dsl.runtime.store.CommitBarrier`): a call's
   completion is committed before ``on_committed`` examines its dependents, a call that is
   not idempotent has its intent committed before its tool starts, the committed log is the
@@ -35,6 +36,7 @@ from sophon_dsl.durable.session import DurableRun
 from sophon_dsl.model import OutputMethod
 from sophon_dsl.runtime import MemoryStore, Scheduler, StateStore
 from sophon_dsl.runtime.dryrun import SampledStore, Samples
+from sophon_dsl.runtime.errors import RunError
 from sophon_dsl.runtime.result import new_record
 from sophon_dsl.runtime.state import MISSING
 from sophon_dsl.runtime.store import CommitBarrier, CommitListener
@@ -54,7 +56,22 @@ async def pure(value: Any = None) -> Any:
     return value
 
 
-TOOLS = ToolRegistry([echo, pure])
+flaky_tries: dict[str, int] = {}
+
+
+@tool
+async def flaky(key: str) -> str:
+    """Fails twice per key, then returns the key."""
+    n = flaky_tries[key] = flaky_tries.get(key, 0) + 1
+    if n <= 2:
+        raise RunError("Net.Flaky", f"try {n}")
+    return key
+
+
+TOOLS = ToolRegistry([echo, pure, flaky])
+# a call retried under its policy: two failed attempts, then one that succeeds
+RETRY_PLAN = ('@retry({"max_attempts": 3, "interval": 0.01, "backoff_rate": 1})\n'
+              'r: $state.r = flaky(key="r")\n')
 PLAN = ("a: $state.a = echo(value={\"n\": 1, \"tags\": [\"x\"]})\n"
         "b: $state.b = pure(value=$state.a.n)\n"
         "c: $state.items += pure(value=[$state.b])\n"
@@ -71,36 +88,50 @@ class Subject:
     attach: Callable[[Scheduler], None] = lambda sched: None
     committed: Callable[[], list] | None = None  # the backend's log (a durable store)
     intents: Callable[[], dict] | None = None
+    records: Callable[[], dict] | None = None    # the backend's committed call records
+    live_attempts: Callable[[], dict] | None = None  # the backend's attempts of calls being retried
     flush: Callable[[], Any] | None = None
     cleanup: list = field(default_factory=list)
 
 
-def _durable(name: str, url: str) -> Subject:
+def _durable(name: str, url: str, text: str = PLAN) -> Subject:
     backend = open_store(url)
     run_id = uuid.uuid4().hex
     run = DurableRun(backend, run_id)
-    plan = loads(PLAN, format="dsl")
-    run.register(PLAN, plan, TOOLS, {})
+    plan = loads(text, format="dsl")
+    run.register(text, plan, TOOLS, {})
     return Subject(name, run.journal, REQUIRED | {"commit_barrier"},
                    attach=lambda sched: run.attach(sched.durable_host()),
                    committed=lambda: backend.load_log(run_id), intents=lambda: backend.load_intents(run_id),
+                   records=lambda: backend.load_calls(run_id), live_attempts=lambda: backend.load_attempts(run_id),
                    flush=run.journal.flush, cleanup=[backend.close])
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "sampled"])
-def subject(request, tmp_path):
+def _subject(request, tmp_path, text: str):
     kind = request.param
     if kind == "memory":
         s = Subject(kind, MemoryStore(), REQUIRED)
     elif kind == "sqlite":
-        s = _durable(kind, f"sqlite:///{tmp_path / 'runs.db'}")
+        s = _durable(kind, f"sqlite:///{tmp_path / 'runs.db'}", text)
     elif kind == "postgres":
-        s = _durable(kind, request.getfixturevalue("pg_cluster").new_database())
+        s = _durable(kind, request.getfixturevalue("pg_cluster").new_database(), text)
     else:
         s = Subject(kind, SampledStore(Samples(TOOLS)), REQUIRED | {"sampled_reads"})
     yield s
     for close in s.cleanup:
         close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "sampled"])
+def subject(request, tmp_path):
+    yield from _subject(request, tmp_path, PLAN)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "sampled"])
+def retry_subject(request, tmp_path):
+    """A store whose run (a durable one is registered with it) is RETRY_PLAN."""
+    flaky_tries.clear()
+    yield from _subject(request, tmp_path, RETRY_PLAN)
 
 
 def needs(subject: Subject, capability: str) -> None:
@@ -177,8 +208,8 @@ def test_records_are_kept_in_call_order_and_accept_changes(subject):
     assert [r.index for r in store.records] == [0, 1]
 
 
-def _run(subject: Subject) -> Any:
-    sched = Scheduler(loads(PLAN, format="dsl"), TOOLS, store=subject.store, input={"q": "x"})
+def _run(subject: Subject, text: str = PLAN) -> Any:
+    sched = Scheduler(loads(text, format="dsl"), TOOLS, store=subject.store, input={"q": "x"})
     subject.attach(sched)
 
     async def go() -> Any:
@@ -200,6 +231,28 @@ def test_a_plan_runs_on_the_store_as_on_the_default_one(subject):
     assert [(m["kind"], m["path"], m["value"], m["call"]) for m in result.log] == \
         [(m["kind"], m["path"], m["value"], m["call"]) for m in reference.log]
     assert [(r.id, r.status) for r in result.calls] == [(r.id, r.status) for r in reference.calls]
+
+
+def test_each_attempt_of_a_retried_call_round_trips(retry_subject):
+    """A call that failed twice and then succeeded: its three attempts on the run's record,
+    and on a durable store in its committed record (what `runs show` and the dashboard read)
+    and, from its first retry on, in the attempts kept while it runs."""
+    subject = retry_subject
+    needs(subject, "records")
+    result = _run(subject, RETRY_PLAN)
+    assert result.status == "succeeded"
+    rec = result.call("r")
+    assert [(a.attempt, a.status, a.error.error if a.error else None) for a in rec.attempt_log] == [
+        (1, "failed", "Net.Flaky"), (2, "failed", "Net.Flaky"), (3, "succeeded", None)]
+    if subject.records is None:
+        return
+    stored = subject.records()["r"]
+    assert stored["attempts"] == 3
+    assert stored["attempt_log"] == [a.stored() for a in rec.attempt_log]  # times to the bit
+    # what the dashboard saw before the call ended: the attempts up to the last failure
+    live = subject.live_attempts()["r"]
+    assert [(a["attempt"], a["status"]) for a in live] == [(1, "failed"), (2, "failed")]
+    assert live == stored["attempt_log"][:2]
 
 
 # -- commit_barrier (optional) -----------------------------------------------------------

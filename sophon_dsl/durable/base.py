@@ -72,6 +72,14 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "ALTER TABLE runs ADD COLUMN plan_file TEXT",
         "ALTER TABLE runs ADD COLUMN calls_total INTEGER",
     )),
+    (5, (
+        # the attempts so far of a call being retried, written at each retry so that the
+        # dashboard draws them while the call runs; once the call ends its record in `calls`
+        # holds them all (its "attempt_log"), and that record is what a resume reads
+        """CREATE TABLE attempts (
+            run_id TEXT NOT NULL, call_id TEXT NOT NULL, record TEXT NOT NULL,
+            PRIMARY KEY (run_id, call_id))""",
+    )),
 )
 
 _RUN_COLUMNS = ("run_id", "plan_id", "goal", "status", "created", "updated", "plan_hash", "spec", "summary",
@@ -491,6 +499,20 @@ class RunStore:
                 self.sql("UPDATE runs SET last_seq = ? WHERE run_id = ? AND last_seq < ?"))
         return st
 
+    def put_attempts(self, run_id: str, call_id: str, attempts: list[dict]) -> Future:
+        """The attempts so far of a call that is being retried (``Attempt.stored()`` each),
+        replacing what was kept of it: what the dashboard shows before the call ends."""
+        text = dumps(attempts)
+        stmt = self.sql("INSERT INTO attempts (run_id, call_id, record) VALUES (?,?,?) ON CONFLICT (run_id, call_id) "
+                        "DO UPDATE SET record = excluded.record")
+        return self.submit(lambda cur: cur.execute(stmt, (run_id, call_id, text)) and None)
+
+    def load_attempts(self, run_id: str) -> dict[str, list[dict]]:
+        """:meth:`put_attempts`' records of the run, by call id."""
+        stmt = self.sql("SELECT call_id, record FROM attempts WHERE run_id = ?")
+        rows = self._wait(lambda cur: _all(cur, stmt, (run_id,)))
+        return {cid: r for (cid, _), r in zip(rows, _decode_all([r for _, r in rows]))}
+
     def put_decision(self, run_id: str, name: str, decision: dict) -> Future:
         text = dumps(decision)
         stmt = self.sql("INSERT INTO decisions (run_id, name, decision) VALUES (?,?,?) ON CONFLICT (run_id, name) "
@@ -586,11 +608,11 @@ class RunStore:
 
     def delete_runs(self, run_ids: Iterable[str]) -> list[str]:
         """Delete each run with everything recorded for it (log, calls, intents, decisions,
-        replies) and its sub-runs (an agent's turns, ``RUN_ID/t1``...), in one transaction;
+        replies, attempts) and its sub-runs (an agent's turns, ``RUN_ID/t1``...), in one transaction;
         returns the ids of the runs that existed.  A run whose lease another process holds
         (running now) is not deleted: a ``StoreError`` names it and nothing is deleted."""
         ids = list(dict.fromkeys(run_ids))
-        tables = ("log", "calls", "intents", "decisions", "agent_replies", "runs")
+        tables = ("log", "calls", "intents", "decisions", "agent_replies", "attempts", "runs")
         # a sub-run's id starts with its run's id and "/" (substr: no LIKE escaping needed)
         kids = self.sql("SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ?")
         found = self.sql("SELECT run_id, status, lease_owner, lease_until FROM runs WHERE run_id = ?")

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Protocol
 
 from ..model import Call, OutputMethod
 from ..runtime.errors import ErrorInfo
-from ..runtime.result import CallRecord, raw_times, written_so_far
+from ..runtime.result import Attempt, CallRecord, raw_times, written_so_far
 from ..runtime.state import StateLog
 from ..runtime.store import CommitListener, MemoryStore
 from .base import SCALARS, dumps, dumps_flat
@@ -67,11 +67,14 @@ def record_json(rec: CallRecord, written: tuple[int, ...]) -> dict:
     """What a committed call keeps: its record and which of its output paths it wrote
     (times as POSIX timestamps, formatted when read)."""
     times = raw_times(rec)
-    return {"id": rec.id, "index": rec.index, "status": rec.status, "attempts": rec.attempts,
+    data = {"id": rec.id, "index": rec.index, "status": rec.status, "attempts": rec.attempts,
             "error": rec.error.to_json() if rec.error else None, "reason": rec.reason,
             "started": times[0], "ended": times[1], "caught": rec.caught,
             "branch": rec.branch, "written": written,
             "output": rec.output if not written else None}
+    if rec.attempt_log is not None:  # (only a call attempted more than once: see CallRecord)
+        data["attempt_log"] = [a.stored() for a in rec.attempt_log]
+    return data
 
 
 def restore_record(rec: CallRecord, data: dict) -> None:
@@ -85,6 +88,10 @@ def restore_record(rec: CallRecord, data: dict) -> None:
     rec.caught = data.get("caught", False)
     rec.branch = data.get("branch")
     rec.output = data.get("output")
+    # (records committed before attempts were logged have no "attempt_log")
+    log = data.get("attempt_log")
+    if isinstance(log, list):
+        rec.attempt_log = [Attempt.from_stored(a) for a in log]
 
 
 class JournalHooks(Protocol):
@@ -123,6 +130,17 @@ class Journal(MemoryStore):
         self.listener = listener
 
     # -- StateStore (the rest is MemoryStore's) ---------------------------------------
+
+    def record_started(self, rec: CallRecord) -> None:
+        """A call starts, or is about to be retried.  Its start needs nothing (its intent, if
+        any, is the journal's business); a retry (``attempt_log`` is kept from the first
+        retry on) writes the attempts so far, so that the dashboard shows them while the call
+        runs.
+        Not waited for and not part of the commit order: the call's completion record holds
+        the whole log, and is what a resume reads (a lost write only delays the picture)."""
+        log = rec.attempt_log
+        if log is not None and self.failure is None:
+            self.backend.put_attempts(self.run_id, rec.id, [a.stored() for a in log])
 
     def record_ended(self, rec: CallRecord) -> None:
         if rec.status == "cancelled" or self.failure is not None:

@@ -10,13 +10,31 @@ from ..model import OutputMethod
 from ..runtime.state import StateLog, iso_time
 from .planload import load_stored_plan
 
-__all__ = ["run_summary", "shown_status", "stored_result", "waiting_lines", "waiting_view"]
+__all__ = ["run_summary", "shown_status", "stored_attempts", "stored_result", "waiting_lines", "waiting_view"]
 
 _METHODS = {m.value: m for m in OutputMethod}
 
 
 def _iso(t: Any) -> Any:
     return iso_time(t) if isinstance(t, (int, float)) else t
+
+
+def stored_attempts(rec: dict, fmt: Any = _iso) -> list[dict] | None:
+    """A committed call record's attempts, oldest first: ``{"attempt", "started_at",
+    "ended_at", "status", "error"}`` each, times through ``fmt`` (ISO 8601 text by default).
+    A call attempted once has its record's own times; a call that never started, none;
+    None when the call was attempted more than once but its record (committed by an older
+    version) kept only its first start and last end."""
+    log = rec.get("attempt_log")
+    if isinstance(log, list):
+        return [{"attempt": a.get("attempt"), "started_at": fmt(a.get("started")), "ended_at": fmt(a.get("ended")),
+                 "status": a.get("status"), "error": a.get("error")} for a in log if isinstance(a, dict)]
+    n, started = rec.get("attempts"), rec.get("started")
+    if n == 1 and started is not None:
+        status = rec.get("status")
+        return [{"attempt": 1, "started_at": fmt(started), "ended_at": fmt(rec.get("ended")), "status": status,
+                 "error": rec.get("error") if status != "succeeded" else None}]
+    return [] if not n or started is None else None
 
 
 def shown_status(row: dict, now: float | None = None) -> str:
@@ -49,6 +67,7 @@ def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
     plan = load_stored_plan(row["spec"]["plan"])
     committed = store.load_calls(run_id)
     intents = store.load_intents(run_id)
+    live = store.load_attempts(run_id)  # the attempts so far of calls being retried
     entries = store.load_log(run_id)
     log = StateLog()
     for e in entries:
@@ -59,12 +78,14 @@ def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
         if rec is not None:
             calls.append({"id": cid, "tool": call.tool, "status": rec["status"], "attempts": rec["attempts"],
                           "error": rec.get("error"), "reason": rec.get("reason"),
-                          "started_at": _iso(rec.get("started")), "ended_at": _iso(rec.get("ended"))})
+                          "started_at": _iso(rec.get("started")), "ended_at": _iso(rec.get("ended")),
+                          "attempt_log": stored_attempts(rec)})
         else:
             doubt = cid in intents
             calls.append({"id": cid, "tool": call.tool, "status": "pending", "attempts": 0, "error": None,
                           "reason": "started; outcome unknown" if doubt else None, "started_at": None,
-                          "ended_at": None, "in_doubt": doubt})
+                          "ended_at": None, "in_doubt": doubt,
+                          "attempt_log": stored_attempts({"attempt_log": live[cid]}) if cid in live else []})
     summary = row.get("summary") or {}
     return {"status": shown_status(row), "state": log.resolved(exclude=("input",)), "output": summary.get("output"),
             "calls": calls, "error": summary.get("error"), "log": log.to_json() if with_log else [],
@@ -80,9 +101,10 @@ def _item_calls(committed: dict, intents: dict) -> list[dict]:
         rec = committed.get(cid)
         if rec is not None:
             out.append({"id": cid, "status": rec["status"], "attempts": rec.get("attempts"),
-                        "error": rec.get("error"), "in_doubt": False})
+                        "error": rec.get("error"), "in_doubt": False, "attempt_log": stored_attempts(rec)})
         else:
-            out.append({"id": cid, "status": "pending", "attempts": 0, "error": None, "in_doubt": True})
+            out.append({"id": cid, "status": "pending", "attempts": 0, "error": None, "in_doubt": True,
+                        "attempt_log": []})
     return out
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..errors import SophonError
 from .errors import ErrorInfo
 from .state import iso_time
 
-__all__ = ["CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "UnknownCallId", "new_record"]
+__all__ = ["Attempt", "CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "UnknownCallId", "attempts_of",
+           "new_record"]
 
 
 class UnknownCallId(SophonError, KeyError):
@@ -22,13 +24,51 @@ RUN_STATUSES = ("succeeded", "failed", "cancelled", "rejected", "waiting")
 CALL_STATUSES = ("succeeded", "failed", "skipped", "cancelled", "pending")
 
 
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """One attempt of a call that was attempted more than once: its number (from 1), when it
+    started and ended (``time.time()`` timestamps; ``ended`` None while it runs) and how it
+    ended (``status``: ``running``, ``succeeded``, ``failed`` or ``cancelled``; ``error`` the
+    failure).  The backoff before a retry is the gap between one attempt's end and the next
+    one's start."""
+
+    attempt: int
+    started: float
+    ended: float | None = None
+    status: str = "running"
+    error: ErrorInfo | None = None
+
+    def close(self, when: float, status: str, error: ErrorInfo | None) -> None:
+        self.ended, self.status, self.error = when, status, error
+
+    def to_json(self) -> dict:
+        """As ``RunResult.to_json`` shows it: times as ISO 8601 text."""
+        return {"attempt": self.attempt, "started_at": iso_time(self.started),
+                "ended_at": iso_time(self.ended) if self.ended is not None else None,
+                "status": self.status, "error": self.error.to_json() if self.error is not None else None}
+
+    def stored(self) -> dict:
+        """As a durable store keeps it: times as POSIX timestamps."""
+        return {"attempt": self.attempt, "started": self.started, "ended": self.ended, "status": self.status,
+                "error": self.error.to_json() if self.error is not None else None}
+
+    @classmethod
+    def from_stored(cls, data: dict) -> "Attempt":
+        err = data.get("error")
+        return cls(data["attempt"], data["started"], data.get("ended"), data.get("status") or "failed",
+                   ErrorInfo(err["error"], err.get("cause", "")) if err else None)
+
+
 @dataclass
 class CallRecord:
     """The record of one call. ``status`` is one of :data:`CALL_STATUSES`.
 
     ``caught`` is True when the call failed but its branching output path
     delivered the error object to its last alternative (the plan does not fail
-    because of it).  ``written`` lists the output paths it wrote.
+    because of it).  ``written`` lists the output paths it wrote.  ``attempt_log``
+    holds one :class:`Attempt` per attempt of a call attempted more than once (a retry,
+    the advisor's alternative), None for the others: their one attempt is the call's own
+    ``started_at`` .. ``ended_at`` (see :func:`attempts_of`).
     """
 
     id: str
@@ -47,11 +87,21 @@ class CallRecord:
     started: float | None = None   # monotonic clock, for benchmarks and dry-run
     ended: float | None = None
     alternative: dict | None = None  # the advisor's proposal after a failure (runtime.retry)
+    # (like ``alternative``, a class default: a record made by new_record has it only once it
+    # is retried, so a run of calls attempted once pays nothing for it)
+    attempt_log: list[Attempt] | None = None
 
     def to_json(self) -> dict:
+        # the keys below are added only when they hold something: the shape of a call that
+        # ran once is the one programs read before they existed
+        if self.alternative is None and self.attempt_log is None:
+            return self._json()
+        out = self._json()
         if self.alternative is not None:
-            return {**self._json(), "alternative": self.alternative}
-        return self._json()
+            out["alternative"] = self.alternative
+        if self.attempt_log is not None:
+            out["attempt_log"] = [a.to_json() for a in self.attempt_log]
+        return out
 
     def _json(self) -> dict:
         return {
@@ -221,6 +271,37 @@ def raw_times(rec: CallRecord) -> tuple[Any, Any]:
     """``(started, ended)`` as kept: timestamps until someone formats them (a durable store
     commits these, not the text)."""
     return rec._started_at, rec._ended_at
+
+
+def started_stamp(rec: CallRecord) -> float | None:
+    """When the call started, as a ``time.time()`` timestamp (also once ``started_at`` was
+    read and formatted)."""
+    v = rec._started_at
+    if v is None or type(v) is float:
+        return v
+    return _parse_iso(v)
+
+
+def _parse_iso(text: str) -> float:
+    """:func:`~.state.iso_time` read back: the middle of the microsecond the text names, so
+    that formatting it again gives the same text (iso_time truncates to the microsecond)."""
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return dt.replace(microsecond=0).timestamp() + (dt.microsecond + 0.5) / 1e6
+
+
+def attempts_of(rec: CallRecord) -> list[Attempt]:
+    """The call's attempts: its ``attempt_log``, or for a call that ran once, that attempt
+    (the call's own start and end), or none for a call that never started."""
+    if rec.attempt_log is not None:
+        return rec.attempt_log
+    start = started_stamp(rec)
+    if start is None or rec.attempts != 1:  # (several attempts, not logged: a record of an older version)
+        return []
+    end = rec._ended_at
+    if end is not None and type(end) is not float:
+        end = _parse_iso(end)
+    status = rec.status if rec.status in ("succeeded", "failed", "cancelled") else "running"
+    return [Attempt(1, start, end, status, rec.error if status == "failed" else None)]
 
 
 def written_so_far(rec: CallRecord) -> Any:

@@ -27,6 +27,7 @@ from .errors import (
 from .contracts import state_writes
 from .invoker import Invocation
 from .protocols import Branch
+from .result import Attempt, CallRecord, started_stamp
 from .retry import alternative_for, retry_delay
 from .runstate import RunState
 from .gate import Admission
@@ -66,6 +67,19 @@ def _base_failure(tool: str, exc: BaseException) -> ErrorInfo:
     if isinstance(exc, SystemExit):
         return ErrorInfo(TOOL_FAILED, f"{tool} raised SystemExit({exc.code!r})")
     return ErrorInfo(TOOL_FAILED, f"{tool} raised {type(exc).__name__}({exc})")
+
+
+def _attempt_failed(rec: CallRecord, err: ErrorInfo) -> None:
+    """The call's current attempt failed and another follows: it is logged as failed (the
+    first such failure starts the call's ``attempt_log`` with its first attempt).  The last
+    attempt is closed by the scheduler when the call ends (``finish_call``)."""
+    now = _now()
+    log = rec.attempt_log
+    if log is None:
+        start = started_stamp(rec)
+        rec.attempt_log = [Attempt(1, start if start is not None else now, now, "failed", err)]
+    else:
+        log[-1].close(now, "failed", err)
 
 
 def stop_cause(why: str | None) -> str:
@@ -176,10 +190,12 @@ class CallRunner:
                     s.finish(i, "succeeded")
                     break
                 if rec.attempts < max_attempts and matches(err.error, policy.errors if policy else ()):
+                    self._retrying(rec, err)
                     s.emit("plan_step_retry", "retrying", i, attempt=rec.attempts, error=err.to_json())
                     delay = retry_delay(policy, rec.attempts, opts.rng)
                     if delay > 0:
                         await opts.sleep(delay)
+                    rec.attempt_log.append(Attempt(rec.attempts + 1, _now()))  # (after the backoff)
                     continue
                 if opts.advisor is not None and rec.alternative is None:
                     # one alternative after the policy (runtime.retry): same output path, own attempt
@@ -188,6 +204,8 @@ class CallRunner:
                         call, args, inline = swapped
                         func, check_input, pristine = self._direct(i, call), None, None
                         max_attempts = rec.attempts + 1
+                        self._retrying(rec, err)
+                        rec.attempt_log.append(Attempt(rec.attempts + 1, _now()))
                         continue
                 self.fail(i, err)
                 break
@@ -219,6 +237,14 @@ class CallRunner:
             s.store.record_started(rec)
         s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
                         rec.tool, None, None, None, None, now, None))
+
+    def _retrying(self, rec: CallRecord, err: ErrorInfo) -> None:
+        """The call's attempt failed and it will be attempted again: the attempt is logged
+        and the store told, as at the call's start (a durable store keeps the attempts so
+        far, which the dashboard draws while the call waits out its backoff)."""
+        _attempt_failed(rec, err)
+        if self.state.store_hooks:
+            self.state.store.record_started(rec)
 
     def _direct(self, i: int, call: Call) -> Callable[..., Any] | None:
         """The tool's coroutine function when the call can simply be awaited, else None."""

@@ -408,6 +408,10 @@ class Scheduler:
         rec.status = status
         rec.ended_at = now = _now()  # a timestamp, formatted when read
         rec.ended = _perf()
+        if rec.attempt_log is not None and rec.attempt_log[-1].ended is None:
+            # a call attempted more than once: its last attempt ends with it (not when it was
+            # stopped during a backoff: then its last attempt had ended, failed)
+            rec.attempt_log[-1].close(now, status, None if status == "succeeded" else rec.error)
         self._decided[i] = True
         self._ended[i] = True
         self._remaining -= 1

@@ -15,7 +15,9 @@ Contract (every store):
   copy it before handing it out;
 * :meth:`add_record` registers a call's record, in call order;
   :meth:`record_started` and :meth:`record_ended` are called when the record
-  changed that way (the in-memory store has nothing to do);
+  changed that way (the in-memory store has nothing to do); :meth:`record_started`
+  again when an attempt failed and the call is retried (the record's ``attempt_log``
+  then holds each attempt so far: a durable store shows them while the call runs);
 * :meth:`resolved`, :meth:`snapshot` build what the run result reports.
 
 The scheduler tells a store it was given about record changes; its own default

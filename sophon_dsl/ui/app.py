@@ -156,13 +156,13 @@ class UI:
 
     def detail(self, head: dict, info: dict, call_id: str) -> dict | None:
         kept = self._kept(head)
-        committed = self.committed(head, kept)[0]
         writes = None
         if kept is not None:
             if "writes" not in kept:
                 kept["writes"] = data.log_by_call(self.store.load_log(head["run_id"]))
             writes = kept["writes"]
-        return data.call_detail(self.store, head, call_id, info["view"]["plan"], committed, writes)
+        progress = self.committed(head, kept)
+        return data.call_detail(self.store, head, call_id, info["view"]["plan"], progress[0], writes, progress[2])
 
     def info(self, run_id: str) -> tuple[dict, dict] | None:
         """The run's head row and what depends on its plan alone: ``{"kind", "view"}`` (the
@@ -438,25 +438,41 @@ def timeline_note(tl: dict) -> str:
         return "no call has ended yet"
     shown = (f'; the {len(tl["bars"])} drawn of {tl["ran"]} calls that ran: the critical path and the longest'
              if len(tl["bars"]) < tl["ran"] else "")
-    return f'{tl["total"]:.3f} s{shown}; critical path (red): {" → ".join(tl["critical"])}'
+    retried = "; a bar per attempt, failed ones hatched" if any(len(b.get("segments") or ()) > 1
+                                                                for b in tl["bars"]) else ""
+    return f'{tl["total"]:.3f} s{shown}; critical path (red): {" → ".join(tl["critical"])}{retried}'
 
 
 def _timeline(tl: dict) -> str:
-    """The Gantt view: a bar per call that ended (the page's script draws it again from
-    /api/runs/{id}/timeline as calls end)."""
+    """The Gantt view: a row per call that ended, a bar per attempt in it (failed attempts
+    hatched, the gaps between them the backoff; one bar for the whole call when its record
+    kept no attempts); the page's script draws it again from /api/runs/{id}/timeline as
+    calls end (app.js, drawTimeline: the same markup)."""
     total = tl["total"] or 1e-9
     rows = []
     for b in tl["bars"]:
-        left, width = 100 * b["start"] / total, max(100 * (b["end"] - b["start"]) / total, 0.3)
         crit = " critical" if b["critical"] else ""
         tries = f' ×{b["attempts"]}' if b["attempts"] > 1 else ""
+        segs = b.get("segments") or ()
+        if len(segs) > 1:
+            bars = "".join(_bar(total, sg["start"], sg["end"], f'bar attempt{crit} st-{esc(sg["status"] or "")}',
+                                f'{esc(b["id"])} attempt {esc(sg["attempt"])}: {sg["end"] - sg["start"]:.3f} s, '
+                                f'{esc(sg["status"] or "")}' + (f' ({esc(sg["error"])})' if sg.get("error") else ""))
+                           for sg in segs)
+        else:
+            bars = _bar(total, b["start"], b["end"], f'bar{crit} st-{esc(b["status"] or "")}',
+                        f'{esc(b["id"])}: {b["end"] - b["start"]:.3f} s, {b["attempts"]} attempt(s), '
+                        f'{esc(b["status"] or "")}')
         rows.append(f'<div class="bar-row" data-bar="{esc(b["id"])}"><span class="bar-id">{esc(b["id"])}{tries}'
-                    f'</span><span class="track"><span class="bar{crit} st-{esc(b["status"] or "")}" '
-                    f'data-left="{left:.3f}" data-width="{width:.3f}" title="{esc(b["id"])}: '
-                    f'{b["end"] - b["start"]:.3f} s, {b["attempts"]} attempt(s), {esc(b["status"] or "")}">'
-                    f'</span></span></div>')
+                    f'</span><span class="track">{bars}</span></div>')
     return (f'<section id="timeline-section"><h2>Timeline</h2><p id="timeline-note">{esc(timeline_note(tl))}</p>'
             f'<div class="timeline" id="timeline">{"".join(rows)}</div></section>')
+
+
+def _bar(total: float, start: float, end: float, cls: str, title: str) -> str:
+    """One bar of the timeline (``cls`` and ``title`` escaped by the caller)."""
+    left, width = 100 * start / total, max(100 * (end - start) / total, 0.3)
+    return f'<span class="{cls}" data-left="{left:.3f}" data-width="{width:.3f}" title="{title}"></span>'
 
 
 def make_app(store: Any, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:

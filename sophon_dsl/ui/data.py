@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..durable.report import run_summary, stored_result, waiting_view
+from ..durable.report import run_summary, stored_attempts, stored_result, waiting_view
 
 __all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "agent_changes", "goal_view",
            "goal_changes", "TERMINAL", "call_rows", "load_progress", "snapshot_changes", "status_counts", "log_by_call"]
@@ -78,9 +78,16 @@ def _stored_plan(row: dict) -> Any:
     return load_stored_plan(row["spec"]["plan"])
 
 
-def load_progress(store: Any, run_id: str) -> tuple[dict, dict]:
-    """The run's committed call records and its intents (calls started, outcome not known)."""
-    return store.load_calls(run_id), store.load_intents(run_id)
+def load_progress(store: Any, run_id: str) -> tuple[dict, dict, dict]:
+    """The run's committed call records, its intents (calls started, outcome not known) and
+    the attempts so far of calls being retried (``RunStore.put_attempts``; a call's committed
+    record supersedes them)."""
+    return store.load_calls(run_id), store.load_intents(run_id), store.load_attempts(run_id)
+
+
+def _live_log(attempts: list) -> list[dict]:
+    """A retried call's attempts so far as :func:`stored_attempts` gives a record's (POSIX times)."""
+    return stored_attempts({"attempt_log": attempts}, _same) or []
 
 
 def snapshot(store: Any, row: dict, plan: Any = None, progress: tuple[dict, dict] | None = None) -> dict:
@@ -88,30 +95,33 @@ def snapshot(store: Any, row: dict, plan: Any = None, progress: tuple[dict, dict
     cancelled, waiting, in doubt), with the map items' progress: what the live page polls.
     ``progress`` is :func:`load_progress`'s answer when the caller has it already."""
     run_id, status = row["run_id"], row["status"]
-    committed, intents = progress if progress is not None else load_progress(store, run_id)
+    committed, intents, live = progress if progress is not None else load_progress(store, run_id)
     calls: dict[str, str] = {}
     maps: dict[str, dict[str, int]] = {}
     waiting = (row.get("summary") or {}).get("waiting") if status == "waiting" else None
     asked = {c.get("id") for c in (waiting or {}).get("calls") or () if isinstance(c, dict)}
     ids = plan.call_ids() if plan is not None else sorted(set(committed) | set(intents))
+    # calls being retried (not ended): their attempts so far, so the page redraws as they fail
+    tries = {cid: len(log) for cid, log in live.items() if cid not in committed and isinstance(log, list)}
     for cid in ids:
-        calls[cid] = _status(cid, committed, intents, status, asked)
+        calls[cid] = _status(cid, committed, intents, status, asked, tries)
     for cid in set(committed) | set(intents):
         k = cid.rfind("[")
         if k > 0 and "]." in cid[k:]:
             m = maps.setdefault(cid[:k], {})
-            st = _status(cid, committed, intents, status, asked)
+            st = _status(cid, committed, intents, status, asked, tries)
             m[st] = m.get(st, 0) + 1
-    return {"run_id": run_id, "status": status, "calls": calls, "maps": maps, "updated": row.get("updated")}
+    return {"run_id": run_id, "status": status, "calls": calls, "maps": maps, "updated": row.get("updated"),
+            "attempts": tries}
 
 
-def _status(cid: str, committed: dict, intents: dict, run_status: str, asked: set) -> str:
+def _status(cid: str, committed: dict, intents: dict, run_status: str, asked: set, tries: dict) -> str:
     rec = committed.get(cid)
     if rec is not None:
         return rec.get("status") or "unknown"
     if cid in asked:
         return "waiting"
-    if cid in intents:
+    if cid in intents or cid in tries:  # (an idempotent call has no intent, but a retried one has attempts)
         return "running" if run_status == "running" else "in doubt"
     return "pending"
 
@@ -162,30 +172,42 @@ def plan_view(row: dict) -> dict:
             "layers": len(layers), "width": min(max((len(v) for v in layers.values()), default=0), MAX_LAYER + 1)}
 
 
+def _same(v: Any) -> Any:
+    return v
+
+
 def call_rows(plan: Any, ids: list[str], progress: tuple[dict, dict]) -> list[dict]:
     """Each call of the plan as ``runs show --json`` lists it (id, tool, status, attempts,
-    error, reason, in doubt; times as POSIX seconds, not formatted), without replaying the
-    run's state log: the page's table and timeline need no state."""
-    committed, intents = progress
+    error, reason, in doubt, each attempt; times as POSIX seconds, not formatted), without
+    replaying the run's state log: the page's table and timeline need no state."""
+    committed, intents, live = progress
     out = []
     for cid, call in zip(ids, plan.calls):
         rec = committed.get(cid)
-        if rec is not None:
+        log = live.get(cid) if rec is None else None
+        if isinstance(log, list) and log:  # being retried: its attempts so far
+            tries = _live_log(log)
+            out.append({"id": cid, "tool": call.tool, "status": "running", "attempts": len(tries),
+                        "error": None, "reason": None, "started_at": tries[0]["started_at"], "ended_at": None,
+                        "in_doubt": False, "attempt_log": tries})
+        elif rec is not None:
             out.append({"id": cid, "tool": call.tool, "status": rec["status"], "attempts": rec["attempts"],
                         "error": rec.get("error"), "reason": rec.get("reason"),
-                        "started_at": rec.get("started"), "ended_at": rec.get("ended")})
+                        "started_at": rec.get("started"), "ended_at": rec.get("ended"),
+                        "attempt_log": stored_attempts(rec, _same)})
         else:
             doubt = cid in intents
             out.append({"id": cid, "tool": call.tool, "status": "pending", "attempts": 0, "error": None,
                         "reason": "started; outcome unknown" if doubt else None, "started_at": None,
-                        "ended_at": None, "in_doubt": doubt})
+                        "ended_at": None, "in_doubt": doubt, "attempt_log": []})
     return out
 
 
 def timeline(result: dict, deps: dict[str, list[str]], max_bars: int = 300) -> dict:
     """Bars (start, end in seconds from the first start) for calls that ran (times as ISO
-    text or POSIX seconds), and the critical path: from the call that ended last, back
-    through the dependency that ended last."""
+    text or POSIX seconds), each with its attempts' ``segments`` (start, end, status, error
+    code: the gaps between them are the backoff), and the critical path: from the call that
+    ended last, back through the dependency that ended last."""
     from datetime import datetime
 
     def ts(v: Any) -> float | None:
@@ -198,13 +220,17 @@ def timeline(result: dict, deps: dict[str, list[str]], max_bars: int = 300) -> d
         except ValueError:
             return None
 
-    spans, attempts, status = {}, {}, {}
+    spans, attempts, status, tries = {}, {}, {}, {}
     for c in result.get("calls") or ():
         s, e = ts(c.get("started_at")), ts(c.get("ended_at"))
+        if e is None and s is not None and c.get("attempt_log"):
+            # a call being retried: drawn up to its last attempt that ended
+            e = max((t for a in c["attempt_log"] if (t := ts(a.get("ended_at"))) is not None), default=None)
         if s is not None and e is not None:
             spans[c["id"]] = (s, e)
             attempts[c["id"]] = c.get("attempts") or 1
             status[c["id"]] = c.get("status")
+            tries[c["id"]] = c.get("attempt_log")
     if not spans:
         return {"bars": [], "total": 0.0, "critical": [], "ran": 0}
     t0 = min(s for s, _ in spans.values())
@@ -214,8 +240,9 @@ def timeline(result: dict, deps: dict[str, list[str]], max_bars: int = 300) -> d
         critical.append(cur)
         before = [d for d in deps.get(cur, ()) if d in spans]
         cur = max(before, key=lambda k: spans[k][1]) if before else None
-    # one bar per call, from its first attempt's start to its last attempt's end (the store
-    # keeps a call's first start and last end, not each attempt's), with its attempt count
+    # one bar per call, from its first attempt's start to its last attempt's end, with its
+    # attempt count and a segment per attempt (none for a record of an older version, which
+    # kept a call's first start and last end only);
     # past max_bars calls, the bars drawn are the critical path's and the longest others:
     # where the time went, without a row per call of a 10,000-call run
     on_path = set(critical)
@@ -224,9 +251,23 @@ def timeline(result: dict, deps: dict[str, list[str]], max_bars: int = 300) -> d
         rest = sorted((k for k in spans if k not in on_path), key=lambda k: spans[k][0] - spans[k][1])
         kept = {k: spans[k] for k in [*critical, *rest[: max(max_bars - len(critical), 0)]]}
     bars = [{"id": cid, "start": round(s - t0, 6), "end": round(e - t0, 6), "critical": cid in on_path,
-             "attempts": attempts[cid], "status": status[cid]}
+             "attempts": attempts[cid], "status": status[cid], "segments": _segments(tries[cid], t0, ts)}
             for cid, (s, e) in sorted(kept.items(), key=lambda kv: kv[1][0])]
     return {"bars": bars, "total": round(total, 6), "critical": critical[::-1], "ran": len(spans)}
+
+
+def _segments(log: Any, t0: float, ts: Any) -> list[dict]:
+    """A call's attempts as timeline segments (seconds from ``t0``); an attempt without both
+    times is left out."""
+    out = []
+    for a in log if isinstance(log, list) else ():
+        s, e = ts(a.get("started_at")), ts(a.get("ended_at"))
+        if s is None or e is None:
+            continue
+        err = a.get("error")
+        out.append({"attempt": a.get("attempt"), "start": round(s - t0, 6), "end": round(e - t0, 6),
+                    "status": a.get("status"), "error": err.get("error") if isinstance(err, dict) else None})
+    return out
 
 
 def log_by_call(entries: list[dict]) -> dict[str, list[dict]]:
@@ -238,10 +279,11 @@ def log_by_call(entries: list[dict]) -> dict[str, list[dict]]:
 
 
 def call_detail(store: Any, row: dict, call_id: str, plan: Any = None, committed: dict | None = None,
-                writes_of: dict[str, list[dict]] | None = None) -> dict | None:
+                writes_of: dict[str, list[dict]] | None = None, live: dict | None = None) -> dict | None:
     """One call's panel: its arguments as written, result (what it wrote), error and cause,
-    attempts, timings, the state paths it wrote, and for a map its items.  ``plan``,
-    ``committed`` (the call records) and ``writes_of`` (:func:`log_by_call`) when the caller
+    attempts (each one's times, outcome and error), timings, the state paths it wrote, and
+    for a map its items.  ``plan``, ``committed`` (the call records), ``writes_of``
+    (:func:`log_by_call`) and ``live`` (the attempts of calls being retried) when the caller
     has them; else they are read from ``row`` and the store."""
     run_id = row["run_id"]
     committed = committed if committed is not None else store.load_calls(run_id)
@@ -258,6 +300,8 @@ def call_detail(store: Any, row: dict, call_id: str, plan: Any = None, committed
     elif call_id not in committed:
         return None
     rec = committed.get(call_id) or {}
+    if live is None:
+        live = store.load_attempts(run_id) if not rec else {}
     writes = [{"path": f"{e['kind']}." + ".".join(map(str, e["path"])) if e["path"] else e["kind"],
                "method": e["method"], "value": e["value"]}
               for e in (writes_of.get(call_id, ()) if writes_of is not None else store.load_log(run_id))
@@ -267,7 +311,8 @@ def call_detail(store: Any, row: dict, call_id: str, plan: Any = None, committed
                     for cid, r in committed.items() if cid.startswith(prefix)), key=lambda r: r["id"])
     return {"id": call_id, "call": text, "status": rec.get("status"), "attempts": rec.get("attempts"),
             "error": rec.get("error"), "reason": rec.get("reason"), "started": rec.get("started"),
-            "ended": rec.get("ended"), "output": rec.get("output"), "writes": writes, "items": items}
+            "ended": rec.get("ended"), "output": rec.get("output"), "writes": writes, "items": items,
+            "attempt_log": stored_attempts(rec, _same) if rec else _live_log(live.get(call_id) or [])}
 
 
 def _turn_plan(reply: str) -> str | None:
@@ -365,6 +410,7 @@ def snapshot_changes(before: dict | None, now: dict) -> dict | None:
     if before is None:
         return now
     changed = {k: v for k, v in now["calls"].items() if before["calls"].get(k) != v}
-    if not changed and now["status"] == before["status"] and now["maps"] == before["maps"]:
+    if (not changed and now["status"] == before["status"] and now["maps"] == before["maps"]
+            and now.get("attempts") == before.get("attempts")):
         return None
     return {**now, "calls": changed, "partial": True}

@@ -74,6 +74,9 @@ def test_an_accepted_alternative_runs_in_place_and_is_recorded():
     assert rec["alternative"]["after"]["error"] == "Tool.Failed"
     retry = [e for e in events if e.type == "plan_step_retry"]
     assert len(retry) == 1 and retry[0].data["alternative"]["tool"] == "mirror.fetch"
+    # the original's failed attempt and the alternative's own, each on the timeline (issue 29)
+    assert [(a["attempt"], a["status"], (a["error"] or {}).get("error")) for a in rec["attempt_log"]] == [
+        (1, "failed", "Tool.Failed"), (2, "succeeded", None)]
     sent = adv.provider.calls[0]
     assert sent["temperature"] == 0.5 and sent["max_tokens"] == 256
     prompt = sent["messages"][1].content

@@ -39,6 +39,22 @@ def echo(x: str) -> str:
 def send(to: str) -> str:
     """Sends something somewhere."""
     return "sent to " + to
+
+_tries = {}
+
+@tool
+def flaky(key: str, release: str = "") -> str:
+    """Fails twice per key (a <b>down</b> error), then returns the key: at once, or once the
+    file ``release`` exists when one is named."""
+    from sophon_dsl.runtime import RunError
+    n = _tries[key] = _tries.get(key, 0) + 1
+    if n <= 2:
+        raise RunError("Net.Down", f"<i>{key}</i> is down (try {n})")
+    for _ in range(1200):
+        if not release or os.path.exists(release):
+            return key
+        time.sleep(0.05)
+    raise RuntimeError("never released")
 '''
 
 

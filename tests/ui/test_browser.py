@@ -135,6 +135,54 @@ def test_approve_a_waiting_run_from_its_page(page, tmp_path):
     assert shown["status"] == "succeeded" and shown["state"]["state"]["t"] == "sent to bob"
 
 
+def test_a_retried_call_gets_a_bar_per_attempt_live(page, tmp_path):
+    """A call retried under its policy (it fails twice, then waits for the test): its failed
+    attempts appear on the timeline while it runs, without a reload; once it succeeds its row
+    holds three bars (two hatched: failed) and its panel a row per attempt."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    release = tmp_path / "release"
+    first = make_plan(tmp_path, "first.plan", '†state.a = echo(x="1")\n')  # (the store exists before the UI)
+    assert cli("run", str(first), "--tools", "tools.py", "--store", url, cwd=tmp_path).returncode == 0
+    # a backoff of a second: the page is usually open before the first failure is drawn
+    plan = make_plan(tmp_path, "retry.plan", '@retry({"max_attempts": 3, "interval": 1, "backoff_rate": 1})\n'
+                                             f'c1: †state.a = flaky(key="k", release="{release}")\n'
+                                             'c2: †state.b = echo(x=†state.a)\n')
+    server, base = start_ui(url, tmp_path)
+    runner = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path, background=True)
+    try:
+        live = wait_status(url, None, {"running"})
+        page.goto(f"{base}/runs/{live['run_id']}")
+        page.evaluate("window.__notReloaded = true")
+        # c1 failed twice and runs its third attempt: the two failures are drawn as they land
+        failed = page.locator('#timeline [data-bar="c1"] .bar.attempt.st-failed')
+        expect(failed).to_have_count(2)
+        expect(page.locator('[data-status-of="c1"]')).to_have_text("running")
+        expect(page.locator('[data-attempts-of="c1"]')).to_have_text("2")
+        page.screenshot(path=str(SHOTS / "run-retrying.png"), full_page=True)
+        release.write_text("go")
+        expect(page.locator("#run-status")).to_have_text("succeeded")
+        expect(page.locator('#timeline [data-bar="c1"] .bar')).to_have_count(3)
+        expect(failed).to_have_count(2)
+        expect(page.locator('#timeline [data-bar="c1"] .bar.attempt.st-succeeded')).to_have_count(1)
+        expect(page.locator('#timeline [data-bar="c2"] .bar')).to_have_count(1)
+        expect(page.locator('[data-attempts-of="c1"]')).to_have_text("3")
+        expect(page.locator("#timeline-note")).to_contain_text("critical path (red): c1 → c2")
+        assert page.evaluate("window.__notReloaded") is True
+        page.click('button.open[data-call="c1"]')
+        rows = page.locator("#panel-body table.attempts tbody tr")
+        expect(rows).to_have_count(3)
+        expect(rows.nth(0)).to_contain_text("Net.Down: <i>k</i> is down (try 1)")  # shown as text
+        expect(rows.nth(2)).to_contain_text("succeeded")
+        assert page.locator("#panel-body i").count() == 0
+        page.screenshot(path=str(SHOTS / "run-attempts.png"), full_page=True)
+        _narrow(page, "run-attempts")
+        assert runner.wait(timeout=60) == 0
+    finally:
+        release.write_text("go")
+        stop(runner)
+        stop(server)
+
+
 def test_agent_and_goal_pages(page, agent_and_goal_runs, tmp_path):
     """An agent run's turns and a goal run's steps and facts, at full width and at 375 px."""
     url, agent_id, goal_id = agent_and_goal_runs

@@ -117,3 +117,48 @@ def test_the_event_stream_sends_agent_turns_and_goal_steps_as_view_events(agent_
         assert frame == now and data.goal_changes(now, store.get_run_head(goal_id)) == (now, None)
     finally:
         store.close()
+
+
+def test_a_retried_call_shows_each_attempt_in_the_api_timeline_and_panel(tmp_path):
+    """A tool that fails twice and then succeeds under a retry policy: three attempts in
+    /api/runs/{id} (as `runs show --json`), three bars in the page's timeline (the failed ones
+    hatched), three rows in its call panel's data, each value escaped."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    plan = make_plan(tmp_path, "retry.plan", '@retry({"max_attempts": 3, "interval": 0.05, "backoff_rate": 1})\n'
+                                             'c1: †state.a = flaky(key="k")\nc2: †state.b = echo(x=†state.a)\n')
+    done = cli("run", str(plan), "--tools", "tools.py", "--store", url, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    c, store = client(url)
+    try:
+        api = c.get(f"/api/runs/{run_id}").json()
+        assert api == json.loads(cli("runs", "show", run_id, "--store", url, "--json", cwd=tmp_path).stdout)
+        calls = {x["id"]: x for x in api["calls"]}
+        log = calls["c1"]["attempt_log"]
+        assert calls["c1"]["attempts"] == 3 and len(log) == 3
+        assert [(a["attempt"], a["status"], (a["error"] or {}).get("error")) for a in log] == [
+            (1, "failed", "Net.Down"), (2, "failed", "Net.Down"), (3, "succeeded", None)]
+        assert log[0]["error"]["cause"] == "<i>k</i> is down (try 1)"
+        assert [a["status"] for a in calls["c2"]["attempt_log"]] == ["succeeded"]
+        # the timeline: a bar per attempt in c1's row, the backoff a gap between them
+        tl = c.get(f"/api/runs/{run_id}/timeline").json()
+        segs = {b["id"]: b for b in tl["bars"]}["c1"]["segments"]
+        assert [s["status"] for s in segs] == ["failed", "failed", "succeeded"]
+        assert all(a["end"] <= b["start"] for a, b in zip(segs, segs[1:]))
+        assert "a bar per attempt, failed ones hatched" in tl["note"]
+        page = c.get(f"/runs/{run_id}").text
+        row = re.search(r'<div class="bar-row" data-bar="c1">(.*?)</div>', page).group(1)
+        bars = re.findall(r'<span class="(bar(?:\s[^"]*)?)"', row)
+        assert len(bars) == 3 and bars[0].startswith("bar attempt") and "st-failed" in bars[0]
+        assert "st-succeeded" in bars[2] and all("critical" in b for b in bars)  # c1 is on the path
+        assert "(Net.Down)" in row and "<i>" not in page
+        row2 = re.search(r'<div class="bar-row" data-bar="c2">(.*?)</div>', page).group(1)
+        assert len(re.findall(r'<span class="bar[ "]', row2)) == 1  # attempted once: one bar, as before
+        # the call panel's data: each attempt's times (POSIX seconds), outcome and error
+        panel = c.get(f"/api/runs/{run_id}/calls/c1").json()
+        assert [(a["attempt"], a["status"]) for a in panel["attempt_log"]] == [(1, "failed"), (2, "failed"),
+                                                                             (3, "succeeded")]
+        assert panel["attempt_log"][0]["started_at"] == panel["started"]
+        assert panel["attempt_log"][-1]["ended_at"] == panel["ended"]
+    finally:
+        store.close()

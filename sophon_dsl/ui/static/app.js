@@ -37,8 +37,9 @@
   index("data-map-of", "map");
   index("data-attempts-of", "attempts");
   var ENDED = {succeeded: 1, failed: 1, skipped: 1, cancelled: 1};
+  var seenTries = {};  // call id -> attempts seen so far of a call being retried
 
-  // returns whether a call shown on the page has ended since it was drawn
+  // returns whether a call shown on the page has ended (or an attempt of it) since it was drawn
   function apply(snap) {
     var ended = false;
     var rs = document.getElementById("run-status");
@@ -69,6 +70,17 @@
         if (pair[0] === "map") { pair[1].textContent = "items: " + text; }
       });
     });
+    // calls being retried: their attempts so far (each failed one gets its bar as it ends)
+    var tries = snap.attempts || {};
+    Object.keys(tries).forEach(function (id) {
+      if (tries[id] > (seenTries[id] || 0)) {
+        seenTries[id] = tries[id];
+        ended = true;
+        (shows[id] || []).forEach(function (pair) {
+          if (pair[0] === "attempts") { pair[1].textContent = String(tries[id]); }
+        });
+      }
+    });
     var w = document.getElementById("waiting");
     if (w && snap.status !== "waiting") { w.hidden = true; }
     run.dataset.live = String(Number(run.dataset.live || 0) + 1);  // frames applied (tests, benchmark)
@@ -84,17 +96,32 @@
     note.textContent = tl.note;
     box.textContent = "";
     var total = tl.total || 1e-9;
+    function bar(track, start, end, cls, title) {
+      var el = document.createElement("span");
+      el.className = cls;
+      el.dataset.left = (100 * start / total).toFixed(3);
+      el.dataset.width = Math.max(100 * (end - start) / total, 0.3).toFixed(3);
+      el.title = title;
+      track.appendChild(el);
+    }
     (tl.bars || []).forEach(function (b) {
       var row = document.createElement("div"); row.className = "bar-row"; row.setAttribute("data-bar", b.id);
       var id = document.createElement("span"); id.className = "bar-id";
       id.textContent = visible(b.id) + (b.attempts > 1 ? " ×" + b.attempts : "");
       var track = document.createElement("span"); track.className = "track";
-      var bar = document.createElement("span");
-      bar.className = "bar" + (b.critical ? " critical" : "") + " st-" + (b.status || "");
-      bar.dataset.left = (100 * b.start / total).toFixed(3);
-      bar.dataset.width = Math.max(100 * (b.end - b.start) / total, 0.3).toFixed(3);
-      bar.title = visible(b.id) + ": " + (b.end - b.start).toFixed(3) + " s, " + b.attempts + " attempt(s), " + b.status;
-      track.appendChild(bar); row.appendChild(id); row.appendChild(track); box.appendChild(row);
+      var crit = b.critical ? " critical" : "";
+      var segs = b.segments || [];
+      if (segs.length > 1) {  // a bar per attempt: the gaps between them are the backoff
+        segs.forEach(function (g) {
+          bar(track, g.start, g.end, "bar attempt" + crit + " st-" + (g.status || ""),
+              visible(b.id) + " attempt " + g.attempt + ": " + (g.end - g.start).toFixed(3) + " s, " + g.status
+              + (g.error ? " (" + visible(String(g.error)) + ")" : ""));
+        });
+      } else {
+        bar(track, b.start, b.end, "bar" + crit + " st-" + (b.status || ""),
+            visible(b.id) + ": " + (b.end - b.start).toFixed(3) + " s, " + b.attempts + " attempt(s), " + b.status);
+      }
+      row.appendChild(id); row.appendChild(track); box.appendChild(row);
       (shows[b.id] || []).forEach(function (pair) {
         if (pair[0] === "attempts") { pair[1].textContent = String(b.attempts); }
       });
@@ -300,6 +327,32 @@
     parent.appendChild(pre);
   }
 
+  // each attempt: start and end (seconds from the call's start), duration, outcome and error
+  function attemptsTable(parent, log, t0) {
+    if (!log.length) { return; }
+    var h = document.createElement("h3"); h.textContent = "attempts"; parent.appendChild(h);
+    var table = document.createElement("table"); table.className = "attempts";
+    var head = table.createTHead().insertRow();
+    ["#", "start", "end", "duration", "outcome", "error"].forEach(function (t) {
+      var th = document.createElement("th"); th.textContent = t; head.appendChild(th);
+    });
+    var tb = table.createTBody();
+    log.forEach(function (a) {
+      var tr = tb.insertRow(); tr.className = "attempt st-" + (a.status || "");
+      tr.setAttribute("data-attempt", String(a.attempt));
+      var base0 = typeof t0 === "number" ? t0 : a.started_at;
+      var s = typeof a.started_at === "number" ? "+" + (a.started_at - base0).toFixed(3) + " s" : "";
+      var e = typeof a.ended_at === "number" ? "+" + (a.ended_at - base0).toFixed(3) + " s" : "";
+      var dur = typeof a.started_at === "number" && typeof a.ended_at === "number"
+        ? ((a.ended_at - a.started_at) * 1000).toFixed(1) + " ms" : "";
+      var err = a.error && typeof a.error === "object" ? a.error.error + ": " + a.error.cause : "";
+      [String(a.attempt), s, e, dur, a.status || "", err].forEach(function (t) {
+        tr.insertCell().textContent = visible(String(t));
+      });
+    });
+    parent.appendChild(table);
+  }
+
   function openCall(id) {
     fetch(base + "/calls/" + encodeURIComponent(id), {credentials: "same-origin"})
       .then(function (r) {
@@ -315,6 +368,7 @@
         field(body, "error", d.error);
         field(body, "reason", d.reason);
         if (d.started && d.ended) { field(body, "time", ((d.ended - d.started) * 1000).toFixed(1) + " ms"); }
+        attemptsTable(body, d.attempt_log || [], d.started);
         field(body, "result", d.output);  // (null when the call wrote it to its output paths: see "wrote")
         field(body, "wrote", d.writes);
         field(body, "items", d.items);
