@@ -375,9 +375,13 @@ class CallRunner:
         tool = call.tool
         if len(checks) == 1:  # the common case: one parameter read at run time (no list per call)
             (name, v), = checks
+            accepts = v.accepts
 
             def check_one(args: dict) -> ErrorInfo | None:
-                msg = v.check(args[name])
+                value = args[name]
+                if type(value) in accepts:  # (what v.check says at once for such a value)
+                    return None
+                msg = v.check(value)
                 if msg:
                     return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: parameter '{name}': {msg}")
                 return None
@@ -386,7 +390,8 @@ class CallRunner:
 
         def check(args: dict) -> ErrorInfo | None:
             # every parameter's problems at once, not only the first parameter's
-            problems = [f"parameter '{name}': {msg}" for name, v in checks if (msg := v.check(args[name]))]
+            problems = [f"parameter '{name}': {msg}" for name, v in checks
+                        if type(args[name]) not in v.accepts and (msg := v.check(args[name]))]
             if problems:
                 return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {'; '.join(problems)}")
             return None
@@ -505,7 +510,7 @@ class CallRunner:
             if v is _UNSET:
                 spec = s.specs[i]
                 v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
-            msg = v.check(value) if v is not None else None
+            msg = v.check(value) if v is not None and type(value) not in v.accepts else None
             if msg:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
         if out is not None and out.method is not _SET_METHOD and out.method in _NEEDS_TYPE:

@@ -87,7 +87,11 @@ def _preview(value: Any, limit: int) -> str | None:
     """``preview(value, limit)`` without encoding the whole of a long list (a map's result
     of thousands of items, for 200 characters): the text of its first items, once it runs
     past the limit, begins as the whole list's does, and the preview is that beginning."""
-    if type(value) is list and len(value) > _LONG:
+    tv = type(value)
+    if tv is int:  # (preview's first case, without its call: most results are small)
+        text = int.__repr__(value)
+        return text if len(text) <= limit else text[:max(limit - 1, 0)] + "…"
+    if tv is list and len(value) > _LONG:
         m = 16
         while m < len(value):
             try:
@@ -516,11 +520,13 @@ class Scheduler:
         deps = self.flow.dependents()
         work = None  # calls that ended here (skipped or failed): their dependents next
         while True:
-            # a clean end (succeeded, wrote every output path) can only bring a reader
-            # closer to ready; anything else may break a read at once
-            out = calls[i].output
-            clean = records[i].status == "succeeded" and (out is None or not out.is_branching)
-            for j in deps[i]:
+            ds = deps[i]
+            if ds:
+                # a clean end (succeeded, wrote every output path) can only bring a reader
+                # closer to ready; anything else may break a read at once
+                out = calls[i].output
+                clean = records[i].status == "succeeded" and (out is None or not out.is_branching)
+            for j in ds:
                 if decided[j]:
                     continue
                 left = waiting[j] = waiting[j] - 1
