@@ -332,25 +332,22 @@ class CallRunner:
             props = self._param_props[call.tool] = props if isinstance(props, dict) else {}
             self._verdicts[call.tool] = {}
         verdicts = self._verdicts[call.tool]
-        names = None
+        key = None  # (tool, the names of the parameters to check at run time...)
         for p in call.params:
             v = p.value
             tv = type(v)
             if tv is Literal:
                 continue
-            ok = verdicts.get((p.name, tv), _UNSET)
+            name = p.name
+            ok = verdicts.get((name, tv), _UNSET)
             if ok is _UNSET:
-                ok = verdicts[(p.name, tv)] = static_verdict(tv, props.get(p.name, False))
+                ok = verdicts[(name, tv)] = static_verdict(tv, props.get(name, False))
             if ok is None:  # depends on the literals inside the list or object
-                ok = statically_valid(v, props.get(p.name, False))
+                ok = statically_valid(v, props.get(name, False))
             if not ok:
-                if names is None:
-                    names = [p.name]
-                else:
-                    names.append(p.name)
-        if names is None:
+                key = (call.tool, name) if key is None else (*key, name)
+        if key is None:
             return None
-        key = (call.tool, *names)
         check = self._read_checks.get(key, _UNSET)
         if check is _UNSET:
             check = self._read_checks[key] = self._build_read_check(spec, call, key[1:])
@@ -457,10 +454,10 @@ class CallRunner:
                                  "not an alternative of its output path")
             result = result.value
         rt = type(result)
-        if rt is str or (rt is int and result.bit_length() < 14_000):
+        if rt is str or (rt is int and (bits := result.bit_length()) < 14_000):
             # the common results, sized at once as json_size would (under 4,215 digits: JSON can hold it)
             measured = True
-            size = len(result) + 2 if rt is str else result.bit_length() * 30103 // 100000 + 2
+            size = len(result) + 2 if rt is str else bits * 30103 // 100000 + 2
             per_call, per_run = self.opts.max_result_bytes, self.opts.max_run_result_bytes
             if (per_call is None or size <= per_call) and (per_run is None or self.result_bytes + size <= per_run):
                 self.result_bytes += size  # (what _charge does when nothing is over)
