@@ -183,7 +183,9 @@ class Scheduler:
         add_record, ids = self.store.add_record, flow.ids
         for i, call in enumerate(calls):
             add_record(new_record(ids[i], call.tool, i))
-        self.specs: list[ToolSpec | None] = [self._spec(c.tool) for c in calls]
+        # (each tool looked up once: the registry by _spec, then this dict per call)
+        spec_of = {t: self._spec(t) for t in {c.tool for c in calls}}
+        self.specs: list[ToolSpec | None] = [spec_of[c.tool] for c in calls]
         # the output paths (References) each call wrote: () until it writes (usually its own
         # ``output.paths`` tuple afterwards, so a write allocates nothing that outlives it)
         self.wrote: list[tuple] = [()] * n
@@ -572,7 +574,8 @@ class Scheduler:
         if self._ready or self._burst >= _BURST:
             if not self._ready:
                 self._loop.call_soon(self._pump)
-            self._ready.append((j, _LATER, None) if inputs.reads_nothing(j) else (j, args, inline))
+            # (it reads something: the same test at the top queued it already otherwise)
+            self._ready.append((j, args, inline))
             return False
         self._burst += 1
         if call.map is None:  # (a map call starts in the map driver: _start)
