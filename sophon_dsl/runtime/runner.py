@@ -129,14 +129,23 @@ class CallRunner:
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 barrier.settle_after_commit(i)
                 return
-            if self._sem is None:
-                self.started(i)
+            if self._sem is None:  # (started(i), inline: the path of every call)
+                rec.status = "running"
+                rec.started_at = now = _now()
+                rec.started = _perf()
+                if s.store_hooks:
+                    s.store.record_started(rec)
+                s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
+                                rec.tool, None, None, None, None, now, None))
             else:  # started when a slot under max_concurrency is free (see _attempt)
                 rec.status = "queued"
                 s.emit("plan_step_queued", "queued", i)
             policy = s.policy(i) if call.retry is not None or opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
-            func = self._direct(i, call)
+            plain = self._plain  # (_direct's test inline: no timeout and no concurrency limit)
+            if plain is None:
+                plain = self._plain = self._sem is None and opts.timeout is None
+            func = s.invoker.direct(call, s.specs[i]) if plain and call.timeout is None else None
             # Literal arguments were checked against the tool's schema before the run (E204);
             # only values read at run time (or edited at approval) are checked here.
             check_input = self._read_params_check(i, call, checked) if opts.validate_input else None
@@ -209,7 +218,8 @@ class CallRunner:
             s.barrier.settle_after_commit(i)
 
     def started(self, i: int) -> None:
-        """Call ``i`` starts running: its record, the store and the subscribers are told."""
+        """Call ``i`` starts running: its record, the store and the subscribers are told
+        (``run_call`` does the same inline when it starts a call at once)."""
         s = self.state
         rec = s.records[i]
         rec.status = "running"
