@@ -166,7 +166,9 @@ def plan_risky(plan: Plan, ids: Sequence[str], flow: Any, get: Callable[[str], A
         return r
 
     for i, call in enumerate(plan.calls):
-        r = risk(call)
+        r = risk_of.get((call.tool, call.risk))  # (risk's lookup inline: once per tool and @risk)
+        if r is None:
+            r = risk(call)
         why = raised.get(i)
         if why is not None and r < RAISED_TO:
             r = RAISED_TO

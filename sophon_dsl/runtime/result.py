@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import SophonError
 from .errors import ErrorInfo
@@ -250,21 +250,28 @@ def new_record(call_id: str, tool: str, index: int) -> CallRecord:
     return rec
 
 
-def _stamp_property(attr: str, doc: str) -> property:
+def _stamp_property(attr: str, set_: Callable[[CallRecord, Any], None], doc: str) -> property:
     """A ``CallRecord`` time as ISO 8601 text; the scheduler stores a ``time.time()``
-    timestamp and it is formatted on first read (most runs never read it)."""
+    timestamp and it is formatted on first read (most runs never read it).  ``set_`` stores
+    ``attr`` itself: the scheduler sets both times of every call, and a plain attribute store
+    costs no ``setattr`` call on top of the property's."""
 
     def get(self: CallRecord) -> str | None:
         v = getattr(self, attr)
         if type(v) is float:
             v = iso_time(v)
-            setattr(self, attr, v)
+            set_(self, v)
         return v
 
-    def set_(self: CallRecord, value: Any) -> None:
-        setattr(self, attr, value)
-
     return property(get, set_, doc=doc)
+
+
+def _set_started_at(self: CallRecord, value: Any) -> None:
+    self._started_at = value
+
+
+def _set_ended_at(self: CallRecord, value: Any) -> None:
+    self._ended_at = value
 
 
 def raw_times(rec: CallRecord) -> tuple[Any, Any]:
@@ -310,8 +317,10 @@ def written_so_far(rec: CallRecord) -> Any:
     return rec._written
 
 
-CallRecord.started_at = _stamp_property("_started_at", "When the call started (ISO 8601, UTC), or None.")  # type: ignore[assignment]
-CallRecord.ended_at = _stamp_property("_ended_at", "When the call ended (ISO 8601, UTC), or None.")  # type: ignore[assignment]
+CallRecord.started_at = _stamp_property(  # type: ignore[assignment]
+    "_started_at", _set_started_at, "When the call started (ISO 8601, UTC), or None.")
+CallRecord.ended_at = _stamp_property(  # type: ignore[assignment]
+    "_ended_at", _set_ended_at, "When the call ended (ISO 8601, UTC), or None.")
 
 
 def _log_len(self: RunResult) -> int:

@@ -143,14 +143,23 @@ class CallRunner:
                 self.fail(i, err)  # in doubt and not re-run (Call.OutcomeUnknown), or the store failed
                 barrier.settle_after_commit(i)
                 return
-            if self._sem is None:
-                self.started(i)
+            if self._sem is None:  # (started(i), inline: the path of every call)
+                rec.status = "running"
+                rec.started_at = now = _now()
+                rec.started = _perf()
+                if s.store_hooks:
+                    s.store.record_started(rec)
+                s.bus.emit_raw(("plan_step_start", s.plan_id, s.goal, i, s.n, "running", rec.id,
+                                rec.tool, None, None, None, None, now, None))
             else:  # started when a slot under max_concurrency is free (see _attempt)
                 rec.status = "queued"
                 s.emit("plan_step_queued", "queued", i)
             policy = s.policy(i) if call.retry is not None or opts.retry is not None else None
             max_attempts = max(policy.max_attempts, 1) if policy else 1
-            func = self._direct(i, call)
+            plain = self._plain  # (_direct's test inline: no timeout and no concurrency limit)
+            if plain is None:
+                plain = self._plain = self._sem is None and opts.timeout is None
+            func = s.invoker.direct(call, s.specs[i]) if plain and call.timeout is None else None
             # Literal arguments were checked against the tool's schema before the run (E204);
             # only values read at run time (or edited at approval) are checked here.
             check_input = self._read_params_check(i, call, checked) if opts.validate_input else None
@@ -227,7 +236,8 @@ class CallRunner:
             s.barrier.settle_after_commit(i)
 
     def started(self, i: int) -> None:
-        """Call ``i`` starts running: its record, the store and the subscribers are told."""
+        """Call ``i`` starts running: its record, the store and the subscribers are told
+        (``run_call`` does the same inline when it starts a call at once)."""
         s = self.state
         rec = s.records[i]
         rec.status = "running"
@@ -358,25 +368,22 @@ class CallRunner:
             props = self._param_props[call.tool] = props if isinstance(props, dict) else {}
             self._verdicts[call.tool] = {}
         verdicts = self._verdicts[call.tool]
-        names = None
+        key = None  # (tool, the names of the parameters to check at run time...)
         for p in call.params:
             v = p.value
             tv = type(v)
             if tv is Literal:
                 continue
-            ok = verdicts.get((p.name, tv), _UNSET)
+            name = p.name
+            ok = verdicts.get((name, tv), _UNSET)
             if ok is _UNSET:
-                ok = verdicts[(p.name, tv)] = static_verdict(tv, props.get(p.name, False))
+                ok = verdicts[(name, tv)] = static_verdict(tv, props.get(name, False))
             if ok is None:  # depends on the literals inside the list or object
-                ok = statically_valid(v, props.get(p.name, False))
+                ok = statically_valid(v, props.get(name, False))
             if not ok:
-                if names is None:
-                    names = [p.name]
-                else:
-                    names.append(p.name)
-        if names is None:
+                key = (call.tool, name) if key is None else (*key, name)
+        if key is None:
             return None
-        key = (call.tool, *names)
         check = self._read_checks.get(key, _UNSET)
         if check is _UNSET:
             check = self._read_checks[key] = self._build_read_check(spec, call, key[1:])
@@ -401,9 +408,13 @@ class CallRunner:
         tool = call.tool
         if len(checks) == 1:  # the common case: one parameter read at run time (no list per call)
             (name, v), = checks
+            accepts = v.accepts
 
             def check_one(args: dict) -> ErrorInfo | None:
-                msg = v.check(args[name])
+                value = args[name]
+                if type(value) in accepts:  # (what v.check says at once for such a value)
+                    return None
+                msg = v.check(value)
                 if msg:
                     return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: parameter '{name}': {msg}")
                 return None
@@ -412,7 +423,8 @@ class CallRunner:
 
         def check(args: dict) -> ErrorInfo | None:
             # every parameter's problems at once, not only the first parameter's
-            problems = [f"parameter '{name}': {msg}" for name, v in checks if (msg := v.check(args[name]))]
+            problems = [f"parameter '{name}': {msg}" for name, v in checks
+                        if type(args[name]) not in v.accepts and (msg := v.check(args[name]))]
             if problems:
                 return ErrorInfo(TOOL_INPUT_INVALID, f"arguments of {tool}: {'; '.join(problems)}")
             return None
@@ -478,10 +490,10 @@ class CallRunner:
                                  "not an alternative of its output path")
             result = result.value
         rt = type(result)
-        if rt is str or (rt is int and result.bit_length() < 14_000):
+        if rt is str or (rt is int and (bits := result.bit_length()) < 14_000):
             # the common results, sized at once as json_size would (under 4,215 digits: JSON can hold it)
             measured = True
-            size = len(result) + 2 if rt is str else result.bit_length() * 30103 // 100000 + 2
+            size = len(result) + 2 if rt is str else bits * 30103 // 100000 + 2
             per_call, per_run = self.opts.max_result_bytes, self.opts.max_run_result_bytes
             if (per_call is None or size <= per_call) and (per_run is None or self.result_bytes + size <= per_run):
                 self.result_bytes += size  # (what _charge does when nothing is over)
@@ -531,7 +543,7 @@ class CallRunner:
             if v is _UNSET:
                 spec = s.specs[i]
                 v = self._validator(spec.output_schema if spec is not None else None, self._validators, call.tool)
-            msg = v.check(value) if v is not None else None
+            msg = v.check(value) if v is not None and type(value) not in v.accepts else None
             if msg:
                 return ErrorInfo(TOOL_OUTPUT_INVALID, f"result of {call.tool} does not match its output schema: {msg}")
         if out is not None and out.method is not _SET_METHOD and out.method in _NEEDS_TYPE:

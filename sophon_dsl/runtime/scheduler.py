@@ -87,7 +87,11 @@ def _preview(value: Any, limit: int) -> str | None:
     """``preview(value, limit)`` without encoding the whole of a long list (a map's result
     of thousands of items, for 200 characters): the text of its first items, once it runs
     past the limit, begins as the whole list's does, and the preview is that beginning."""
-    if type(value) is list and len(value) > _LONG:
+    tv = type(value)
+    if tv is int:  # (preview's first case, without its call: most results are small)
+        text = int.__repr__(value)
+        return text if len(text) <= limit else text[:max(limit - 1, 0)] + "…"
+    if tv is list and len(value) > _LONG:
         m = 16
         while m < len(value):
             try:
@@ -179,7 +183,9 @@ class Scheduler:
         add_record, ids = self.store.add_record, flow.ids
         for i, call in enumerate(calls):
             add_record(new_record(ids[i], call.tool, i))
-        self.specs: list[ToolSpec | None] = [self._spec(c.tool) for c in calls]
+        # (each tool looked up once: the registry by _spec, then this dict per call)
+        spec_of = {t: self._spec(t) for t in {c.tool for c in calls}}
+        self.specs: list[ToolSpec | None] = [spec_of[c.tool] for c in calls]
         # the output paths (References) each call wrote: () until it writes (usually its own
         # ``output.paths`` tuple afterwards, so a write allocates nothing that outlives it)
         self.wrote: list[tuple] = [()] * n
@@ -543,11 +549,13 @@ class Scheduler:
         deps = self.flow.dependents()
         work = None  # calls that ended here (skipped or failed): their dependents next
         while True:
-            # a clean end (succeeded, wrote every output path) can only bring a reader
-            # closer to ready; anything else may break a read at once
-            out = calls[i].output
-            clean = records[i].status == "succeeded" and (out is None or not out.is_branching)
-            for j in deps[i]:
+            ds = deps[i]
+            if ds:
+                # a clean end (succeeded, wrote every output path) can only bring a reader
+                # closer to ready; anything else may break a read at once
+                out = calls[i].output
+                clean = records[i].status == "succeeded" and (out is None or not out.is_branching)
+            for j in ds:
                 if decided[j]:
                     continue
                 left = waiting[j] = waiting[j] - 1
@@ -593,7 +601,8 @@ class Scheduler:
         if self._ready or self._burst >= _BURST:
             if not self._ready:
                 self._loop.call_soon(self._pump)
-            self._ready.append((j, _LATER, None) if inputs.reads_nothing(j) else (j, args, inline))
+            # (it reads something: the same test at the top queued it already otherwise)
+            self._ready.append((j, args, inline))
             return False
         self._burst += 1
         if call.map is None:  # (a map call starts in the map driver: _start)

@@ -134,7 +134,17 @@ def get_path(root: Any, path: Iterable) -> Any:
     """The value at ``path`` inside ``root``, or :data:`MISSING`."""
     cur = root
     for seg in path:
-        if isinstance(seg, int) and not isinstance(seg, bool):
+        ts = type(seg)
+        if ts is str and type(cur) is dict:  # the common steps first, at two type tests
+            cur = cur.get(seg, MISSING)
+            if cur is MISSING:
+                return MISSING
+        elif ts is int and type(cur) is list:
+            if -len(cur) <= seg < len(cur):
+                cur = cur[seg]
+            else:
+                return MISSING
+        elif isinstance(seg, int) and not isinstance(seg, bool):
             if isinstance(cur, list) and -len(cur) <= seg < len(cur):
                 cur = cur[seg]
             else:
