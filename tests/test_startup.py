@@ -71,6 +71,47 @@ def test_help_imports_no_command_implementation():
                 "httpx", "rich"} & loaded
 
 
+def test_help_imports_none_of_the_core():
+    # issue 30: `--help` costs the interpreter, argparse and the flags' declarations, nothing more
+    loaded = loaded_after("import contextlib, io\nfrom sophon_dsl.cli import main\n"
+                          "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+                          "    main(['--help'])")
+    core = {f"sophon_dsl.{m}" for m in ("model", "diagnostics", "loader", "tools", "values", "refs", "syntax")}
+    assert not (core | {"lark", "dataclasses", "asyncio", "openai"}) & loaded
+
+
+def test_import_sophon_dsl_loads_its_names_on_first_use():
+    loaded = loaded_after("import sophon_dsl")
+    assert not {"sophon_dsl.model", "sophon_dsl.loader", "lark"} & loaded
+    loaded = loaded_after("from sophon_dsl import Plan, tool, loads\nassert callable(tool) and loads")
+    assert {"sophon_dsl.model", "sophon_dsl.tools", "sophon_dsl.loader"} <= loaded
+    assert set(sophon_dsl.__all__) <= set(dir(sophon_dsl))
+    for name in sophon_dsl.__all__:
+        assert getattr(sophon_dsl, name) is not None
+    with pytest.raises(AttributeError):
+        sophon_dsl.no_such_name  # noqa: B018
+
+
+def test_the_parser_declares_only_the_command_given():
+    from sophon_dsl.cli.parser import NotBuilt, build_parser, command_in
+
+    assert command_in(["--help"]) == "" and command_in(["check", "x.plan"]) == "check"
+    assert command_in(["--", "check"]) == ""
+    whole, outlined = build_parser(), build_parser("check")
+    assert whole.format_help() == outlined.format_help() == build_parser("").format_help()
+    assert vars(whole.parse_args(["check", "x.plan", "--json"])) == \
+        vars(outlined.parse_args(["check", "x.plan", "--json"]))
+    with pytest.raises(NotBuilt):  # an outline never parses: main declares everything then
+        outlined.parse_args(["run", "x.plan"])
+
+
+def test_the_parser_lists_the_loaders_forms():
+    from sophon_dsl.cli.parser import FORMATS as declared
+    from sophon_dsl.loader import FORMATS
+
+    assert declared == FORMATS
+
+
 def test_check_with_own_tools_builds_no_standard_tool():
     # the registry learns which names the standard library has without building its tools
     tools = ROOT / "examples" / "competitors_tools.py"
