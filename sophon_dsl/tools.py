@@ -31,7 +31,6 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from .errors import OptionError, OptionTypeError, SophonError
 from .model import Call, Risk, ToolDecl
-from .typed_dicts import pydantic_ready
 
 __all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter",
            "schemas_from_function", "stdlib_fallback", "tool"]
@@ -294,6 +293,8 @@ def pydantic_schemas(func: Callable[..., Any], sig: inspect.Signature,
     """The input and output JSON Schemas pydantic derives from ``func``'s type hints."""
     import pydantic
 
+    from .typed_dicts import pydantic_ready  # (with pydantic: typing_extensions is slow to import)
+
     fields: dict[str, Any] = {}
     for i, pname, param in _plan_parameters(func, sig):
         ann = pydantic_ready(hints.get(pname, Any))  # a typing.TypedDict works before 3.12 too
@@ -319,6 +320,8 @@ def _extra_arguments(sig: inspect.Signature, hints: dict) -> Any:
     """``additionalProperties`` of a tool's input: False, unless the function takes
     ``**kwargs``, which accepts any other argument (of its annotation's type, when given)."""
     import pydantic
+
+    from .typed_dicts import pydantic_ready
 
     for pname, param in sig.parameters.items():
         if param.kind is param.VAR_KEYWORD:
@@ -384,6 +387,8 @@ class _ArgumentConverter:
         adapters: dict[str, Any] = {}
         if wanted:
             import pydantic
+
+            from .typed_dicts import pydantic_ready
 
             for pname, ann in wanted.items():
                 try:
