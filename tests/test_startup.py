@@ -236,3 +236,26 @@ def test_building_an_sdk_provider_does_not_import_its_sdk():
     loaded = loaded_after("from sophon_dsl.llm.providers.openai import OpenAIProvider\n"
                           "OpenAIProvider(base_url='http://127.0.0.1:9/v1', api_key='x')")
     assert "openai" not in loaded
+
+
+def test_run_ids_are_uuid4_hex():
+    import uuid
+
+    from sophon_dsl.ids import uuid4_hex
+
+    ids = {uuid4_hex() for _ in range(200)}
+    assert len(ids) == 200
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_a_run_of_a_standard_tool_imports_no_query_engine_nor_uuid():
+    # issue 30: the first run() of a process pays for what it uses only (jmespath loads with
+    # the first JMESPath query, typing_extensions with pydantic, uuid never)
+    code = ("import sophon_dsl\n"
+            "plan = sophon_dsl.loads('†state.a = math.eval(expression=\"1 + 2\")')\n"
+            "assert sophon_dsl.run(plan).status == 'succeeded'")
+    loaded_after(code)  # the standard tools' schema cache warm (a cold one derives them with pydantic)
+    loaded = loaded_after(code)
+    assert not {"jmespath", "typing_extensions", "uuid", "platform", "pydantic"} & loaded
