@@ -98,7 +98,10 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # found directly from now on
+    if module in ("diagnostics", "loader", "model", "tools"):
+        # (imported eagerly before: bound here from now on; the runtime's names are looked up
+        # on every use, as they always were, so patching them in their module shows here)
+        globals()[name] = value
     return value
 
 
