@@ -92,6 +92,20 @@ def test_import_sophon_dsl_loads_its_names_on_first_use():
         sophon_dsl.no_such_name  # noqa: B018
 
 
+def test_checking_a_clean_plan_with_plain_tools_imports_neither_pydantic_nor_error_texts(tmp_path):
+    # issue 30: the tools' schemas come from hint_schemas, syntax errors' explanations load
+    # with the first syntax error, the grammar is read without importlib.resources
+    (tmp_path / "t.py").write_text("from sophon_dsl import tool\n\n\n@tool\ndef fetch(name: str, n: int = 2) -> dict:\n"
+                                   "    return {'name': name}\n", encoding="utf-8")
+    (tmp_path / "p.plan").write_text('†state.a = fetch(name="ada")\n†state.b = fetch(name=†state.a.name)\n',
+                                     encoding="utf-8")
+    loaded = loaded_after("import contextlib, io\nfrom sophon_dsl.cli import main\n"
+                          "with contextlib.redirect_stdout(io.StringIO()):\n"
+                          f"    assert main(['check', {str(tmp_path / 'p.plan')!r}, '--tools', "
+                          f"{str(tmp_path / 't.py')!r}]) == 0")
+    assert not {"pydantic", "sophon_dsl.syntax.dsl_messages", "jmespath", "zipfile"} & loaded
+
+
 def test_the_parser_declares_only_the_command_given():
     from sophon_dsl.cli.parser import NotBuilt, build_parser, command_in
 

@@ -52,7 +52,6 @@ from .map_syntax import map_from_dsl
 from .declarations import declaration_problems, refine, value_span
 from .dsl_comments import attach_comments
 from .dsl_lexing import PostLex, decode_string, join_spans, kwname, literal_error, string_value, tspan
-from .dsl_messages import badref_message
 from .dsl_syntax_errors import clamp_diag, describe_token, resume_line, syntax_diag
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
@@ -275,6 +274,8 @@ class _Builder(Transformer):
         tok = c[0]
         span = tspan(tok)
         v = Literal(str(tok), span)
+        from .dsl_messages import badref_message  # (error path: a clean parse never imports it)
+
         self.ctx.bad[id(v)] = (v, Diagnostic("E105", badref_message(str(tok)), span))
         self.ctx.raw[id(v)] = (v, str(tok))
         return v
