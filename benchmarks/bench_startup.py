@@ -23,7 +23,11 @@ minute: the script also prints the time of a fixed pure-Python loop (``calibrati
 figures from different runs can be compared.  The verdict column compares the median to
 the target and is informational only (the script always exits 0).
 
-Run: python benchmarks/bench_startup.py [--runs 10] [--only help,check,run,agent,first]
+Side by side: ``--old DIR`` (a checkout of an older commit, e.g. ``git worktree add /tmp/old
+COMMIT``) measures every row for this checkout and for DIR, the two alternating run by run
+(each child gets ``PYTHONPATH`` of its tree), so both see the same load.
+
+Run: python benchmarks/bench_startup.py [--runs 10] [--only help,check,run,agent,first] [--old DIR]
 """
 
 from __future__ import annotations
@@ -101,19 +105,35 @@ def calibration() -> float:
     return time.process_time() - t0
 
 
-def child_env() -> dict[str, str]:
+HERE = Path(__file__).resolve().parents[1]  # this checkout
+TREES: dict[str, str] = {"": str(HERE)}  # label -> checkout; --old adds "old" (and labels this one "new")
+
+
+def child_env(tree: str = str(HERE)) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have bytecode caches: so do the measured processes
+    env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 
 
-def cold(argv: list[str], cwd: str, runs: int) -> tuple[list[float], list[float]]:
+def alternated(measure, runs: int) -> dict[str, tuple[list[float], list[float]]]:
+    """``measure(tree, 1)`` ``runs`` times per tree, the trees taking turns."""
+    out: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in TREES}
+    for _ in range(runs):
+        for label, tree in TREES.items():
+            walls, cpus = measure(tree, 1)
+            out[label][0].extend(walls)
+            out[label][1].extend(cpus)
+    return out
+
+
+def cold(argv: list[str], cwd: str, runs: int, tree: str = str(HERE)) -> tuple[list[float], list[float]]:
     """(wall seconds, CPU seconds) of ``runs`` fresh processes; a failing command stops the script."""
     walls, cpus = [], []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=child_env())
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=child_env(tree))
         walls.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -163,12 +183,12 @@ class _FirstRequest:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def agent_first_request(cwd: str, runs: int) -> tuple[list[float], list[float]]:
+def agent_first_request(cwd: str, runs: int, tree: str = str(HERE)) -> tuple[list[float], list[float]]:
     """(wall seconds from spawn to the first request, CPU seconds used by then) of ``runs`` agents."""
     walls, cpus = [], []
     for _ in range(runs):
         endpoint = _FirstRequest()
-        env = child_env()
+        env = child_env(tree)
         env.update(OPENAI_BASE_URL=endpoint.url(), OPENAI_API_KEY="benchmark")
         argv = [cli(), "agent", "--provider", "openai", "--no-store", "--approve", "no", "--max-turns", "1",
                 "add 2 and 3"]
@@ -198,7 +218,7 @@ def row(label: str, times: list[float], target: float | None, unit: str, note: s
     print(f"{label:44} {best:9.3f} {med:9.3f} {target_text:>7} {unit:>4} {verdict:>7}  {note}", flush=True)
 
 
-def first_vs_second(tmp: str, runs: int) -> None:
+def first_vs_second(tmp: str, runs: int, label: str = "", tree: str = str(HERE)) -> None:
     path = Path(tmp, "fifty.plan")
     path.write_text(FIFTY, encoding="utf-8")
     script = Path(tmp, "first_run.py")
@@ -206,7 +226,7 @@ def first_vs_second(tmp: str, runs: int) -> None:
     extra, firsts, seconds, imports = [], [], [], []
     for _ in range(runs):
         out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True,
-                             env=child_env(), cwd=tmp)
+                             env=child_env(tree), cwd=tmp)
         if out.returncode != 0:
             raise SystemExit(f"first-run script failed:\n{out.stdout}{out.stderr}")
         figures = json.loads(out.stdout)
@@ -214,7 +234,7 @@ def first_vs_second(tmp: str, runs: int) -> None:
         firsts.append(figures["first"])
         seconds.append(figures["second"])
         imports.append(figures["import_load"])
-    row("first run() - second, 50 calls (CPU)", extra, 0.05, "s",
+    row(f"first run() - second, 50 calls (CPU){label}", extra, 0.05, "s",
         f"first {statistics.median(firsts):.3f} s, second {statistics.median(seconds):.3f} s, "
         f"import sophon_dsl + loads {statistics.median(imports):.3f} s")
 
@@ -240,7 +260,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10, help="processes (and in-process runs) per row")
     ap.add_argument("--only", default="", help="comma-separated rows: import,help,check,run,agent,first,inproc")
+    ap.add_argument("--old", default=None, metavar="DIR",
+                    help="a checkout of an older commit, measured side by side (runs alternated)")
     a = ap.parse_args()
+    if a.old:
+        TREES.clear()
+        TREES.update({" [new]": str(HERE), " [old]": str(Path(a.old).resolve())})
     only = set(filter(None, a.only.split(",")))
 
     def wanted(name: str) -> bool:
@@ -267,17 +292,22 @@ def main() -> None:
         for name, label, argv, wall_target, cpu_target in measurements:
             if not wanted(name) and not (name == "import" and not only):
                 continue
-            cold(argv, tmp, 1)  # warm the OS file cache and Python's bytecode cache first
-            walls, cpus = cold(argv, tmp, a.runs)
-            row(label + " (wall)", walls, wall_target, "s")
-            row(label + " (CPU)", cpus, cpu_target, "s")
+            for tree in TREES.values():
+                cold(argv, tmp, 1, tree)  # warm the OS file cache and Python's bytecode cache first
+            results = alternated(lambda tree, n, argv=argv: cold(argv, tmp, n, tree), a.runs)
+            for tree_label, (walls, cpus) in results.items():
+                row(label + tree_label + " (wall)", walls, wall_target, "s")
+                row(label + tree_label + " (CPU)", cpus, cpu_target, "s")
         if wanted("agent"):
-            agent_first_request(tmp, 1)
-            walls, cpus = agent_first_request(tmp, a.runs)
-            row("sophon-dsl agent: first request (wall)", walls, 0.3, "s")
-            row("sophon-dsl agent: first request (CPU)", cpus, None, "s")
+            for tree in TREES.values():
+                agent_first_request(tmp, 1, tree)
+            results = alternated(lambda tree, n: agent_first_request(tmp, n, tree), a.runs)
+            for tree_label, (walls, cpus) in results.items():
+                row(f"sophon-dsl agent: first request{tree_label} (wall)", walls, 0.3, "s")
+                row(f"sophon-dsl agent: first request{tree_label} (CPU)", cpus, None, "s")
         if wanted("first"):
-            first_vs_second(tmp, max(3, a.runs // 2))
+            for tree_label, tree in TREES.items():
+                first_vs_second(tmp, max(3, a.runs // 2), tree_label, tree)
     if wanted("inproc"):
         first, later = in_process_run(a.runs)
         row("run(plan), math.eval, after warm-up (wall)", later, 0.005, "s", f"(first run {first * 1000:.0f} ms)")

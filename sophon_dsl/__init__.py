@@ -13,13 +13,32 @@ See ``docs/quickstart.md``.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .diagnostics import Diagnostic, DiagnosticError, Severity, Span
 from .errors import SophonError
-from .loader import dumps, load, loads
-from .model import Call, Mode, Plan, Risk
-from .tools import CallContext, ToolRegistry, ToolSpec, tool
+
+if TYPE_CHECKING:
+    from .diagnostics import Diagnostic, DiagnosticError, Severity, Span
+    from .loader import dumps, load, loads
+    from .model import Call, Mode, Plan, Risk
+    from .tools import CallContext, ToolRegistry, ToolSpec, tool
+
+# name -> the module that defines it: imported on first use, so that what imports a
+# submodule (`sophon-dsl --help` imports sophon_dsl.cli) does not pay for the whole core
+_LAZY = {
+    "Diagnostic": "diagnostics", "DiagnosticError": "diagnostics", "Severity": "diagnostics",
+    "Span": "diagnostics",
+    "dumps": "loader", "load": "loader", "loads": "loader",
+    "Call": "model", "Mode": "model", "Plan": "model", "Risk": "model",
+    "CallContext": "tools", "ToolRegistry": "tools", "ToolSpec": "tools", "tool": "tools",
+    # the runtime, durable runs (docs/runtime.md), the agent, goals, and tool calls on a Dask
+    # cluster (docs/scale-out.md; Dask itself loads later)
+    "run": "runtime", "arun": "runtime", "start": "runtime", "dry_run": "runtime",
+    "open_store": "durable", "current_call": "durable",
+    "resume": "durable.resume", "aresume": "durable.resume",
+    "Agent": "llm.agent", "GoalRunner": "goals", "DaskExecutor": "scaleout",
+}
 
 __all__ = [
     "Agent",
@@ -75,30 +94,16 @@ def check(plan: Plan, tools: Any = None, *, max_calls: int | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    # The runtime is imported on first use, so ``import sophon_dsl`` stays cheap for tools
-    # that only parse and check plans.
-    if name in ("run", "arun", "start", "dry_run"):
-        from . import runtime
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if module in ("diagnostics", "loader", "model", "tools"):
+        # (imported eagerly before: bound here from now on; the runtime's names are looked up
+        # on every use, as they always were, so patching them in their module shows here)
+        globals()[name] = value
+    return value
 
-        return getattr(runtime, name)
-    if name in ("open_store", "current_call"):  # durable runs (docs/runtime.md)
-        from . import durable
 
-        return getattr(durable, name)
-    if name in ("resume", "aresume"):
-        from .durable import resume as resuming
-
-        return getattr(resuming, name)
-    if name == "Agent":
-        from .llm.agent import Agent
-
-        return Agent
-    if name == "GoalRunner":
-        from .goals import GoalRunner
-
-        return GoalRunner
-    if name == "DaskExecutor":  # tool calls on a Dask cluster (docs/scale-out.md); Dask itself loads later
-        from .scaleout import DaskExecutor
-
-        return DaskExecutor
-    raise AttributeError(f"module 'sophon_dsl' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

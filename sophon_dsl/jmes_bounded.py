@@ -30,50 +30,20 @@ as ``Data.QueryTooExpensive`` or ``Result.TooLarge``.  This module is part of th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jmespath
 from jmespath import visitor as _visitor
 
-from .errors import SophonError
+from .jmes_limits import (DEFAULT_LIMITS, DEFAULT_MAX_BYTES, MAX_QUERY_DEPTH, MAX_QUERY_STEPS,  # noqa: F401
+                          QueryLimits, QueryTooExpensive)
 
-__all__ = ["DEFAULT_LIMITS", "MAX_QUERY_DEPTH", "MAX_QUERY_STEPS", "QueryLimits", "QueryTooExpensive",
-           "compile_query", "query_depth", "search"]
-
-MAX_QUERY_STEPS = 1_000_000  # JMESPath nodes visited plus elements flattened in one evaluation
-# An expression's AST nesting: the interpreter recurses about three frames per level, so
-# 128 levels stay far below Python's recursion limit wherever a run calls it from.
-MAX_QUERY_DEPTH = 128
-DEFAULT_MAX_BYTES = 16 << 20  # as RunOptions.max_result_bytes: a reference's value is bounded like a result
 _CHECK_EVERY = 1024  # steps between two looks at the clock (about a millisecond of work)
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 _STOPPED = {"memory": "its memory budget, max_memory, was exceeded", "cancelled": "it was cancelled"}
 
-
-class QueryTooExpensive(SophonError):
-    """A JMESPath evaluation passed one of its bounds.  ``bound``: ``"steps"``, ``"size"``,
-    ``"depth"``, ``"time"`` (the deadline passed) or ``"stopped"`` (the run is stopping)."""
-
-    def __init__(self, bound: str, message: str) -> None:
-        super().__init__(message)
-        self.bound = bound
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class QueryLimits:
-    """The bounds of one evaluation (see the module docstring).  ``deadline`` is a
-    ``time.monotonic()`` value; ``stop`` is polled with it and returns why the run is
-    stopping (``"timeout"``, ``"memory"``, ``"cancelled"``...), or None while it is not."""
-
-    max_steps: int = MAX_QUERY_STEPS
-    max_bytes: int = DEFAULT_MAX_BYTES
-    deadline: float | None = None
-    stop: Callable[[], str | None] | None = None
-
-
-DEFAULT_LIMITS = QueryLimits()
+__all__ = ["DEFAULT_LIMITS", "MAX_QUERY_DEPTH", "MAX_QUERY_STEPS", "QueryLimits", "QueryTooExpensive",
+           "compile_query", "query_depth", "search"]
 
 
 def query_depth(node: Any) -> int:

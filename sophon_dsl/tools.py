@@ -5,7 +5,8 @@ its name, description, input and output JSON Schemas, risk level and, for an
 explicit tool (an *activity*), the Python function that implements it.  A
 latent tool has no function: an LLM executes it.
 
-``@tool`` builds the schemas from the function's type hints with pydantic::
+``@tool`` builds the schemas from the function's type hints with pydantic (plain JSON
+hints are written out without it, to the same schemas: :mod:`sophon_dsl.hint_schemas`)::
 
     @tool(name="web.search", risk="low")
     async def search(query: str, limit: int = 5) -> list[str]:
@@ -30,7 +31,6 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 from .errors import OptionError, OptionTypeError, SophonError
 from .model import Call, Risk, ToolDecl
-from .typed_dicts import pydantic_ready
 
 __all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter",
            "schemas_from_function", "stdlib_fallback", "tool"]
@@ -228,19 +228,75 @@ def _hint_problem(func: Callable[..., Any], exc: Exception) -> str:
 
 
 def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
-    """The input and output JSON Schemas pydantic derives from ``func``'s type hints."""
-    import pydantic
-
+    """The input and output JSON Schemas pydantic derives from ``func``'s type hints
+    (written out without pydantic when every hint and default is plain JSON data:
+    :mod:`sophon_dsl.hint_schemas`)."""
     sig = inspect.signature(func)
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception:  # unresolved forward references: fall back to untyped
         hints = {}
-    runtime_only = context_parameter(func)  # the runtime passes it: no argument of the plan's
+    plain = plain_schemas(func, sig, hints)
+    return plain if plain is not None else pydantic_schemas(func, sig, hints)
+
+
+def _plan_parameters(func: Callable[..., Any], sig: inspect.Signature) -> list[tuple[int, str, Any]]:
+    """(position, name, parameter) of the arguments a plan gives: not ``*args``, ``**kwargs``
+    nor the :class:`CallContext` the runtime passes."""
+    runtime_only = context_parameter(func)
+    return [(i, pname, param) for i, (pname, param) in enumerate(sig.parameters.items())
+            if param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD) and pname != runtime_only]
+
+
+def plain_schemas(func: Callable[..., Any], sig: inspect.Signature,
+                  hints: dict) -> tuple[dict, dict | None] | None:
+    """:func:`pydantic_schemas`'s result without pydantic, or None when a hint or a default
+    is not plain JSON data (:mod:`sophon_dsl.hint_schemas`)."""
+    from .hint_schemas import hint_schema, plain_default
+
+    properties: dict[str, Any] = {}
+    required = []
+    for _, pname, param in _plan_parameters(func, sig):
+        schema = hint_schema(hints.get(pname, Any))
+        if schema is None:
+            return None
+        if param.default is param.empty:
+            required.append(pname)
+        elif plain_default(param.default):
+            schema = dict(sorted({**schema, "default": param.default}.items()))
+        else:
+            return None
+        properties[pname] = schema
+    extra: Any = False
+    for pname, param in sig.parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            ann = hints.get(pname, Any)
+            extra = True if ann is Any or ann is object else hint_schema(ann)
+            if extra is None:
+                return None
+            extra = extra or True
+    output_schema = None
+    if "return" in hints and hints["return"] is not type(None):
+        output_schema = hint_schema(hints["return"])
+        if output_schema is None:
+            return None
+    input_schema: dict[str, Any] = {"properties": properties}
+    if required:
+        input_schema["required"] = required
+    input_schema["type"] = "object"
+    input_schema["additionalProperties"] = extra
+    return input_schema, output_schema
+
+
+def pydantic_schemas(func: Callable[..., Any], sig: inspect.Signature,
+                     hints: dict) -> tuple[dict, dict | None]:
+    """The input and output JSON Schemas pydantic derives from ``func``'s type hints."""
+    import pydantic
+
+    from .typed_dicts import pydantic_ready  # (with pydantic: typing_extensions is slow to import)
+
     fields: dict[str, Any] = {}
-    for i, (pname, param) in enumerate(sig.parameters.items()):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname == runtime_only:
-            continue
+    for i, pname, param in _plan_parameters(func, sig):
         ann = pydantic_ready(hints.get(pname, Any))  # a typing.TypedDict works before 3.12 too
         default = ... if param.default is param.empty else param.default
         # Fields get neutral names and the parameter's name as alias: pydantic takes a field
@@ -264,6 +320,8 @@ def _extra_arguments(sig: inspect.Signature, hints: dict) -> Any:
     """``additionalProperties`` of a tool's input: False, unless the function takes
     ``**kwargs``, which accepts any other argument (of its annotation's type, when given)."""
     import pydantic
+
+    from .typed_dicts import pydantic_ready
 
     for pname, param in sig.parameters.items():
         if param.kind is param.VAR_KEYWORD:
@@ -329,6 +387,8 @@ class _ArgumentConverter:
         adapters: dict[str, Any] = {}
         if wanted:
             import pydantic
+
+            from .typed_dicts import pydantic_ready
 
             for pname, ann in wanted.items():
                 try:

@@ -116,7 +116,6 @@ class _SchemaCache:
 
     def _file(self) -> str | None:
         from sophon_dsl import tools as core_tools
-        from sophon_dsl import typed_dicts
         from sophon_dsl.cachedir import cache_dir
 
         directory = cache_dir()
@@ -124,7 +123,10 @@ class _SchemaCache:
             return None
         here = os.path.dirname(os.path.abspath(__file__))
         sources = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
-        sources += [core_tools.__file__, typed_dicts.__file__]
+        # the deriving code's files, found beside tools.py: importing typed_dicts for its path
+        # would import typing_extensions (~20 ms) on every run of a standard tool
+        core = os.path.dirname(os.path.abspath(core_tools.__file__))
+        sources += [core_tools.__file__, os.path.join(core, "typed_dicts.py"), os.path.join(core, "hint_schemas.py")]
         for package in ("pydantic", "pydantic_core"):
             spec = importlib.util.find_spec(package)
             if spec is not None and spec.origin:

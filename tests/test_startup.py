@@ -71,6 +71,61 @@ def test_help_imports_no_command_implementation():
                 "httpx", "rich"} & loaded
 
 
+def test_help_imports_none_of_the_core():
+    # issue 30: `--help` costs the interpreter, argparse and the flags' declarations, nothing more
+    loaded = loaded_after("import contextlib, io\nfrom sophon_dsl.cli import main\n"
+                          "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+                          "    main(['--help'])")
+    core = {f"sophon_dsl.{m}" for m in ("model", "diagnostics", "loader", "tools", "values", "refs", "syntax")}
+    assert not (core | {"lark", "dataclasses", "asyncio", "openai"}) & loaded
+
+
+def test_import_sophon_dsl_loads_its_names_on_first_use():
+    loaded = loaded_after("import sophon_dsl")
+    assert not {"sophon_dsl.model", "sophon_dsl.loader", "lark"} & loaded
+    loaded = loaded_after("from sophon_dsl import Plan, tool, loads\nassert callable(tool) and loads")
+    assert {"sophon_dsl.model", "sophon_dsl.tools", "sophon_dsl.loader"} <= loaded
+    assert set(sophon_dsl.__all__) <= set(dir(sophon_dsl))
+    for name in sophon_dsl.__all__:
+        assert getattr(sophon_dsl, name) is not None
+    with pytest.raises(AttributeError):
+        sophon_dsl.no_such_name  # noqa: B018
+
+
+def test_checking_a_clean_plan_with_plain_tools_imports_neither_pydantic_nor_error_texts(tmp_path):
+    # issue 30: the tools' schemas come from hint_schemas, syntax errors' explanations load
+    # with the first syntax error, the grammar is read without importlib.resources
+    (tmp_path / "t.py").write_text("from sophon_dsl import tool\n\n\n@tool\ndef fetch(name: str, n: int = 2) -> dict:\n"
+                                   "    return {'name': name}\n", encoding="utf-8")
+    (tmp_path / "p.plan").write_text('†state.a = fetch(name="ada")\n†state.b = fetch(name=†state.a.name)\n',
+                                     encoding="utf-8")
+    loaded = loaded_after("import contextlib, io\nfrom sophon_dsl.cli import main\n"
+                          "with contextlib.redirect_stdout(io.StringIO()):\n"
+                          f"    assert main(['check', {str(tmp_path / 'p.plan')!r}, '--tools', "
+                          f"{str(tmp_path / 't.py')!r}]) == 0")
+    assert not {"pydantic", "sophon_dsl.syntax.dsl_messages", "jmespath", "zipfile"} & loaded
+
+
+def test_the_parser_declares_only_the_command_given():
+    from sophon_dsl.cli.parser import NotBuilt, build_parser, command_in
+
+    assert command_in(["--help"]) == "" and command_in(["check", "x.plan"]) == "check"
+    assert command_in(["--", "check"]) == ""
+    whole, outlined = build_parser(), build_parser("check")
+    assert whole.format_help() == outlined.format_help() == build_parser("").format_help()
+    assert vars(whole.parse_args(["check", "x.plan", "--json"])) == \
+        vars(outlined.parse_args(["check", "x.plan", "--json"]))
+    with pytest.raises(NotBuilt):  # an outline never parses: main declares everything then
+        outlined.parse_args(["run", "x.plan"])
+
+
+def test_the_parser_lists_the_loaders_forms():
+    from sophon_dsl.cli.parser import FORMATS as declared
+    from sophon_dsl.loader import FORMATS
+
+    assert declared == FORMATS
+
+
 def test_check_with_own_tools_builds_no_standard_tool():
     # the registry learns which names the standard library has without building its tools
     tools = ROOT / "examples" / "competitors_tools.py"
@@ -195,3 +250,26 @@ def test_building_an_sdk_provider_does_not_import_its_sdk():
     loaded = loaded_after("from sophon_dsl.llm.providers.openai import OpenAIProvider\n"
                           "OpenAIProvider(base_url='http://127.0.0.1:9/v1', api_key='x')")
     assert "openai" not in loaded
+
+
+def test_run_ids_are_uuid4_hex():
+    import uuid
+
+    from sophon_dsl.ids import uuid4_hex
+
+    ids = {uuid4_hex() for _ in range(200)}
+    assert len(ids) == 200
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_a_run_of_a_standard_tool_imports_no_query_engine_nor_uuid():
+    # issue 30: the first run() of a process pays for what it uses only (jmespath loads with
+    # the first JMESPath query, typing_extensions with pydantic, uuid never)
+    code = ("import sophon_dsl\n"
+            "plan = sophon_dsl.loads('†state.a = math.eval(expression=\"1 + 2\")')\n"
+            "assert sophon_dsl.run(plan).status == 'succeeded'")
+    loaded_after(code)  # the standard tools' schema cache warm (a cold one derives them with pydantic)
+    loaded = loaded_after(code)
+    assert not {"jmespath", "typing_extensions", "uuid", "platform", "pydantic"} & loaded

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 # positive_int, positive_seconds: re-exported, as sophon_dsl/cli.py had them before the CLI became a package
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from .common import positive_int as positive_int, positive_seconds as positive_seconds
-from .parser import add_source_args, add_tools_arg, build_parser
+from .parser import NotBuilt, add_source_args, add_tools_arg, build_parser, command_in
 from .registry import registry_for
 
 __all__ = ["COMMANDS", "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -67,8 +67,11 @@ _add_source_args, _add_tools_arg, _registry = add_source_args, add_tools_arg, re
 
 def main(argv: Sequence[str] | None = None) -> int:
     _escape_unencodable_output()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:  # only the command given has its flags declared (the others: name and help line)
+        args = build_parser(command_in(argv)).parse_args(argv)
+    except NotBuilt:  # an outlined command parsed after all: declare every command
+        args = build_parser().parse_args(argv)
     with warnings.catch_warnings():  # (restores showwarning: main may run in-process again)
         warnings.showwarning = _warning_line(args.command, warnings.showwarning)
         return _run_command(args)

@@ -29,6 +29,7 @@ from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, exit_for_status, approve
                      parse_json_arg, print_invalid, read_plan, ready_provider, tool_executor_from_flags,
                      until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
+from ..ids import uuid4_hex
 
 __all__ = ["AgentProgress", "resume_agent", "run"]
 
@@ -232,13 +233,11 @@ def _run_options(args: argparse.Namespace, tool_executor: Any) -> dict | None:
 
 def _store(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The run store the agent is recorded in (None with --no-store) and the run's id."""
-    import uuid
-
     from .store import open_cli_store
 
     if getattr(args, "no_store", False):
         return None, None
-    return open_cli_store(getattr(args, "store", None)), uuid.uuid4().hex
+    return open_cli_store(getattr(args, "store", None)), uuid4_hex()
 
 
 def _meta(args: argparse.Namespace) -> dict:

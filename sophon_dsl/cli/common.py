@@ -14,13 +14,15 @@ import os
 import re
 import signal
 import sys
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from ..diagnostics import Diagnostic, render_json, render_text
-from ..files import write_file  # noqa: F401 - fmt -w writes through it (kept here for the CLI modules)
 from ..errors import SophonError
-from ..loader import LoadResult, format_for_path, parse, parse_file
-from ..model import Plan
+from ..files import write_file  # noqa: F401 - fmt -w writes through it (kept here for the CLI modules)
+
+if TYPE_CHECKING:  # (imported where used: `sophon-dsl --help` imports this module, not the core)
+    from ..diagnostics import Diagnostic
+    from ..loader import LoadResult
+    from ..model import Plan
 
 __all__ = [
     "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "exit_for_status", "MAX_DEPTH", "UsageError", "approver_for",
@@ -86,12 +88,18 @@ def positive_seconds(text: str) -> float:
 def read_plan(name: str, from_format: str | None) -> LoadResult:
     """The plan file ``name`` (``-``: stdin, its form told by ``--from`` or by the text),
     loaded with its diagnostics.  A file that does not exist is a usage error (exit 2)."""
+    from ..loader import format_for_path, parse, parse_file
+
     if name == "-":
         raw = read_stdin("the plan")
         if isinstance(raw, bytes):
             try:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
+                from ..diagnostics import Diagnostic
+                from ..loader import LoadResult
+                from ..model import Plan
+
                 return LoadResult(Plan(file="<stdin>"), [Diagnostic(
                     "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
         return parse(raw, from_format or sniff_format(raw), file="<stdin>")
@@ -154,6 +162,8 @@ def plan_files(names: Sequence[str], command: str) -> list[str]:
 
 
 def _walk_plans(directory: str, forms: tuple[str, ...] = ("dsl",)) -> list[str]:
+    from ..loader import format_for_path
+
     found = []
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -210,6 +220,8 @@ def read_valid_plan(args: Any) -> Plan | None:
 
 
 def print_diagnostics(diags: Sequence[Diagnostic], sources: dict[str, str], as_json: bool) -> None:
+    from ..diagnostics import render_json, render_text
+
     if as_json:
         print(render_json(diags))
     elif diags:
@@ -220,6 +232,8 @@ def print_invalid(diags: Sequence[Diagnostic], sources: dict[str, str], as_json:
     """A plan that cannot run: the diagnostics as text on stderr, and with ``--json``
     ``{"status": "invalid", "diagnostics": [...]}`` on stdout too (what a program reading
     the run's result parses)."""
+    from ..diagnostics import render_json
+
     if as_json:
         print(json.dumps({"status": "invalid", "diagnostics": json.loads(render_json(diags))},
                          ensure_ascii=False, indent=2))

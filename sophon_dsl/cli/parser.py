@@ -12,10 +12,14 @@ import argparse
 import sys
 from typing import Callable
 
-from ..loader import FORMATS
+from ..errors import SophonError
 from .common import EXIT_USAGE, byte_size, positive_int, positive_seconds
 
-__all__ = ["COMMAND_ARGS", "add_source_args", "add_tools_arg", "build_parser", "version"]
+# the plan forms (sophon_dsl.loader.FORMATS, which a test holds equal: the loader is not
+# imported here, so that `sophon-dsl --help` does not load the core)
+FORMATS = ("dsl", "json", "yaml")
+
+__all__ = ["COMMAND_ARGS", "NotBuilt", "add_source_args", "add_tools_arg", "build_parser", "command_in", "version"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -471,11 +475,83 @@ def _ui_args(sub: argparse._SubParsersAction) -> None:
 COMMAND_ARGS += (_ui_args,)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``sophon-dsl`` parser.  ``command`` given, only that command's flags are declared
+    and every other command is an outline (its name and help line: what the command list of
+    ``--help`` and a misspelt command's message show); ``""`` outlines every command.
+    Declaring the ~300 flags of every command costs more than the rest of ``--help``."""
     parser = _Parser(prog="sophon-dsl", description="Check, format, draw and run sophon-dsl plans.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, action=_Commands)
     sub.required = True
+    sub.built = command
     for add in COMMAND_ARGS:
         add(sub)
     return parser
+
+
+def command_in(argv: list[str]) -> str:
+    """The command ``argv`` names (the first argument that is not an option: the top-level
+    options, ``--help`` and ``--version``, take no value), ``""`` when there is none."""
+    for arg in argv:
+        if arg == "--":
+            break
+        if not arg.startswith("-"):
+            return arg
+    return ""
+
+
+class NotBuilt(SophonError):
+    """Raised when an outlined command's parser is asked to parse: the caller builds the
+    whole parser and parses again."""
+
+
+class _Commands(argparse._SubParsersAction):
+    """The subcommands' action: the commands other than ``built`` are :class:`_Outline`s
+    (``built`` None: every command is declared whole)."""
+
+    built: str | None = None
+
+    def add_parser(self, name: str, **kwargs):  # type: ignore[override]
+        if self.built is None or name == self.built:
+            return super().add_parser(name, **kwargs)
+        declared, self._parser_class = self._parser_class, _Outline
+        try:
+            return super().add_parser(name, **kwargs)
+        finally:
+            self._parser_class = declared
+
+
+class _Outline(_Parser):
+    """A command's parser whose flags are not declared: what declares them is a no-op here."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["add_help"] = False
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs) -> None:  # type: ignore[override]
+        return None
+
+    def add_argument_group(self, *args, **kwargs) -> "_Outline":  # type: ignore[override]
+        return self
+
+    def add_mutually_exclusive_group(self, **kwargs) -> "_Outline":  # type: ignore[override]
+        return self
+
+    def set_defaults(self, **kwargs) -> None:
+        return None
+
+    def add_subparsers(self, **kwargs) -> "_OutlineCommands":  # type: ignore[override]
+        return _OutlineCommands()
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        raise NotBuilt(self.prog)
+
+
+class _OutlineCommands:
+    """The subcommands of an outlined command (``runs list``...): outlines too."""
+
+    required = False
+
+    def add_parser(self, name: str, **kwargs) -> _Outline:
+        return _Outline(prog=name)

@@ -10,16 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ..diagnostics import Diagnostic, has_errors, render_text
 from .common import UsageError
+
+if TYPE_CHECKING:  # (`sophon-dsl --help` imports this module: the core is imported when a command runs)
+    from ..diagnostics import Diagnostic
 
 __all__ = ["registry_for", "stdlib_source"]
 
 
 def registry_for(args: argparse.Namespace) -> tuple[Any, list[Diagnostic]]:
     """(registry, notes): the ``--tools`` sources over the standard library the flags ask for."""
+    from ..diagnostics import has_errors, render_text
     from ..tools import ToolRegistry
     from ..toolsource import load_tool_sources
 

@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import os
 import socket
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import OptionError
@@ -26,6 +25,7 @@ from ..runtime.approval import ApprovalDecision, ApprovalRequest, Approver, deci
 from ..runtime.errors import ErrorInfo
 from ..runtime.result import RunResult, new_record
 from .journal import CALL_OUTCOME_UNKNOWN, BeforeStart, Journal, replay, restore_record
+from ..ids import uuid4_hex
 
 if TYPE_CHECKING:  # (the runtime imports this package's journal: only named here)
     from ..runtime.runstate import DurableHost
@@ -47,7 +47,7 @@ class _RunWaiting(BaseException):
 
 
 def new_run_id() -> str:
-    return uuid.uuid4().hex
+    return uuid4_hex()
 
 
 def plan_hash(plan_text: str, registry: ToolRegistry, plan: Plan) -> str:
@@ -95,7 +95,7 @@ async def watch_cancel(backend: RunStore, run_id: str, on_cancel: Callable[[], A
 def owner_id() -> str:
     """Who holds a run's lease: ``host:pid:nonce`` (a resume may take over the lease of a
     process of this host that no longer exists)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid4_hex()[:8]}"
 
 
 def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry: ToolRegistry, data: dict,

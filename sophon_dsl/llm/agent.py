@@ -53,6 +53,7 @@ from .prompt import build_messages
 from .provider import (DEFAULT_MAX_REPLY_BYTES, REPLY_TOO_LARGE, Message, Provider, ProviderError, check_ready,
                        close_stream, reply_bytes)
 from .stream import StreamTurn, TurnOutcome, diagnostic_error
+from ..ids import uuid4_hex
 
 if TYPE_CHECKING:
     from ..durable.agent_run import AgentRecord
@@ -390,11 +391,9 @@ class Agent:
         mode, planned = await self._plan_mode(request, planning)
         record = None
         if self.store is not None:
-            import uuid
-
             from ..durable.agent_run import AgentRecord, agent_hash
 
-            rid, self.run_id = run_id or self.run_id or uuid.uuid4().hex, None
+            rid, self.run_id = run_id or self.run_id or uuid4_hex(), None
             spec = {"request": request, "input": input, "state": state, "instances": instances,
                     "mode": mode.value, "planning": planned, "options": self._loop_options(), "meta": self.store_meta,
                     "session": [self._user_message]}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import uuid
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
@@ -34,6 +33,7 @@ from .result import CallRecord, RunResult
 from .gate import ApprovalScope, TaintSet, plan_risky
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
+from ..ids import uuid4_hex
 
 if TYPE_CHECKING:  # (the durable package is imported only by a run with a store)
     from ..durable.session import DurableRun
@@ -448,9 +448,9 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     for what, value in (("input", input), ("state", state), *((context or {}).items())):
         _check_json(what, value)
     bus = EventBus(on_event)
-    pid = plan_id or prep.plan.id or f"plan_{uuid.uuid4().hex[:12]}"
+    pid = plan_id or prep.plan.id or f"plan_{uuid4_hex()[:12]}"
     handle = RunHandle(bus, pid)
-    handle.run_id = run_id or uuid.uuid4().hex
+    handle.run_id = run_id or uuid4_hex()
     if store is not None:
         from ..durable.session import begin
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..checks.schema import write_schema
 from ..dataflow import base_kind
-from ..jmes_bounded import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
+from ..jmes_limits import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
 from ..model import Expression, OutputMethod, Reference, Template
 from ..values import ValueVisitor
 from .errors import OUTPUT_INVALID, REF_UNRESOLVED, STATE_INVALID, ErrorInfo

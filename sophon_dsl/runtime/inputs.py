@@ -34,7 +34,7 @@ from enum import IntEnum
 from typing import Any
 
 from ..dataflow import DataFlow
-from ..jmes_bounded import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
+from ..jmes_limits import DEFAULT_LIMITS, QueryLimits, QueryTooExpensive
 from ..maps import outer_reads
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Reference, Template
 from ..refs import query_value

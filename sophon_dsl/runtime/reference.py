@@ -19,7 +19,7 @@ from typing import Any
 
 from dataclasses import replace
 
-from ..jmes_bounded import DEFAULT_LIMITS, QueryTooExpensive
+from ..jmes_limits import DEFAULT_LIMITS, QueryTooExpensive
 from ..maps import body_ids, outer_reads, outer_values, plain_outer_reads, tolerance_exceeded
 from ..model import Expression, ListValue, Literal, ObjectValue, OutputMethod, Plan, Reference, Template
 from ..refs import query_value

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 from ..dataflow import DataFlow
-from ..jmes_bounded import QueryLimits
+from ..jmes_limits import QueryLimits
 from ..model import Call, Plan, Risk
 from ..tools import ToolRegistry, ToolSpec
 from .contracts import final_output

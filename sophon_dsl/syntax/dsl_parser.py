@@ -52,7 +52,6 @@ from .map_syntax import map_from_dsl
 from .declarations import declaration_problems, refine, value_span
 from .dsl_comments import attach_comments
 from .dsl_lexing import PostLex, decode_string, join_spans, kwname, literal_error, string_value, tspan
-from .dsl_messages import badref_message
 from .dsl_syntax_errors import clamp_diag, describe_token, resume_line, syntax_diag
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
@@ -275,6 +274,8 @@ class _Builder(Transformer):
         tok = c[0]
         span = tspan(tok)
         v = Literal(str(tok), span)
+        from .dsl_messages import badref_message  # (error path: a clean parse never imports it)
+
         self.ctx.bad[id(v)] = (v, Diagnostic("E105", badref_message(str(tok)), span))
         self.ctx.raw[id(v)] = (v, str(tok))
         return v
@@ -728,21 +729,16 @@ class _Builder(Transformer):
 
 
 def _grammar_text() -> str:
-    # the file next to the package first (an ordinary install): importlib.resources, needed
-    # only for a package inside a zip, costs more to import than reading the file
-    beside = Path(__file__).resolve().parents[1] / "_grammar" / "sophon.lark"
-    if beside.is_file():
-        return beside.read_text(encoding="utf-8")
-    try:
-        from importlib.resources import files
-
-        res = files("sophon_dsl").joinpath("_grammar", "sophon.lark")
-        if res.is_file():
-            return res.read_text(encoding="utf-8")
-    except Exception:  # pragma: no cover - not an installed wheel
-        pass
+    # the file next to the package (an ordinary install), else the checkout's grammar/ (an
+    # editable one): importlib.resources, needed only for a package inside a zip, imports
+    # zipfile and more, which costs more than reading the file
     here = Path(__file__).resolve()
-    return (here.parents[2] / "grammar" / "sophon.lark").read_text(encoding="utf-8")
+    for path in (here.parents[1] / "_grammar" / "sophon.lark", here.parents[2] / "grammar" / "sophon.lark"):
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    from importlib.resources import files
+
+    return files("sophon_dsl").joinpath("_grammar", "sophon.lark").read_text(encoding="utf-8")
 
 
 _LOCK = threading.Lock()

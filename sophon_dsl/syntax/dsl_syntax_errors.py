@@ -9,7 +9,6 @@ from typing import Any
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..diagnostics import Diagnostic, Span
-from .dsl_messages import explain
 
 __all__ = ["clamp_diag", "describe_token", "resume_line", "syntax_diag"]
 
@@ -119,6 +118,8 @@ def _accepted(e: UnexpectedToken) -> Any:
 
 def _explain_syntax(e: UnexpectedInput, text: str) -> tuple[str, int, int] | None:
     """The cause and fix of a syntax error (sophon_dsl.syntax.dsl_messages), or None."""
+    from .dsl_messages import explain  # (an error's explanation: a clean parse never imports it)
+
     if isinstance(e, UnexpectedCharacters):
         pos = e.pos_in_stream
         return explain("CHAR", text[pos:pos + 1], e.line, e.column, pos, e.allowed, text)
