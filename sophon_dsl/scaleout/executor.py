@@ -34,14 +34,15 @@ class DaskExecutor:
 
     ``routing`` (a :class:`~.config.Routing`, or the data of an executor config) narrows
     which tools go to the cluster.  ``preflight_timeout`` bounds the check on the workers
-    made before a run starts.  An embedded cluster (``dask:local``) starts on first use and
+    made before a run starts (30 s: a worker process imports the tools file, and whatever it
+    imports, the first time it is asked; a cluster that does not answer at all is E703).  An embedded cluster (``dask:local``) starts on first use and
     stops at :meth:`close` (or when the process exits).
     """
 
     def __init__(self, address: str | None = None, *, client: Any = None, routing: Any = None,
                  scheduler_file: str | None = None, local: bool = False, processes: bool = True,
                  n_workers: int | None = None, connect_timeout: float = 10.0,
-                 preflight_timeout: float = 5.0) -> None:
+                 preflight_timeout: float = 30.0) -> None:
         if sum(x is not None and x is not False for x in (address, client, scheduler_file, local)) != 1:
             raise ValueError("DaskExecutor needs exactly one of: an address, client=, scheduler_file= or local=True")
         if routing is not None and not isinstance(routing, Routing):
