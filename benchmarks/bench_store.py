@@ -11,7 +11,8 @@
     the store's writer thread.
 (c) SQLite NORMAL, chain of M calls: added latency per dependency edge, at the median: for
     each edge, the time from a call's end to its dependent's start (the barrier waits for
-    the commit in between), with a store minus without.  Target <= 0.5 ms.
+    one commit in between: the call's completion, with its dependent's intent when that is
+    not idempotent), with a store minus without.  Target <= 0.5 ms.
 (d) Resume of a finished K-call run (every call committed: the log and the records come
     back, nothing runs).  Target <= 1 s for 10,000 calls (wall time; the process CPU beside it).
 

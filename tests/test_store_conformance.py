@@ -11,9 +11,9 @@ store that has it:
   ends as it does on the default store; a retried call's attempts round-trip (on a durable
   store: in its committed record, and while it runs);
 * ``commit_barrier`` (optional, :class:`~sophon_dsl.runtime.store.CommitBarrier`): a call's
-  completion is committed before ``on_committed`` examines its dependents, a call that is
-  not idempotent has its intent committed before its tool starts, the committed log is the
-  run's log;
+  completion is committed before ``on_committed`` examines its dependents, or before the
+  dependents ``on_ended`` examined and held start; a call that is not idempotent has its
+  intent committed before its tool starts, the committed log is the run's log;
 * ``sampled_reads`` (optional, the dry run's store): a read below a value a sample wrote
   finds a placeholder, reported once, instead of nothing.
 
@@ -293,6 +293,45 @@ def test_dependents_are_examined_once_the_completion_is_committed(subject):
     asyncio.run(go())
     assert events == [("committed", 0)]
     assert [(e["path"], e["value"], e["call"]) for e in subject.committed()] == [(["a"], 1, "a")]
+
+
+def test_dependents_examined_before_the_commit_start_after_it(subject):
+    """With ``on_ended``, the barrier examines a call's dependents at once, while its
+    completion waits in the batch being gathered; a dependent held then (``hold``) is handed
+    back to start only once that completion is committed."""
+    needs(subject, "commit_barrier")
+    store = subject.store
+    calls = loads("a: $state.a = pure(value=1)\nb: $state.b = pure(value=$state.a)", format="dsl").calls
+    events: list = []
+    seen_at_start: list = []
+
+    async def go() -> None:
+        started = asyncio.Event()
+
+        def ended(i: int) -> None:
+            events.append(("ended", i))
+            store.hold(1, {"value": 1}, None, intent=False)
+
+        def starts(entries) -> None:
+            events.append(("start", [e[0] for e in entries]))
+            seen_at_start.extend((e["path"], e["value"]) for e in subject.committed())
+            started.set()
+
+        store.connect(CommitListener(lambda i: events.append(("committed", i)), starts,
+                                     lambda: events.append("failed"), calls, ended))
+        store.add_record(new_record("a", "pure", 0))
+        store.add_record(new_record("b", "pure", 1))
+        rec = store.records[0]
+        store.write("state", ("a",), 1, OutputMethod.SET, "a")
+        rec.status = "succeeded"
+        store.record_ended(rec)
+        store.settle_after_commit(0)
+        assert events == [("ended", 0)]  # examined now; b is held, not started
+        await asyncio.wait_for(started.wait(), 60)  # (a hang guard, not a timing assertion)
+
+    asyncio.run(go())
+    assert events == [("ended", 0), ("start", [1])]
+    assert seen_at_start == [(["a"], 1)]  # b starts with a's completion committed
 
 
 # -- sampled_reads (optional) ------------------------------------------------------------

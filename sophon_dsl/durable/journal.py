@@ -10,9 +10,17 @@ completion, and the barrier the runner waits on.
   handed in log order and the writer commits its queue in order, so the committed log is
   always a prefix of the in-memory one.  Cancelled calls are not committed: they run again.
 * ``settle_after_commit`` (the barrier): the runner's "this call ended, examine its
-  dependents" waits until that transaction is committed, then the run's ``on_committed``
-  is called (the journal implements :class:`~sophon_dsl.runtime.store.CommitBarrier` and
-  holds the run's :class:`~sophon_dsl.runtime.store.CommitListener`, never the scheduler).
+  dependents".  The call's completion is still in the pass's batch, so the run's
+  ``on_ended`` examines them at once and every call that makes ready is *held*
+  (:meth:`Journal.hold`): its intent, if it needs one, joins that same batch, and it starts
+  when the batch is committed.  So a dependent never starts before its input is committed,
+  a call that is not idempotent never before its intent is, and a chain's edge is one
+  transaction: the parent's completion and the child's intent land together (a crash
+  before leaves neither, after leaves the child's intent: in doubt on resume, as it would
+  be one commit later).  Without ``on_ended`` (or once the batch was handed), the barrier
+  waits for the commit and calls ``on_committed`` (the journal implements
+  :class:`~sophon_dsl.runtime.store.CommitBarrier` and holds the run's
+  :class:`~sophon_dsl.runtime.store.CommitListener`, never the scheduler).
 * ``before_start``: a call that is not idempotent commits an intent record before its tool
   starts; on resume it decides what to do with a call found in doubt.
 * ``start_after_intent``: the scheduler's way to that intent without a task: the call's
@@ -121,7 +129,8 @@ class Journal(MemoryStore):
         self.committing: list = []   # outcomes of the batches handed to the store, not known to be committed
         self._sent = 0               # log entries encoded (in a batch) so far
         self._batch: _Batch | None = None  # this pass's completions and intents, not handed yet
-        self._waiting: dict[int, bool] = {}  # call index -> its runner waits for the commit
+        # call index -> the batch its completion is in (True once its runner waits for the commit)
+        self._waiting: dict[int, Any] = {}
         self.cleared: set[int] = set()       # calls that need nothing more before their tool starts
         self._loop: asyncio.AbstractEventLoop | None = None
         self.hooks: JournalHooks | None = None  # the DurableRun: intents, doubt, approvals
@@ -166,7 +175,7 @@ class Journal(MemoryStore):
         self._sent = seq
         batch.calls.append((run_id, rec.id, record))
         batch.ended.append(rec.index)
-        self._waiting[rec.index] = False
+        self._waiting[rec.index] = batch
 
     def _open_batch(self) -> "_Batch":
         if self._loop is None:
@@ -207,11 +216,37 @@ class Journal(MemoryStore):
     # -- the barrier ------------------------------------------------------------------
 
     def settle_after_commit(self, i: int) -> None:
-        """The runner ended call ``i``: its dependents are examined once it is committed."""
-        if i in self._waiting:
-            self._waiting[i] = True
-        elif self.failure is None:
-            self.listener.on_committed(i)
+        """The runner ended call ``i``: its dependents are examined now, held until its
+        completion is committed (see the module docstring), or examined once it is."""
+        waiting = self._waiting
+        batch = waiting.get(i)
+        if batch is None:  # nothing to commit (cancelled), or the store failed
+            if self.failure is None:
+                self.listener.on_committed(i)
+            return
+        on_ended = self.listener.on_ended
+        if batch is self._batch and on_ended is not None:  # (always, from the runner: same pass)
+            del waiting[i]
+            on_ended(i)
+        else:
+            waiting[i] = True
+
+    def hold(self, i: int, args: dict, inline: Any, *, intent: bool) -> None:
+        """Call ``i`` became ready in ``on_ended``: it starts once this pass's batch (the
+        completion it read) is committed, with its intent in that batch if it needs one and
+        ``intent``; ``cleared`` then, but those decided in their task (in doubt on resume, or
+        ``intent`` False: an approval first, or their intent committed in their slot)."""
+        batch = self._batch or self._open_batch()
+        batch.starts.append((i, args, inline))  # (one queue: they start in the order they were ready)
+        if i in self.cleared:
+            return
+        hooks = self.hooks
+        need = hooks.need_before_start(i) if intent and hooks is not None else BeforeStart.IN_TASK
+        if need is BeforeStart.INTENT:
+            cid = self.records[i].id
+            batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", time.time()))
+        elif need is BeforeStart.IN_TASK:  # decided in its task: not cleared when the batch lands
+            batch.keep.add(i)
 
     def _landed(self, batch: "_Batch", landing: Any) -> None:
         exc = landing.exception()
@@ -221,11 +256,12 @@ class Journal(MemoryStore):
         if exc is not None:
             return
         if batch.starts:
-            self.cleared.update(i for i, _, _ in batch.starts)
+            keep = batch.keep
+            self.cleared.update(i for i, _, _ in batch.starts if i not in keep)
             self.listener.on_intents(batch.starts)
         waiting, settled = self._waiting, self.listener.on_committed
         for i in batch.ended:
-            if waiting.pop(i, False) and self.failure is None:
+            if waiting.pop(i, None) is True and self.failure is None:
                 settled(i)
 
     def fail(self, exc: BaseException) -> None:
@@ -305,9 +341,11 @@ class Journal(MemoryStore):
 class _Batch:
     """A run's completions and intents of one pass of the event loop, encoded: the rows, the
     indexes of the calls that ended, the futures of the calls waiting for their intents (a
-    runner past an approval) and the calls to start once their intents are committed."""
+    runner past an approval), the calls to start once the batch is committed (their intents
+    in it, or their input: :meth:`Journal.hold`) and those of them decided in their task
+    (not ``cleared`` then)."""
 
-    __slots__ = ("log", "calls", "intents", "ended", "waiters", "starts")
+    __slots__ = ("log", "calls", "intents", "ended", "waiters", "starts", "keep")
 
     def __init__(self) -> None:
         self.log: list = []
@@ -316,6 +354,7 @@ class _Batch:
         self.ended: list = []
         self.waiters: list = []
         self.starts: list = []
+        self.keep: set = set()
 
     def resolve(self, exc: BaseException | None) -> None:
         for done in self.waiters:

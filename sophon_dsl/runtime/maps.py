@@ -520,7 +520,10 @@ class MapDriver:
         else:
             rec.reason = err.cause
             self.runner.fail(j, err)  # (finishes it)
-        s.settled(j)
+        if s.barrier is None:
+            s.settled(j)
+        else:  # the barrier, as for a call the runner ends: its readers start once it is committed
+            s.barrier.settle_after_commit(j)
 
 
 def body_wiring(spec: MapSpec, ids: list[str]) -> list[tuple[int, ...] | None] | None:

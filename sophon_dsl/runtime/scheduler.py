@@ -165,7 +165,8 @@ class Scheduler:
         self.barrier: CommitBarrier | None = store if isinstance(store, CommitBarrier) else None
         run_id = self.barrier.run_id if self.barrier is not None else None
         if self.barrier is not None:
-            self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls))
+            self.barrier.connect(CommitListener(self.settled, self.start_committed, self.cancel, self.calls,
+                                                self.settled_held))
         self.invoker: Invoker = (invoker if invoker is not None
                                  else LocalInvoker(opts.executor, opts.max_threads or opts.max_workers))
         header = self.feed.plan
@@ -222,6 +223,9 @@ class Scheduler:
         self._burst = 0
         self._held = 0  # calls whose tasks wait for their intents to be committed (durable runs)
         self._parked = False  # the queue stopped draining until intents land (_INTENT_WINDOW)
+        # examining the dependents of a completion not committed yet (settled_held): the
+        # calls it makes ready are held by the barrier, not started
+        self._holding = False
         self.plan_error: ErrorInfo | None = None
         self.on_dispatch: Callable[[int], Any] | None = None  # told when a call's task is created
         # every call passes the gate before it starts (approval, taint, budget: runtime/gate.py)
@@ -567,9 +571,35 @@ class Scheduler:
                 return
             i = work.popleft()
 
+    def settled_held(self, i: int) -> None:
+        """:meth:`settled` for a durable run's call whose completion is not committed yet
+        (``CommitListener.on_ended``): what its end makes ready is held by the barrier until
+        that completion is committed, with the intents it needs in the same transaction."""
+        self._holding = True
+        try:
+            self.settled(i)
+        finally:
+            self._holding = False
+
+    def _hold(self, j: int, args: Any, inline: Any) -> None:
+        """Call ``j`` is ready in :meth:`settled_held`: the barrier starts it (start_committed)
+        once the completion it read is committed.  Its intent goes in the same transaction
+        unless it commits its own later (start_task: an approval first, or in its slot under
+        ``max_concurrency``); a map call commits none (its items do)."""
+        self._decided[j] = True
+        self._held += 1
+        call = self.calls[j]
+        intent = call.map is None and not self.runner.intent_in_slot and not self.gate.may_ask(j, call)
+        self.barrier.hold(j, args, inline, intent=intent)
+
     def _consider(self, j: int) -> bool:
         """Dispatch, skip or fail ``j`` if its inputs are decided. True if it ended here."""
         inputs = self.inputs
+        if self._holding and inputs.reads_nothing(j):  # (its arguments built when it starts)
+            if self.track_waits:
+                self._record_waits(j)
+            self._hold(j, _LATER, None)
+            return False
         if (self._ready or self._burst >= _BURST) and inputs.reads_nothing(j):
             # reads nothing: always ready, and queued: its arguments are built when its
             # task is created (see _pump), so do not build them twice
@@ -596,8 +626,11 @@ class Scheduler:
             rec.reason = payload.cause
             self.finish(j, "failed")
             return True
-        self._decided[j] = True
         args, inline = payload
+        if self._holding:
+            self._hold(j, args, inline)
+            return False
+        self._decided[j] = True
         if self._ready or self._burst >= _BURST:
             if not self._ready:
                 self._loop.call_soon(self._pump)

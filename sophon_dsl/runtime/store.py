@@ -23,11 +23,15 @@ Contract (every store):
 The scheduler tells a store it was given about record changes; its own default
 :class:`MemoryStore` has nothing to do then, and is not told (two calls per call saved).
 
-A durable store also implements :class:`CommitBarrier`: a call's dependents are examined
-only once its completion is committed, and a call that is not idempotent starts only once
-its intent is.  The scheduler hands it a :class:`CommitListener` (what to do when something
-is committed, or when the store fails) and otherwise talks to it through the protocol's
-methods: it never reaches into the store, and the store never holds the scheduler.
+A durable store also implements :class:`CommitBarrier`: a call's dependents start only once
+its completion is committed, and a call that is not idempotent starts only once its intent
+is.  They may be *examined* before: while the completion waits in the batch being gathered,
+the dependents it makes ready are decided at once and held (:meth:`CommitBarrier.hold`), the
+intents of those that need one join that same batch, and they start when it is committed;
+a chain's edge is then one commit instead of two (the completion's, then the intent's).
+The scheduler hands it a :class:`CommitListener` (what to do when something is committed,
+or when the store fails) and otherwise talks to it through the protocol's methods: it never
+reaches into the store, and the store never holds the scheduler.
 
 ``tests/test_store_conformance.py`` runs one suite on every implementation (memory, the
 SQLite and PostgreSQL journals, the dry-run's sampled store), by capability: ``log`` and
@@ -77,12 +81,17 @@ class CommitListener:
     examined; ``on_intents(starts)``: the intents of these ``(call, args, inline)`` are
     committed, their tasks may start; ``on_failed()``: the store refused a transaction,
     the run stops; ``calls``: the run's calls by index (grown in place as calls join),
-    read for a call's output paths when its completion is encoded."""
+    read for a call's output paths when its completion is encoded; ``on_ended(i)``, when
+    given: call ``i``'s completion is in the batch being gathered (not committed yet), its
+    dependents are examined now and every call that makes ready goes to
+    :meth:`CommitBarrier.hold` instead of starting (without it, the barrier waits for the
+    commit and calls ``on_committed``)."""
 
     on_committed: Callable[[int], None]
     on_intents: Callable[[Sequence[tuple]], None]
     on_failed: Callable[[], None]
     calls: Sequence[Call]
+    on_ended: Callable[[int], None] | None = None
 
 
 @runtime_checkable
@@ -104,7 +113,13 @@ class CommitBarrier(Protocol):
 
     def settle_after_commit(self, i: int) -> None:
         """The runner ended call ``i``: ``on_committed(i)`` once its completion is committed
-        (at once when it has nothing to commit)."""
+        (at once when it has nothing to commit), or ``on_ended(i)`` at once while its
+        completion waits in the batch being gathered."""
+
+    def hold(self, i: int, args: dict, inline: Any, *, intent: bool) -> None:
+        """Call ``i`` is ready during ``on_ended``: it starts (``on_intents``) only once the
+        batch being gathered is committed; its intent joins that batch if it needs one and
+        ``intent`` (False: it commits its own later, after an approval or in its slot)."""
 
     def before_start(self, i: int, call: Call, args: dict, *, intent: bool) -> Awaitable[ErrorInfo | None]:
         """What call ``i`` needs before its tool starts (a decision about a call in doubt, its

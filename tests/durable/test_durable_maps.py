@@ -259,3 +259,33 @@ $state.after = look(n=1, x=$state.out[0].b)
         assert plans.comparable(resumed) == reference, trial
         assert not committed & {e["call"] for e in plans.ledger_lines()[before:]}, trial
     assert mid_map >= 2
+
+
+def test_a_map_s_dependent_starts_once_the_map_s_completion_is_committed(tmp_path):
+    """The barrier holds for a map call as for any call: its reader, idempotent or not, finds
+    the map's record and its result committed when its tool starts (and a reader that is
+    not idempotent, its own intent)."""
+    path = str(tmp_path / "runs.db")
+    seen: dict = {}
+
+    @sophon_dsl.tool(name="item")
+    def item(n: int) -> int:
+        return n * 2
+
+    def reader(name):
+        def read(xs: list) -> int:
+            with sqlite3.connect(path) as conn:
+                seen[name] = ({c for (c,) in conn.execute("SELECT call_id FROM calls")},
+                              {c for (c,) in conn.execute("SELECT call_id FROM intents")})
+            return sum(xs)
+        return read
+
+    pure = sophon_dsl.tool(name="pure", idempotent=True)(reader("pure"))
+    act = sophon_dsl.tool(name="act2")(reader("act2"))
+    plan = ("m: $state.xs = map(over=[1, 2], as=v) {\n    $local.y = item(n=$v)\n    return $local.y\n}\n"
+            "p: $state.p = pure(xs=$state.xs)\nq: $state.q = act2(xs=$state.xs)\n")
+    r = sophon_dsl.run(plan, tools=[item, pure, act], store=f"sqlite:///{path}")
+    assert r.ok, r.error
+    assert r.state["state"]["p"] == r.state["state"]["q"] == 6
+    assert "m" in seen["pure"][0] and "m" in seen["act2"][0]
+    assert "q" in seen["act2"][1] and "p" not in seen["pure"][1]

@@ -93,6 +93,70 @@ def test_barrier_and_intents(tmp_path):
     assert seen["intents"] == [("a",)]                 # idempotent: no intent
 
 
+def test_a_chain_edge_is_one_transaction_and_its_dependent_starts_after_it(tmp_path):
+    """A call that is not idempotent and reads another's result: its intent is committed in
+    the transaction of its parent's completion (one commit per edge, not two), and when its
+    tool starts both are committed.  Counted on chains of 4 and 8 calls: 4 more edges, 4 more
+    transactions."""
+    seen: dict = {}
+    db: list = []
+
+    @tool
+    def step(x: int) -> int:
+        cid = sophon_dsl.current_call().call_id
+        seen[cid] = ({c for (c,) in _rows(db[0], "SELECT call_id FROM calls")},
+                     {c for (c,) in _rows(db[0], "SELECT call_id FROM intents")})
+        return x + 1
+
+    def chain(n):
+        return "c0: $state.v0 = step(x=0)\n" + "".join(
+            f"c{i}: $state.v{i} = step(x=$state.v{i - 1})\n" for i in range(1, n))
+
+    added = {}
+    for n in (4, 8):
+        path = str(tmp_path / f"chain{n}.db")
+        db[:] = [path]
+        seen.clear()
+        store = sophon_dsl.open_store(f"sqlite:///{path}")
+        try:
+            r = sophon_dsl.run(chain(n), tools=[step], store=store)
+            added[n] = store.transactions
+        finally:
+            store.close()
+        assert r.ok and r.state["state"][f"v{n - 1}"] == n
+        for i in range(n):
+            committed, intents = seen[f"c{i}"]
+            assert committed == {f"c{k}" for k in range(i)}  # the barrier: its parent's completion
+            assert intents == {f"c{k}" for k in range(i + 1)}  # its own intent, not the next one's
+    assert added[8] - added[4] == 4
+
+
+def test_a_crash_at_the_edge_commit_leaves_both_or_neither(tmp_path):
+    """The store stops at the transaction carrying a's completion and b's intent (the third:
+    the run row, a's intent, then that one), or just after it: a resume finds a in doubt and
+    b never started, or a committed and b in doubt; with unknown="rerun" both end as an
+    uninterrupted run, and a committed call never runs again."""
+    plan = "a: $state.a = act(n=1)\nb: $state.b = act(n=2, x=$state.a)\n"
+    reference = plans.comparable(sophon_dsl.run(plan, tools=plans.TOOLS))
+    for limit, committed, intents in ((2, set(), {"a"}), (3, {"a"}, {"a", "b"})):
+        path = str(tmp_path / f"edge{limit}.db")
+        plans.reset_ledger()
+        store = FaultyStore(path, limit)
+        try:
+            first = sophon_dsl.run(plan, tools=plans.TOOLS, store=store, run_id="r")
+        finally:
+            store.close()
+        assert first.error is not None and first.error.error == "Store.CommitFailed"
+        assert {c for (c,) in _rows(path, "SELECT call_id FROM calls")} == committed
+        assert {c for (c,) in _rows(path, "SELECT call_id FROM intents")} == intents
+        ran_before = [e["call"] for e in plans.ledger_lines()]
+        assert "b" not in ran_before or "b" in intents  # b never ran without its intent
+        again = _resume(path, "r", unknown="rerun")
+        assert plans.comparable(again) == reference
+        ran_after = [e["call"] for e in plans.ledger_lines()][len(ran_before):]
+        assert not committed & set(ran_after)
+
+
 def _resume(path, run_id, **kw):
     forget_lease(path, run_id)
     return sophon_dsl.resume(run_id, store=f"sqlite:///{path}", tools=plans.TOOLS, **kw)
