@@ -35,8 +35,9 @@ class DaskExecutor:
     ``routing`` (a :class:`~.config.Routing`, or the data of an executor config) narrows
     which tools go to the cluster.  ``preflight_timeout`` bounds the check on the workers
     made before a run starts (30 s: a worker process imports the tools file, and whatever it
-    imports, the first time it is asked; a cluster that does not answer at all is E703).  An embedded cluster (``dask:local``) starts on first use and
-    stops at :meth:`close` (or when the process exits).
+    imports, the first time it is asked; a cluster that does not answer at all is E703).
+    An embedded cluster (``dask:local``) starts on first use and stops at :meth:`close` (or
+    when the process exits).
     """
 
     def __init__(self, address: str | None = None, *, client: Any = None, routing: Any = None,
