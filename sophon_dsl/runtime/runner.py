@@ -324,8 +324,12 @@ class CallRunner:
         rec.error = err
         if reason is not None:
             rec.reason = reason
-        self.state.finish(i, "failed")
-        self.state.settled(i)
+        s = self.state
+        s.finish(i, "failed")
+        if s.barrier is None:
+            s.settled(i)
+        else:  # as after any end: its readers start once the failure is committed
+            s.barrier.settle_after_commit(i)
 
     def _timeout_for(self, call: Call) -> float | None:
         return call.timeout if call.timeout is not None else self.opts.timeout

@@ -498,3 +498,33 @@ def test_the_prompt_for_a_call_in_doubt_says_what_approving_does(tmp_path):
     assert shown[0] == "Call a started before the run was interrupted; its outcome is unknown."
     assert "Reject: it fails with Call.OutcomeUnknown" in shown[1]
     assert any(line.strip() == "n=1" for line in shown)
+
+
+def test_a_refused_calls_fallback_reader_starts_after_the_refusal_is_committed(tmp_path):
+    """A call refused at the per-call gate ends failed without running; a reader with a
+    ``||`` alternative starts only once that failure is committed, as after any call's end
+    (a crash in between would otherwise leave a reader that ran on an end nobody recorded).
+    (A guard: the old path settled at once, but its reader's thread came after the commit
+    here too.)"""
+    path = str(tmp_path / "runs.db")
+    seen: list = []
+
+    @tool(name="pay", risk="high")
+    def pay(amount: int) -> dict:
+        return {"paid": amount}
+
+    @tool(name="note", risk="none", idempotent=True)
+    def note(error: object = None) -> str:
+        seen.append({c for (c,) in _rows(path, "SELECT call_id FROM calls")})
+        return "noted"
+
+    async def plan_yes_call_no(req):
+        return req.kind == "plan"
+
+    plan = ("c1: $state.receipt || $state.error = pay(amount=5)\n"
+            "c2: $state.n = note(error=$state.receipt || $input.none)\n")
+    r = sophon_dsl.run(plan, tools=[pay, note], store=f"sqlite:///{path}", approve=plan_yes_call_no,
+                       approve_calls=True, input={"none": "no receipt"})
+    assert [(c.id, c.status) for c in r.calls] == [("c1", "failed"), ("c2", "succeeded")]
+    assert r.calls[0].error.error == "Approval.Rejected"
+    assert seen == [{"c1"}]
