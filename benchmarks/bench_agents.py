@@ -288,7 +288,7 @@ class ToolBox:
             src = (f"async def {name}({sig}) -> {py.get(decl.get('returns'), 'Any')}:\n"
                    f"    return await _box.call({name!r}, {body})\n")
             ns: dict[str, Any] = {"_box": self, "Any": Any}
-            exec(src, ns)  # noqa: S102 - the benchmark's own tool declarations
+            exec(src, ns)  # the benchmark's own tool declarations
             fn = ns[name]
             fn.__doc__ = decl.get("description", name)
             out.append(fn)
@@ -398,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_owner: SimServer
     protocol_version = "HTTP/1.0"   # close-delimited bodies
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _json(self, status: int, body: Any) -> None:
@@ -413,7 +413,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode())
         self.wfile.flush()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         arrived = time.perf_counter()
         owner = self.server_owner
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")

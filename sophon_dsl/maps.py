@@ -203,7 +203,7 @@ def _builder(cls: type, given: tuple[str, ...]) -> Callable[..., Any]:
         env[f"set_{name}"] = cls.__dict__[name].__set__  # the slot (or the class's own descriptor)
         lines.append(f"    set_{name}(node, {name if name in given else f'base[{n}]'})")
     lines.append("    return node")
-    exec("\n".join(lines), env)  # noqa: S102 - source built above from the field names only
+    exec("\n".join(lines), env)  # source built above from the field names only
     return env["build"]
 
 
@@ -461,7 +461,7 @@ def _compile_maker(template: ItemTemplate, with_source: bool, batch: bool = Fals
         code = compile(source, "<map item maker>", "exec")
         if len(_maker_code) < 256:
             _maker_code[source] = code
-    exec(code, env)  # noqa: S102 - source built above from field names and constants' names
+    exec(code, env)  # source built above from field names and constants' names
     return env["make_items" if batch else "make"]
 
 

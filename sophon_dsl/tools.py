@@ -106,7 +106,7 @@ def context_parameter(func: Callable[..., Any]) -> str | None:
         return None
     try:
         hints = get_type_hints(func, include_extras=True)
-    except Exception:  # another hint does not resolve: read the text
+    except Exception:  # noqa: BLE001 - another hint does not resolve: read the text
         return next((n for n, a in anns.items()
                      if n != "return" and type(a) is str and _CONTEXT_TEXT.fullmatch(a)), None)
     return next((n for n, a in hints.items() if n != "return" and _is_context(a)), None)
@@ -206,7 +206,7 @@ def _hint_problem(func: Callable[..., Any], exc: Exception) -> str:
         return str(exc)
     try:
         hints = get_type_hints(func, include_extras=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - unresolved hints: nothing to look through
         hints = {}
     stack, seen = list(hints.values()), set()
     while stack:
@@ -234,7 +234,7 @@ def schemas_from_function(func: Callable[..., Any]) -> tuple[dict, dict | None]:
     sig = inspect.signature(func)
     try:
         hints = get_type_hints(func, include_extras=True)
-    except Exception:  # unresolved forward references: fall back to untyped
+    except Exception:  # noqa: BLE001 - unresolved forward references: fall back to untyped
         hints = {}
     plain = plain_schemas(func, sig, hints)
     return plain if plain is not None else pydantic_schemas(func, sig, hints)
@@ -330,7 +330,7 @@ def _extra_arguments(sig: inspect.Signature, hints: dict) -> Any:
                 return True
             try:
                 extra = pydantic.TypeAdapter(pydantic_ready(ann)).json_schema()
-            except Exception:  # a type pydantic cannot describe: any value
+            except Exception:  # noqa: BLE001 - a type pydantic cannot describe: any value
                 return True
             extra.pop("title", None)
             return extra or True
@@ -375,7 +375,7 @@ class _ArgumentConverter:
     def _build(self) -> dict[str, Any]:
         try:
             hints = get_type_hints(self.fn, include_extras=True)
-        except Exception:  # unresolved forward references: nothing can be converted
+        except Exception:  # noqa: BLE001 - unresolved forward references: nothing can be converted
             hints = {}
         sig = inspect.signature(self.fn)
         self._positional = tuple(n for n, p in sig.parameters.items()
@@ -393,7 +393,7 @@ class _ArgumentConverter:
             for pname, ann in wanted.items():
                 try:
                     adapters[pname] = pydantic.TypeAdapter(pydantic_ready(ann))
-                except Exception:  # a type pydantic cannot validate: passed as it is
+                except Exception:  # noqa: BLE001 - a type pydantic cannot validate: passed as it is
                     continue
         return adapters
 

@@ -133,12 +133,12 @@ def load_tool_source(source: str) -> tuple[list[ToolSpec], list[Diagnostic]]:
             return [], [Diagnostic("E110", f"tools file {source!r} does not exist", file=source)]
         try:
             module = _import_file(path)
-        except (Exception, SystemExit) as exc:  # user code: report, never crash
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: report, never crash
             return [], [_failure(source, exc)]
     else:
         try:
             module = importlib.import_module(source)
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: report, never crash
             return [], [_failure(source, exc)]
     tools = tools_in_module(module)
     if not tools:

@@ -56,7 +56,7 @@ class _Rebuild:
             return self.done[id(cls)]
         try:
             fields = typing.get_type_hints(cls, include_extras=True)
-        except Exception:  # unresolved forward references: pydantic will say what is wrong
+        except Exception:  # noqa: BLE001 - unresolved forward references: pydantic will say what is wrong
             return cls
         required = getattr(cls, "__required_keys__", frozenset(fields))
         spelled = {}

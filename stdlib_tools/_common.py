@@ -67,7 +67,7 @@ def clean_schema(schema: dict | None) -> dict | None:
 _DERIVING = threading.local()
 
 
-def Field(**kwargs: Any) -> Any:  # noqa: N802 - pydantic's name, used the same way
+def Field(**kwargs: Any) -> Any:  # pydantic's name, used the same way
     """``pydantic.Field(**kwargs)`` while a schema is derived; elsewhere (the runtime reading
     a tool's hints to convert its arguments) a :class:`_LaterField` that becomes one only if
     pydantic is asked for a schema of it.  The tool modules' hints are text (postponed

@@ -13,7 +13,7 @@ __all__ = ["ToolError"]
 
 try:  # the runtime records a RunError as {error, cause} with our code, not as Tool.Failed
     from sophon_dsl.runtime.errors import RunError as _Base
-except Exception:  # pragma: no cover - runtime absent or broken: a plain exception still works
+except Exception:  # noqa: BLE001  # pragma: no cover - runtime absent or broken: a plain exception still works
     _Base = Exception  # type: ignore[misc,assignment]
 
 

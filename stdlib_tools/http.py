@@ -62,7 +62,7 @@ class GuardedBackend:
                 return await self._inner.connect_tcp(addr, port, timeout=timeout,
                                                      local_address=local_address,
                                                      socket_options=socket_options)
-            except Exception as exc:  # try the next address
+            except Exception as exc:  # noqa: BLE001 - try the next address
                 last = exc
         assert last is not None
         raise last
@@ -238,7 +238,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
             current = httpx.URL(str(url))
             if query:
                 current = current.copy_merge_params(query)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - httpx raises several types for a bad URL: one named error
             raise ToolError("Http.InvalidUrl", f"invalid URL {url!r}: {exc}") from None
         transport = _make_transport(config, allow)
         try:  # one deadline for the whole exchange: httpx's timeout is per read, and a
@@ -276,7 +276,7 @@ def build(config: StdlibConfig) -> list[ToolSpec]:
                                                     f"more than {config.http_max_redirects} redirects")
                                 try:
                                     nxt = current.join(location)
-                                except Exception as exc:
+                                except Exception as exc:  # noqa: BLE001 - as for the URL: one named error
                                     raise ToolError("Http.InvalidRedirect",
                                                     f"bad redirect {location!r}: {exc}") from None
                                 if response.status_code == 303 or (

@@ -183,7 +183,7 @@ _comment_block = st.lists(comments, max_size=2).map(tuple)
 def calls(draw, comments: bool = False) -> Call:
     names = draw(st.lists(param_names, max_size=4, unique=True))
     params = tuple(Param(n, draw(values)) for n in names)
-    opt = lambda s: draw(st.none() | s)  # noqa: E731
+    opt = lambda s: draw(st.none() | s)
     return Call(
         tool=draw(tool_names),
         params=params,
@@ -287,7 +287,7 @@ def map_calls(draw, depth: int = 1) -> Call:
         tolerate=tolerate,
         tolerate_percent=percent,
     )
-    opt = lambda s: draw(st.none() | s)  # noqa: E731
+    opt = lambda s: draw(st.none() | s)
     return make_map_call(spec, output=opt(output_targets), id=opt(ids), risk=opt(st.sampled_from(list(Risk))),
                          timeout=opt(st.integers(1, 3600)), after=draw(st.lists(ids, max_size=2).map(tuple)))
 

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from strategies import plans  # noqa: E402
+from strategies import plans
 
-from sophon_dsl.llm.prompt import build_messages, compact_dsl, compact_plan, render_plan  # noqa: E402
-from sophon_dsl.loader import loads  # noqa: E402
-from sophon_dsl.syntax.dsl_parser import parse_dsl  # noqa: E402
-from sophon_dsl.syntax.dsl_printer import print_dsl  # noqa: E402
+from sophon_dsl.llm.prompt import build_messages, compact_dsl, compact_plan, render_plan
+from sophon_dsl.loader import loads
+from sophon_dsl.syntax.dsl_parser import parse_dsl
+from sophon_dsl.syntax.dsl_printer import print_dsl
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

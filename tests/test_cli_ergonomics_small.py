@@ -40,7 +40,7 @@ class _Sink:
     def __init__(self) -> None:
         self.envelopes: list = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802
+    async def handle_DATA(self, server, session, envelope):
         self.envelopes.append(envelope)
         return "250 Message accepted for delivery"
 

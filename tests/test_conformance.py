@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance_support import collect_cases  # noqa: E402
+from conformance_support import collect_cases
 
 CORPUS = Path(__file__).resolve().parent.parent / "spec" / "conformance"
 CASE_KEYS = {"name", "rule", "form", "plan", "tools", "max_calls", "require_executor", "require_implementations",

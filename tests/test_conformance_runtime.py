@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance_support import collect_cases  # noqa: E402
+from conformance_support import collect_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "spec" / "conformance" / "runtime"

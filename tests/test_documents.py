@@ -78,7 +78,7 @@ def test_spans_of_calls_params_and_values():
     plan = ok(text)
     a, b = plan.calls
     l2 = text.split("\n")[1]
-    col = lambda s, start=0: l2.index(s, start) + 1  # noqa: E731
+    col = lambda s, start=0: l2.index(s, start) + 1
     assert (a.span.line, a.span.column, a.span.end_column) == (2, col("{"), len(l2))
     assert (a.tool_span.line, a.tool_span.column, a.tool_span.end_column) == (2, col('"a"'), col('"a"') + 3)
     p = a.param("x")

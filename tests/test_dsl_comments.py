@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from strategies import plans  # noqa: E402
+from strategies import plans
 
-from sophon_dsl.cli import main  # noqa: E402
-from sophon_dsl.loader import dumps, loads  # noqa: E402
-from sophon_dsl.model import Call, Literal, Mode, Plan  # noqa: E402
-from sophon_dsl.syntax.dsl_parser import parse_dsl  # noqa: E402
-from sophon_dsl.syntax.dsl_printer import format_comment, print_dsl  # noqa: E402
+from sophon_dsl.cli import main
+from sophon_dsl.loader import dumps, loads
+from sophon_dsl.model import Call, Literal, Mode, Plan
+from sophon_dsl.syntax.dsl_parser import parse_dsl
+from sophon_dsl.syntax.dsl_printer import format_comment, print_dsl
 
 COMMENTED = '''\
 #!/usr/bin/env sophon-dsl

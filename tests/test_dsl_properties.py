@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from strategies import plans  # noqa: E402
+from strategies import plans
 
-from sophon_dsl.syntax.dsl_parser import parse_dsl  # noqa: E402
-from sophon_dsl.syntax.dsl_printer import print_dsl  # noqa: E402
+from sophon_dsl.syntax.dsl_parser import parse_dsl
+from sophon_dsl.syntax.dsl_printer import print_dsl
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

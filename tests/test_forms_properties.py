@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, assume, given, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from strategies import plans  # noqa: E402
+from strategies import plans
 
-import sophon_dsl  # noqa: E402
-from sophon_dsl.model import Literal  # noqa: E402
+import sophon_dsl
+from sophon_dsl.model import Literal
 
 
 def _representable_in_documents(plan) -> bool:

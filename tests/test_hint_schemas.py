@@ -58,7 +58,7 @@ def test_any_other_hint_is_left_to_pydantic(hint):
 
 
 def _functions():
-    def plain(userName: str, n: int = 5, profile: dict = None, o: Optional[int] = None,  # noqa: RUF013
+    def plain(userName: str, n: int = 5, profile: dict = None, o: Optional[int] = None,
               b: bool = True, fl: float = 1.5, a=None, name: str = "x", d: dict[str, int] | None = None,
               **more) -> dict:
         pass

@@ -23,7 +23,7 @@ class _Collector(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.hits.append(self.path)  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Length", "2")

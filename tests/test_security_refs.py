@@ -22,7 +22,7 @@ class _Counter(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.hits.append(self.path)  # type: ignore[attr-defined]
         body = json.dumps({"enum": ["secret-token-42"]}).encode()
         self.send_response(200)

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict  # pydantic needs this one on Python < 3
 from sophon_dsl import tool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from competitors_tools import Company, Sheet, gmail_send, sheet_create, web_search  # noqa: E402,F401
+from competitors_tools import Company, Sheet, gmail_send, sheet_create, web_search  # noqa: F401
 
 
 class Page(TypedDict):

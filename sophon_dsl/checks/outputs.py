@@ -97,7 +97,7 @@ class OutputSchema(Rule):
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             instance = literal_json(v)
             err = jsonschema.exceptions.best_match(cls(schema, registry=offline_registry()).iter_errors(instance))
-        except Exception:  # a malformed schema, unresolvable $ref, bad regex...: no check
+        except Exception:  # noqa: BLE001 - a malformed schema, unresolvable $ref, bad regex...: no check
             return
         if err is None:
             return

@@ -36,7 +36,7 @@ def query_schema(query: str, schema: Any, root: Any) -> tuple[Any, Any] | None:
 
     try:
         ast = _compile(query).parsed
-    except Exception:  # reported as E105 when the plan was read
+    except Exception:  # noqa: BLE001 - reported as E105 when the plan was read
         return None
     out = _through(ast, schema, root)
     return None if out is None else (out, root)
@@ -173,7 +173,7 @@ class ParamTypes(Rule):
             try:
                 cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
                 v = cls(s, registry=offline_registry())  # never fetch a remote $ref
-            except Exception:  # pragma: no cover - malformed schema: skip the check
+            except Exception:  # noqa: BLE001  # pragma: no cover - malformed schema: skip the check
                 v = None
         cache[key] = v
         return v
@@ -187,7 +187,7 @@ class ParamTypes(Rule):
         try:
             instance = literal_json(p.value)
             err = _first_best_match(list(v.iter_errors(instance)))
-        except Exception:  # unresolvable $ref, bad regex...: skip
+        except Exception:  # noqa: BLE001 - unresolvable $ref, bad regex...: skip
             return
         if err is None:
             return

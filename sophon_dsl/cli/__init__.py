@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _warning_line(command: str, default: Callable) -> Callable:
     """Show sophon-dsl's own warnings (a run store open to other users) in the CLI's style,
     ``sophon-dsl run: warning: ...``, instead of Python's file:line form."""
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+    def show(message, category, filename, lineno, file=None, line=None):
         if category.__module__.startswith("sophon_dsl."):
             print(f"sophon-dsl {command}: warning: {message}", file=file or sys.stderr)
         else:

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..errors import SophonError
-from ..files import write_file  # noqa: F401 - fmt -w writes through it (kept here for the CLI modules)
+from ..files import write_file  # fmt -w writes through it (kept here for the CLI modules)
 
 if TYPE_CHECKING:  # (imported where used: `sophon-dsl --help` imports this module, not the core)
     from ..diagnostics import Diagnostic

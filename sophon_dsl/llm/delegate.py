@@ -89,7 +89,7 @@ def load_request(source: Any, base_dir: str | os.PathLike | None = None, *, conf
                     data = yaml.safe_load(text)
                 else:
                     data = json.loads(text)
-            except Exception as exc:  # unreadable, not UTF-8, not JSON/YAML: the call fails, named
+            except Exception as exc:  # noqa: BLE001 - unreadable, not UTF-8, not JSON/YAML: the call fails, named
                 raise RunError(DELEGATE_FAILED, f"delegate request {p} cannot be read: "
                                f"{type(exc).__name__}: {exc}") from None
             if not isinstance(data, dict):

@@ -44,7 +44,7 @@ from ..errors import OptionError
 from ..checks import Checker, deferred_codes
 from ..compiler import MAP_SPEC, effective_registry
 from ..diagnostics import Diagnostic
-from ..instances import instance_kind, route_instance  # noqa: F401 - re-exported
+from ..instances import instance_kind, route_instance  # re-exported
 from ..maps import MAP_TOOL, known_calls
 from ..model import Call, Mode, Plan, Value
 from ..outputpath import prescribe_call

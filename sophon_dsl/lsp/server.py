@@ -174,7 +174,7 @@ def guarded(what: str, fn: Callable[[], Any], default: Any = None) -> Any:
     """Run one request's work; anything it raises is logged and answered with ``default``."""
     try:
         return fn()
-    except Exception:  # noqa: BLE001 - bad input never ends the server
+    except Exception:  # bad input never ends the server
         log.exception("sophon-dsl lsp: %s failed", what)
         return default
 
@@ -354,7 +354,7 @@ def build(debounce: float = 0.05) -> SophonLanguageServer:
 
 
 def _inside(inner: t.Range, outer: t.Range) -> bool:
-    key = lambda p: (p.line, p.character)  # noqa: E731
+    key = lambda p: (p.line, p.character)
     return key(outer.start) <= key(inner.start) and key(inner.end) <= key(outer.end)
 
 

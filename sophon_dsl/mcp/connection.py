@@ -94,7 +94,7 @@ class McpConnection:
         source = McpToolSource(self.config)
         try:
             await source.connect()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - whatever ends the attempt goes to its waiter
             if not r.ready.done():
                 r.ready.set_exception(exc if isinstance(exc, Exception)
                                       else connection_failed(self.config.label, exc))

@@ -108,9 +108,9 @@ def _build(fields: tuple) -> Event:
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _SETTERS
     (type_, plan_id, goal, step_index, total_steps, status, call_id, tool, attempt, preview, error, reason,
      when, data) = fields
-    s0(ev, type_); s1(ev, plan_id); s2(ev, goal); s3(ev, step_index); s4(ev, total_steps)  # noqa: E702
-    s5(ev, status); s6(ev, call_id); s7(ev, tool); s8(ev, attempt); s9(ev, preview)  # noqa: E702
-    s10(ev, error); s11(ev, reason); s12(ev, when); s13(ev, data)  # noqa: E702
+    s0(ev, type_); s1(ev, plan_id); s2(ev, goal); s3(ev, step_index); s4(ev, total_steps)
+    s5(ev, status); s6(ev, call_id); s7(ev, tool); s8(ev, attempt); s9(ev, preview)
+    s10(ev, error); s11(ev, reason); s12(ev, when); s13(ev, data)
     return ev
 
 

@@ -189,7 +189,7 @@ class CallRunner:
                         if _cancelled_by_the_run():
                             raise
                         err = _base_failure(call.tool, exc)
-                    except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's own
+                    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the tool's own
                         err = _base_failure(call.tool, exc)
                     else:
                         err = self.accept(i, call, result)
@@ -458,7 +458,7 @@ class CallRunner:
             if _cancelled_by_the_run():
                 raise
             return _base_failure(call.tool, exc)
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's own
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the tool's own
             return _base_failure(call.tool, exc)
         return self.accept(i, call, result)
 

@@ -99,7 +99,7 @@ def run_call(blob: bytes, payload: Payload) -> tuple:
     except Exception as exc:  # noqa: BLE001 - every failure becomes a named error
         err = error_from_exception(exc)
         return ("error", err.error, err.cause)
-    except BaseException as exc:  # SystemExit, a tool's own BaseException: the call failed
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, a tool's own BaseException: the call failed
         if payload.is_async and isinstance(exc, SystemExit):
             return ("error", TOOL_FAILED, f"{payload.tool} raised SystemExit({exc.code!r})")
         return ("error", TOOL_FAILED, f"tool raised {type(exc).__name__}({exc})")

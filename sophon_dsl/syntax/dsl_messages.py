@@ -387,7 +387,7 @@ def explain(found: str, text: str, line: int, col: int, pos: int, expected: Any,
             hit = rule(w)
             if hit is not None:
                 return hit
-    except Exception:  # pragma: no cover - an explanation must never break the parse
+    except Exception:  # noqa: BLE001  # pragma: no cover - an explanation must never break the parse
         return None
     return None
 

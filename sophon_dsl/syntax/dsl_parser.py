@@ -892,7 +892,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
     if not isinstance(text, str):
         try:
             text = text.decode("utf-8")  # type: ignore[union-attr]
-        except Exception:
+        except Exception:  # noqa: BLE001 - not UTF-8 bytes: read as their text
             text = str(text)
     if text.startswith("\ufeff"):
         text = " " + text[1:]
@@ -907,7 +907,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
         builder._blocks.clear()
         try:
             _run(parser, builder, text)
-        except Exception as e:  # pragma: no cover - defensive
+        except Exception as e:  # noqa: BLE001  # pragma: no cover - defensive
             ctx.diags.append(Diagnostic("E001", f"cannot parse: {type(e).__name__}: {e}", Span(1, 1, 1, 2)))
         finally:
             builder.ctx = _Ctx()
@@ -923,7 +923,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
     if ctx.comments:
         try:
             calls, trivia = attach_comments(ctx.comments, ctx.calls, _statements(ctx), lines)
-        except Exception:  # pragma: no cover - defensive: comments are trivia
+        except Exception:  # noqa: BLE001  # pragma: no cover - defensive: comments are trivia
             calls, trivia = ctx.calls, {}
     try:
         plan = Plan(
@@ -941,7 +941,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
             form="dsl",
             **trivia,
         )
-    except Exception as e:  # pragma: no cover - defensive
+    except Exception as e:  # noqa: BLE001  # pragma: no cover - defensive
         diags.append(Diagnostic("E001", f"cannot build plan: {e}", Span(1, 1, 1, 2), file))
         plan = Plan(file=file, source=text, form="dsl")
     return plan, diags

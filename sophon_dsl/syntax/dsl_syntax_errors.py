@@ -111,7 +111,7 @@ def _accepted(e: UnexpectedToken) -> Any:
     try:
         if e.interactive_parser is not None:
             return e.interactive_parser.accepts() or e.expected
-    except Exception:  # (a parser state it cannot replay: the static set then)
+    except Exception:  # noqa: BLE001 - (a parser state it cannot replay: the static set then)
         pass
     return e.expected
 

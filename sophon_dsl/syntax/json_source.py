@@ -588,7 +588,7 @@ def parse_json(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
     if not isinstance(text, str):
         try:
             text = bytes(text).decode("utf-8")
-        except Exception:
+        except Exception:  # noqa: BLE001 - not bytes, not UTF-8: E002
             return None, [Diagnostic("E002", "input is not UTF-8 text", None, file)]
     too_large = size_problem(text, file)
     if too_large is not None:

@@ -106,7 +106,7 @@ def _compose(text: str):
         loader = _FastLoader(text)
         try:
             return loader, loader.get_single_node()
-        except Exception:
+        except Exception:  # noqa: BLE001 - the composing path reports what it is
             pass
         finally:
             loader.dispose()
@@ -314,7 +314,7 @@ def _read_plain(text: str) -> LocatedNode | None:
     loader = _FastLoader(text)
     try:
         return _Events(loader, LineIndex(text), may_hold_surrogates(text)).document()
-    except Exception:  # anything at all: the composing path decides what it is
+    except Exception:  # noqa: BLE001 - anything at all: the composing path decides what it is
         return None
     finally:
         loader.dispose()
@@ -549,7 +549,7 @@ def parse_yaml(text: str, file: str | None = None) -> tuple[LocatedNode | None, 
     if not isinstance(text, str):
         try:
             text = bytes(text).decode("utf-8")
-        except Exception:
+        except Exception:  # noqa: BLE001 - not bytes, not UTF-8: E003
             return None, [Diagnostic("E003", "input is not UTF-8 text", None, file)]
     too_large = size_problem(text, file)
     if too_large is not None:

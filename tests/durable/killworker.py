@@ -11,8 +11,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import sophon_dsl  # noqa: E402
-from durable import plans  # noqa: E402
+import sophon_dsl
+from durable import plans
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
-from sse_server import Reply, ScriptedLLMServer  # noqa: E402
+from sse_server import Reply, ScriptedLLMServer
 
 TOOLS = str(Path(__file__).with_name("agenttools.py"))
 TRIALS = int(os.environ.get("SOPHON_AGENT_KILL_TRIALS", "1"))

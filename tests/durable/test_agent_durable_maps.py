@@ -24,7 +24,7 @@ from sophon_dsl.llm.agent import Agent
 from sophon_dsl.tools import tool
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
-from sse_server import Reply, ScriptedLLMServer  # noqa: E402
+from sse_server import Reply, ScriptedLLMServer
 
 
 class Crash(BaseException):

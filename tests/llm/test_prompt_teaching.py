@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 
-from strategies import plans_with_maps  # noqa: E402
+from strategies import plans_with_maps
 
-from sophon_dsl import check  # noqa: E402
-from sophon_dsl.diagnostics import Severity  # noqa: E402
-from sophon_dsl.llm.prompt import (  # noqa: E402
+from sophon_dsl import check
+from sophon_dsl.diagnostics import Severity
+from sophon_dsl.llm.prompt import (
     SYSTEM_DSL, SYSTEM_JSON, build_messages, compact_dsl, compact_plan, render_plan)
-from sophon_dsl.loader import loads  # noqa: E402
-from sophon_dsl.model import Call, ListValue, ObjectValue, Param, Plan, Reference  # noqa: E402
-from sophon_dsl.refs import parse_string_value  # noqa: E402
-from sophon_dsl.syntax.dsl_parser import parse_dsl  # noqa: E402
-from sophon_dsl.tools import tool  # noqa: E402
+from sophon_dsl.loader import loads
+from sophon_dsl.model import Call, ListValue, ObjectValue, Param, Plan, Reference
+from sophon_dsl.refs import parse_string_value
+from sophon_dsl.syntax.dsl_parser import parse_dsl
+from sophon_dsl.tools import tool
 
 _HIT = {"type": "object", "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
         "required": ["title", "url"]}

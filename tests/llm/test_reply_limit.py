@@ -24,7 +24,7 @@ from sophon_dsl.llm.provider import DEFAULT_MAX_REPLY_BYTES, Message, ReplyTooLa
 from sophon_dsl.tools import tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hang_guard import finishes  # noqa: E402
+from hang_guard import finishes
 
 
 class EndlessProvider:

@@ -16,14 +16,14 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from test_delegate import RoutingProvider, is_delegate  # noqa: E402
+from test_delegate import RoutingProvider, is_delegate
 
-from sophon_dsl import check, loads, run  # noqa: E402
-from sophon_dsl.llm.agent import Agent  # noqa: E402
-from sophon_dsl.llm.constrained import solution_from_strict, solution_schema  # noqa: E402
-from sophon_dsl.llm.prompt import build_messages, tool_signature, tools_json  # noqa: E402
-from sophon_dsl.model import ToolDecl  # noqa: E402
-from sophon_dsl.tools import tool  # noqa: E402
+from sophon_dsl import check, loads, run
+from sophon_dsl.llm.agent import Agent
+from sophon_dsl.llm.constrained import solution_from_strict, solution_schema
+from sophon_dsl.llm.prompt import build_messages, tool_signature, tools_json
+from sophon_dsl.model import ToolDecl
+from sophon_dsl.tools import tool
 
 
 @tool(name="mail.search")

@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-import sophon_dsl  # noqa: E402
-from sophon_dsl import Risk  # noqa: E402
-from sophon_dsl.cli import main as cli_main  # noqa: E402
-from sophon_dsl.mcp import (  # noqa: E402
+import sophon_dsl
+from sophon_dsl import Risk
+from sophon_dsl.cli import main as cli_main
+from sophon_dsl.mcp import (
     McpConnection,
     McpServerConfig,
     McpToolError,
@@ -30,8 +30,8 @@ from sophon_dsl.mcp import (  # noqa: E402
     risk_from_annotations,
     shared_connection,
 )
-from sophon_dsl.runtime import RunError, run  # noqa: E402
-from sophon_dsl.toolsource import load_tool_source  # noqa: E402
+from sophon_dsl.runtime import RunError, run
+from sophon_dsl.toolsource import load_tool_source
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "server_stdio.py"

@@ -17,7 +17,7 @@ from sophon_dsl.loader import loads
 from sophon_dsl.runtime import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from hang_guard import finishes  # noqa: E402
+from hang_guard import finishes
 
 FOREVER = "forever"
 

@@ -74,7 +74,7 @@ def plans(draw):
         # inputs: refs to earlier outputs
         candidates = [r for rs in outs for r in rs] + [Reference("state", ("nothing",)), Reference("input", ("x",))]
         kind = draw(st.sampled_from(["none", "ref", "or", "and", "template", "list"]))
-        pick = lambda: draw(st.sampled_from(candidates))  # noqa: E731
+        pick = lambda: draw(st.sampled_from(candidates))
         if kind == "none":
             value = Literal(i)
         elif kind == "ref":

@@ -347,7 +347,7 @@ def _order_conflicts(g: _Gen, specs: list) -> None:
     a reader of it may run before those (found by hypothesis: s6 read a path of s4, which
     waited for s3, but s4 was skipped when s2 failed and s6 wrote before s3's catch)."""
     n = len(specs)
-    writers_of = lambda k, t: [j for j in range(t) if any(_related(k, o) for o in g.out_keys[j])]  # noqa: E731
+    writers_of = lambda k, t: [j for j in range(t) if any(_related(k, o) for o in g.out_keys[j])]
     for t in range(n):
         s = specs[t]
         b: set = set(s["after"])

@@ -43,7 +43,7 @@ def shipped(monkeypatch):
 def web():
     """A real HTTP server on 127.0.0.1: its URL."""
     class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             body = b"hello from the web"
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -99,7 +99,7 @@ def smtp():
     messages, logins = [], []
 
     class Sink:
-        async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        async def handle_DATA(self, server, session, envelope):
             messages.append(envelope)
             return "250 OK"
 

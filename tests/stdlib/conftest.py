@@ -38,13 +38,13 @@ class SmtpSink:
     def __init__(self) -> None:
         self.envelopes: list = []
 
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address.endswith("@refused.example"):
             return "550 no such user"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802
+    async def handle_DATA(self, server, session, envelope):
         self.envelopes.append(envelope)
         return "250 Message accepted for delivery"
 

@@ -14,7 +14,7 @@ from typing import Any
 import sophon_dsl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hang_guard import finishes  # noqa: E402
+from hang_guard import finishes
 
 
 def _bounded(fn: Any, limit: float = 60.0) -> tuple[Any, int]:
@@ -56,7 +56,7 @@ def test_data_query_still_answers():
 
 
 def test_chained_text_join_stops_before_allocating():
-    fifty = lambda ref: "[" + ", ".join([ref] * 50) + "]"  # noqa: E731
+    fifty = lambda ref: "[" + ", ".join([ref] * 50) + "]"
     plan = (f'†state.a = text.join(items={fifty(chr(34) + "x" * 100 + chr(34))})\n'
             f'†state.b = text.join(items={fifty("†state.a")})\n'
             f'†state.c = text.join(items={fifty("†state.b")})\n'

@@ -36,7 +36,7 @@ class _Hostile(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.server.seen.append((self.path, dict(self.headers)))  # type: ignore[attr-defined]
         port = self.server.other_port  # type: ignore[attr-defined]
         if self.path == "/bomb":

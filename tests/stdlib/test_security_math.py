@@ -17,7 +17,7 @@ from stdlib_tools.errors import ToolError
 from stdlib_tools.math import safe_eval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hang_guard import finishes  # noqa: E402
+from hang_guard import finishes
 
 
 def _finishes(fn: Any, limit: float = 60.0) -> Any:

@@ -23,7 +23,7 @@ def test_tag_filters_are_exact(tmp_path):
     t["memory.write"](text="bob's plan", tags=["user-12"])
     t["memory.write"](text="carol's plan", tags=["users"])
     t["memory.write"](text="dan's plan", tags=["user", "1"])
-    found = lambda tags, q="plan": sorted(r["text"] for r in t["memory.search"](query=q, tags=tags)["results"])  # noqa: E731
+    found = lambda tags, q="plan": sorted(r["text"] for r in t["memory.search"](query=q, tags=tags)["results"])
     assert found(["user-1"]) == ["alice's plan"]
     assert found(["user"]) == ["dan's plan"]
     assert found(["user-12"]) == ["bob's plan"]

@@ -68,7 +68,7 @@ class _Redirects(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.send_response(302)
         self.send_header("Location", LOCATIONS[int(self.path.strip("/"))])
         self.send_header("Content-Length", "0")

@@ -116,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         from urllib.parse import parse_qs, urlsplit
 
         self.server.seen.append(("GET", self.path, b""))  # type: ignore[attr-defined]
@@ -141,12 +141,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self._body()
         self.server.seen.append(("POST", self.path, body))  # type: ignore[attr-defined]
         self._send(201, {"received": json.loads(body or b"null"), "path": self.path})
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         body = self._body()
         self.server.seen.append(("PUT", self.path, body))  # type: ignore[attr-defined]
         self._send(200, {"method": "PUT", "text": body.decode()})

@@ -27,7 +27,7 @@ def fetch(url: str) -> str:
 class _Receiver(http.server.BaseHTTPRequestHandler):
     requests: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         req = ExportTraceServiceRequest()
         req.ParseFromString(body)
@@ -37,7 +37,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, *a):  # noqa: ANN002
+    def log_message(self, *a):
         pass
 
 

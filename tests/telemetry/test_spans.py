@@ -157,7 +157,7 @@ def test_an_agent_run_has_turn_spans_and_genai_request_spans(spans):
 class _Echo(http.server.BaseHTTPRequestHandler):
     seen: list = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         _Echo.seen.append(self.headers.get("traceparent"))
         body = b'{"ok": true}'
         self.send_response(200)
@@ -166,7 +166,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *a):  # noqa: ANN002
+    def log_message(self, *a):
         pass
 
 
