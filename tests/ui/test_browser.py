@@ -4,6 +4,7 @@ of each page go to $SOPHON_TEST_ARTIFACTS/ui (default test-artifacts/ui in the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -204,6 +205,22 @@ def test_agent_and_goal_pages(page, agent_and_goal_runs, tmp_path):
         stop(server)
 
 
+@contextlib.contextmanager
+def _live_run(proc, url: str, tmp_path, release):
+    """``(run_id, base)``: the dashboard over ``url`` once ``proc``'s run is running; at the
+    end, whatever happened, the run is released and both processes stop."""
+    server = None
+    try:
+        run_id = wait_status(url, None, {"running"})["run_id"]
+        server, base = start_ui(url, tmp_path)
+        yield run_id, base
+    finally:
+        release.write_text("go")
+        stop(proc)
+        if server is not None:
+            stop(server)
+
+
 def test_an_agent_runs_turns_appear_live(page, tmp_path):
     """An agent run blocked in turn 1 (its call waits for a file): its page shows turn 1 with
     the call running; once released, turn 1's call succeeds and turn 2 (a hostile value in
@@ -218,10 +235,7 @@ def test_an_agent_runs_turns_appear_live(page, tmp_path):
     ]}), encoding="utf-8")
     agent = cli("agent", "wait, then echo", "--tools", "tools.py", "--no-stdlib", "--store", url,
                 "--provider", f"scripted:{script}", "--json", cwd=tmp_path, background=True)
-    server = None
-    try:
-        run_id = wait_status(url, None, {"running"})["run_id"]
-        server, base = start_ui(url, tmp_path)
+    with _live_run(agent, url, tmp_path, release) as (run_id, base):
         page.goto(f"{base}/runs/{run_id}")
         turn1 = page.locator('section.turn[data-turn="1"]')
         expect(turn1.locator("pre.reply")).to_contain_text("wait_for(path=")
@@ -244,11 +258,6 @@ def test_an_agent_runs_turns_appear_live(page, tmp_path):
         page.screenshot(path=str(SHOTS / "run-agent-live-turn2.png"), full_page=True)
         _narrow(page, "run-agent-live")
         assert agent.wait(timeout=60) == 0, agent.stderr.read()
-    finally:
-        release.write_text("go")
-        stop(agent)
-        if server is not None:
-            stop(server)
 
 
 def test_a_goal_runs_steps_verdicts_and_facts_appear_live(page, tmp_path):
@@ -278,10 +287,7 @@ def test_a_goal_runs_steps_verdicts_and_facts_appear_live(page, tmp_path):
                "--planner-provider", f"scripted:{tmp_path / 'planner.json'}",
                "--evaluator-provider", f"scripted:{tmp_path / 'evaluator.json'}", "--json", cwd=tmp_path,
                background=True)
-    server = None
-    try:
-        run_id = wait_status(url, None, {"running"})["run_id"]
-        server, base = start_ui(url, tmp_path)
+    with _live_run(goal, url, tmp_path, release) as (run_id, base):
         page.goto(f"{base}/runs/{run_id}")
         expect(page.locator('tr[data-step="s1"]')).to_contain_text("running")
         expect(page.locator('tr[data-step="s2"]')).to_contain_text("pending")
@@ -305,11 +311,6 @@ def test_a_goal_runs_steps_verdicts_and_facts_appear_live(page, tmp_path):
         page.screenshot(path=str(SHOTS / "run-goal-live-done.png"), full_page=True)
         _narrow(page, "run-goal-live")
         assert goal.wait(timeout=60) == 0, goal.stderr.read()
-    finally:
-        release.write_text("go")
-        stop(goal)
-        if server is not None:
-            stop(server)
 
 
 def test_an_agent_run_that_comes_to_wait_shows_its_approval_panel_live(page, tmp_path):
@@ -324,10 +325,7 @@ def test_an_agent_run_that_comes_to_wait_shows_its_approval_panel_live(page, tmp
                                             '†state.s = send(to="<b>bob</b>")\n']}), encoding="utf-8")
     agent = cli("agent", "wait, then send", "--tools", "tools.py", "--no-stdlib", "--store", url, "--approve", "wait",
                 "--provider", f"scripted:{script}", "--json", cwd=tmp_path, background=True)
-    server = None
-    try:
-        run_id = wait_status(url, None, {"running"})["run_id"]
-        server, base = start_ui(url, tmp_path)
+    with _live_run(agent, url, tmp_path, release) as (run_id, base):
         page.goto(f"{base}/runs/{run_id}")
         expect(page.locator('section.turn[data-turn="1"]')).to_have_count(1)
         assert page.locator("#waiting").count() == 0
@@ -343,8 +341,3 @@ def test_an_agent_run_that_comes_to_wait_shows_its_approval_panel_live(page, tmp
         assert page.evaluate("window.__notReloaded") is True
         page.screenshot(path=str(SHOTS / "run-agent-live-waiting.png"), full_page=True)
         assert agent.wait(timeout=60) == 3, agent.stderr.read()
-    finally:
-        release.write_text("go")
-        stop(agent)
-        if server is not None:
-            stop(server)
