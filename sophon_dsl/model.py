@@ -113,8 +113,8 @@ def defer_span(node: Any, name: str, spans: DeferredSpans) -> None:
     """Store ``spans`` in the span field ``name`` of ``node``, a node its loader has just built
     and not yet handed out (the model is frozen for everyone else): reading the field then
     asks ``spans``.  ``name`` must be one of :func:`span_fields` of the node's class."""
-    if name not in _SPAN_FIELDS.get(type(node), ()):
-        raise ValueError(f"{type(node).__name__}.{name} is not a span field")
+    # (an internal invariant: the loaders name the fields span_fields gave them)
+    assert name in _SPAN_FIELDS.get(type(node), ()), f"{type(node).__name__}.{name} is not a span field"
     object.__setattr__(node, name, spans)
 
 
