@@ -54,3 +54,39 @@ def load_state(loop: Any, data: dict) -> list[PlannedStep]:
     loop.records = {r["id"]: _record(r) for r in data["records"]}
     loop.pending = list(data["pending"])
     return [_step(s) for s in data["last_steps"]]
+
+
+class GoalHold:
+    """While a recorded goal runs, its row holds a lease, renewed (``runs list`` and the
+    dashboard show it running, not interrupted), and a cancel request stored for it
+    (``sophon-dsl cancel RUN_ID``) calls ``on_cancel``; :meth:`release` ends both."""
+
+    lease_s = 60.0
+
+    def __init__(self, store: Any, run_id: str, on_cancel: Any) -> None:
+        import asyncio
+
+        from ..durable.session import owner_id, watch_cancel
+
+        self.store, self.run_id, self.owner = store, run_id, owner_id()
+        self.requested = False
+
+        def cancelled() -> None:
+            self.requested = True
+            on_cancel()
+
+        self._tasks = [asyncio.ensure_future(self._renew()),
+                       asyncio.ensure_future(watch_cancel(store, run_id, cancelled))]
+
+    async def _renew(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        while True:
+            await loop.run_in_executor(None, self.store.acquire_lease, self.run_id, self.owner, self.lease_s)
+            await asyncio.sleep(self.lease_s / 3)
+
+    def release(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.store.release_lease(self.run_id, self.owner).result()

@@ -197,25 +197,39 @@ class GoalRunner:
             # through their goal.step calls, the steps' sub-agents) are inside it
             self._spans.begin(time.time())
             active = self._spans.activate()
+        hold = None
+        if store is not None:
+            from .durable import GoalHold
+
+            hold = GoalHold(store, run_id, asyncio.current_task().cancel)
         try:
-            return await self._finish_driving(loop, driving, run_id, store, started)
+            return await self._finish_driving(loop, driving, run_id, store, started, hold)
         finally:
+            if hold is not None:
+                hold.release()
             if self._spans is not None:
                 self._spans.deactivate(active)
                 self._spans.abandon()  # (no-op once goal_done ended it)
                 self._spans = None
 
     async def _finish_driving(self, loop: "_Loop", driving: Any, run_id: str | None, store: Any,
-                              started: float) -> GoalResult:
+                              started: float, hold: Any = None) -> GoalResult:
         try:
             status, error = await driving
         except asyncio.CancelledError:
             # what was reached goes out with the last event, so a caller that cancelled
             # (Ctrl-C on the CLI) can still show it
-            partial = loop.result(GoalStatus.CANCELLED, "the goal was cancelled", started, run_id)
+            by_request = hold is not None and hold.requested
+            why = "cancelled with sophon-dsl cancel" if by_request else "the goal was cancelled"
+            partial = loop.result(GoalStatus.CANCELLED, why, started, run_id)
             if store is not None:
                 store.set_status(run_id, partial.status.value, {"goal": partial.to_json()}).result()
             self.emit("goal_done", loop.goal, partial.status.value, reason=partial.error, data=partial)
+            if by_request:  # (asked through the store, not by this caller: the goal returns)
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                return partial
             raise
         result = loop.result(status, error, started, run_id)
         if store is not None:

@@ -3,6 +3,8 @@ another runner (another process), with the person's answer (issue 16 item 6)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from sophon_dsl import Agent, GoalRunner, tool
@@ -149,3 +151,44 @@ def test_a_recorded_goal_keeps_its_progress_while_it_runs(store_url):
         store.close()
     assert row["status"] == "complete"
     assert [s["status"] for s in row["summary"]["goal"]["goal_execution"]["steps"]] == ["done"] * 3
+
+
+def test_a_running_goal_holds_its_lease_and_a_stored_cancel_request_ends_it(store_url):
+    """While a recorded goal runs, `runs list` sees it running (its row holds a lease, not
+    'interrupted'), and `sophon-dsl cancel`'s request in the store cancels it: the goal
+    returns `cancelled` and its row says so."""
+    import threading
+    import time
+
+    from sophon_dsl.durable.report import shown_status
+
+    started = threading.Event()
+
+    @tool
+    async def linger() -> str:
+        """Runs until cancelled."""
+        started.set()
+        await asyncio.sleep(60)
+        return "done"
+
+    sub = keyed((r"Request: .*\[slow\]", "$state.x = linger()\nreturn $state.x\n"), (r"Request:", "return 1"))
+    planner = keyed((r"Goal:", plan_reply(step("Slow job [slow]", "done"), step("Next [two]", "done"),
+                                          step("Last [three]", "done", depends_on=[1]))))
+    runner = GoalRunner(Agent(sub, [linger], stdlib=False), planner_provider=planner,
+                        evaluator_provider=keyed((r"Task:", verdict("pass", "ok"))), store=store_url)
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.setdefault("result", asyncio.run(runner.arun("g", run_id="goal-c1"))))
+    t0 = time.monotonic()
+    worker.start()
+    assert started.wait(30)
+    store = open_store(store_url)
+    try:
+        assert shown_status(store.get_run("goal-c1")) == "running"
+        store.request_cancel("goal-c1", {"action": "cancel", "reason": "test"}).result()
+        worker.join(30)
+        assert not worker.is_alive() and time.monotonic() - t0 < 30
+        assert out["result"].status is GoalStatus.CANCELLED
+        row = store.get_run("goal-c1")
+        assert row["status"] == "cancelled" and row["lease_owner"] is None
+    finally:
+        store.close()
