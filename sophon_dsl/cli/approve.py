@@ -12,17 +12,15 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from .store import open_cli_store, stored_config
-    from ..durable.base import display_url
+    from .store import find_run, open_cli_store, stored_config
     from ..durable.report import shown_text, waiting_lines, waiting_view
     from ..durable.session import shown
     from .resume import continue_run
 
     store = open_cli_store(args.store, create=False)
     try:
-        row = store.get_run(args.run_id)
+        row = find_run("approve", store, args.run_id)
         if row is None:
-            print(f"sophon-dsl approve: error: no run {args.run_id!r} in {display_url(store.url)}", file=sys.stderr)
             return EXIT_USAGE
         waiting = (row.get("summary") or {}).get("waiting")
         # (a record without the decision's name, as only an edited row has, is not waiting either)

@@ -23,15 +23,13 @@ _OPEN = ("running", "waiting", "interrupted")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .store import open_cli_store
-    from ..durable.base import display_url
+    from .store import find_run, open_cli_store
     from ..durable.report import shown_status
 
     store = open_cli_store(args.store, create=False)
     try:
-        row = store.get_run(args.run_id)
+        row = find_run("cancel", store, args.run_id)
         if row is None:
-            print(f"sophon-dsl cancel: error: no run {args.run_id!r} in {display_url(store.url)}", file=sys.stderr)
             return EXIT_USAGE
         status = shown_status(row)
         if status not in _OPEN:

@@ -26,15 +26,12 @@ def run(args: argparse.Namespace) -> int:
 
 def continue_run(args: argparse.Namespace, store: Any, approve: str, unknown: str, force: bool = False) -> int:
     """Resume ``args.run_id`` from ``store`` with the tools given now, else the run's own."""
-    from .store import stored_config, tool_args
-    from ..durable.base import display_url
+    from .store import find_run, stored_config, tool_args
     from ..durable.resume import RUN_NOT_FOUND, StoreRunError
     from ..runtime import PlanInvalid
 
-    row = store.get_run(args.run_id)
+    row = find_run(args.command, store, args.run_id)
     if row is None:
-        print(f"sophon-dsl {args.command}: error: no run {args.run_id!r} in {display_url(store.url)}",
-              file=sys.stderr)
         return EXIT_USAGE
     if row["spec"].get("kind") == "agent":  # the agent loop (docs/runtime.md, durable agent runs)
         from .agent import resume_agent

@@ -94,12 +94,11 @@ def _list(store, args: argparse.Namespace) -> int:
 
 
 def _show(store, args: argparse.Namespace) -> int:
-    from ..durable.base import display_url
     from ..durable.report import stored_result
+    from .store import find_run
 
-    row = store.get_run(args.run_id)
+    row = find_run("runs show", store, args.run_id)
     if row is None:
-        print(f"sophon-dsl runs show: error: no run {args.run_id!r} in {display_url(store.url)}", file=sys.stderr)
         return EXIT_USAGE
     if (row.get("spec") or {}).get("kind") == "goal":
         return _show_goal(row, args)

@@ -16,7 +16,7 @@ from ..durable.runconfig import stored_config as _stored_config
 from ..durable.trust import StoredConfigError, seal_meta
 from .common import UsageError
 
-__all__ = ["TOOL_FLAGS", "open_cli_store", "run_store_options", "stored_config", "tool_args", "tool_config",
+__all__ = ["TOOL_FLAGS", "find_run", "open_cli_store", "run_store_options", "stored_config", "tool_args", "tool_config",
            "tool_meta"]
 
 
@@ -38,6 +38,19 @@ def open_cli_store(url: str | None, *, create: bool = True) -> Any:
         raise UsageError(f"{exc.code}: --store: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a URL we cannot use, a server that is down
         raise UsageError(f"--store: {exc}") from None
+
+
+def find_run(command: str, store: Any, run_id: str) -> dict | None:
+    """The row of ``run_id`` in ``store``; None, said on stderr (the URL without its
+    password), when there is none: the commands then exit 2."""
+    row = store.get_run(run_id)
+    if row is None:
+        import sys
+
+        from ..durable.base import display_url
+
+        print(f"sophon-dsl {command}: error: no run {run_id!r} in {display_url(store.url)}", file=sys.stderr)
+    return row
 
 
 def tool_config(args: argparse.Namespace) -> ToolConfig:
