@@ -36,7 +36,7 @@ import asyncio
 import time
 from enum import Enum
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Protocol
 
 from ..model import Call, OutputMethod
 from ..runtime.errors import ErrorInfo
@@ -127,6 +127,7 @@ class Journal(MemoryStore):
         self.listener: CommitListener | None = None  # the run's callbacks (connect)
         self.failure: BaseException | None = None
         self.committing: list = []   # outcomes of the batches handed to the store, not known to be committed
+        self._in_flight: list[_Batch] = []  # batches handed to the store whose landing was not seen yet
         self._sent = 0               # log entries encoded (in a batch) so far
         self._batch: _Batch | None = None  # this pass's completions and intents, not handed yet
         # call index -> the batch its completion is in (True once its runner waits for the commit)
@@ -193,6 +194,7 @@ class Journal(MemoryStore):
             batch.resolve(self.failure)
             return
         last = (self.run_id, batch.log[-1][1]) if batch.log else ()
+        self._in_flight.append(batch)
         landing = self.backend.commit_rows(batch.log, batch.calls, batch.intents, last,
                                            (self._loop, partial(self._landed, batch)))
         self.committing.append(landing)
@@ -248,7 +250,17 @@ class Journal(MemoryStore):
         elif need is BeforeStart.IN_TASK:  # decided in its task: not cleared when the batch lands
             batch.keep.add(i)
 
+    def uncommitted(self, indices: Iterable[int]) -> bool:
+        """True if any of ``indices`` ended in a batch not committed yet (being gathered, or
+        handed to the store and not landed): a streamed call reading it must be held."""
+        batches = self._in_flight if self._batch is None else [self._batch, *self._in_flight]
+        if not batches:
+            return False
+        wanted = set(indices)
+        return any(i in wanted for batch in batches for i in batch.ended)
+
     def _landed(self, batch: "_Batch", landing: Any) -> None:
+        self._in_flight.remove(batch)
         exc = landing.exception()
         if exc is not None:
             self.fail(exc)

@@ -370,7 +370,16 @@ class Scheduler:
             if self._running and not self._stopping:
                 self.start_ready(self.flow.dependents()[i])  # (restore counted it off its readers)
         elif self._running and not self._stopping:
-            if self._consider(i):
+            if barrier is not None and barrier.uncommitted(self.flow.run_deps(i)):
+                # it reads a call that ended but whose completion is not committed yet: it
+                # starts once that is, as a dependent examined in settled_held does
+                self._holding = True
+                try:
+                    if self._consider(i):
+                        self.settled(i)
+                finally:
+                    self._holding = False
+            elif self._consider(i):
                 self.settled(i)
 
     def call_refused(self, i: int, error: ErrorInfo) -> None:

@@ -132,6 +132,11 @@ class CommitBarrier(Protocol):
         """Calls that joined the run while it runs (a map's items): those an earlier process
         committed are restored instead of run again; their indexes."""
 
+    def uncommitted(self, indices: Iterable[int]) -> bool:
+        """True if the completion of any of ``indices`` (calls that ended) is not committed
+        yet: a call that arrives while the run runs (a streamed line) and reads one of them
+        goes to :meth:`hold` instead of starting at once."""
+
 
 class MemoryStore:
     """The default store: a :class:`~sophon_dsl.runtime.state.StateLog` and a list of records."""

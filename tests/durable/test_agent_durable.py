@@ -403,3 +403,41 @@ def test_a_cut_json_reply_reports_the_interruption_not_its_unclosed_document(url
     else:
         assert codes == ["Reply.Interrupted"] and resumed.state == {"state": {"a": 2}}
         assert not [d for d in resumed.turns[0].diagnostics if d.is_error]
+
+
+def test_a_streamed_reader_of_an_uncommitted_result_waits_for_its_commit(tmp_path):
+    """A line that arrives after the call it reads has ended, while that call's completion is
+    still being committed (the store is slow), starts only once it is committed: what a
+    resume would find is what it read."""
+    from tests.durable.faults import SlowCommits
+
+    db = tmp_path / "runs.db"
+    seen: list = []
+    ended = asyncio.Event()
+
+    @tool(name="quick", risk="low", idempotent=True)
+    async def quick(n: int) -> int:
+        ended.set()  # (the provider resumes after this call has ended: same pass of the loop)
+        return n * 10
+
+    @tool(name="peek", risk="low", idempotent=True)
+    def peek(x: int) -> int:
+        with sqlite3.connect(db) as conn:
+            seen.append({c for (c,) in conn.execute("SELECT call_id FROM calls WHERE run_id = 'a5/t1'")})
+        return x
+
+    class AfterTheFirstCall:
+        name = "after-the-first-call"
+
+        async def stream(self, messages, **kw):
+            yield "a: $state.a = quick(n=1)\n"
+            await ended.wait()
+            yield "b: $state.b = peek(x=$state.a)\nreturn $state.b\n"
+
+    store = SlowCommits(str(db), 0.2)
+    try:
+        agent = Agent(AfterTheFirstCall(), tools=[quick, peek], stdlib=False, store=store, run_id="a5")
+        assert agent.run("go").output == 10
+    finally:
+        store.close()
+    assert seen == [{"a"}]

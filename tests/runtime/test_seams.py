@@ -15,6 +15,7 @@ from sophon_dsl.runtime import (
     FixedPlan, GrowingPlan, Invocation, LocalInvoker, MemoryStore, RunOptions, Scheduler, StateStore, arun,
 )
 from sophon_dsl.runtime.inputs import InputResolver
+from sophon_dsl.runtime.store import CommitBarrier, CommitListener
 from sophon_dsl.tools import ToolRegistry, tool
 
 
@@ -307,3 +308,79 @@ def test_calls_waiting_for_a_concurrency_slot_are_queued_not_started():
     recs = result.calls
     assert recs[0].ended <= recs[1].started and recs[1].ended <= recs[2].started
     assert recs[1].started_at >= recs[0].ended_at
+
+
+class HeldCommits(MemoryStore):
+    """A :class:`CommitBarrier` whose commits the test makes: a completion waits until
+    :meth:`commit`, and what was held for it starts then."""
+
+    run_id = "held"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cleared: set[int] = set()
+        self.pending: list[int] = []
+        self.held: list[tuple] = []
+        self.listener: CommitListener | None = None
+
+    def connect(self, listener: CommitListener) -> None:
+        self.listener = listener
+
+    def start_after_intent(self, i: int, args: dict, inline: Any) -> bool:
+        return False
+
+    def settle_after_commit(self, i: int) -> None:
+        self.pending.append(i)
+
+    def hold(self, i: int, args: dict, inline: Any, *, intent: bool) -> None:
+        self.held.append((i, args, inline))
+
+    async def before_start(self, i, call, args, *, intent):
+        return None
+
+    async def intent_now(self, i, call):
+        return None
+
+    def restore_joined(self, indices: range) -> list[int]:
+        return []
+
+    def uncommitted(self, indices) -> bool:
+        return any(i in self.pending for i in indices)
+
+    def commit(self) -> None:
+        assert self.listener is not None
+        ended, self.pending = self.pending, []
+        starts, self.held = self.held, []
+        if starts:
+            self.listener.on_intents(starts)
+        for i in ended:
+            self.listener.on_committed(i)
+
+
+def test_a_streamed_reader_of_an_uncommitted_completion_starts_once_it_is_committed():
+    """The commit barrier's rule for calls that arrive while the run runs: a call reading one
+    that has ended, whose completion is not committed yet, is held until it is."""
+    writer = plan_of("w: $state.p = echo(value=7)").calls[0]
+    reader = plan_of("r: $state.s = echo(value=$state.p)").calls[0]
+
+    async def go():
+        store = HeldCommits()
+        assert isinstance(store, CommitBarrier)
+        feed = GrowingPlan(plan_of("goal = \"g\""), "written")
+        sched = Scheduler(feed, ToolRegistry([echo]), options=RunOptions(), store=store)
+        task = asyncio.ensure_future(sched.run())
+        await asyncio.sleep(0)
+        feed.add(writer, "w")
+        await asyncio.sleep(0.01)
+        assert sched.records[0].status == "succeeded" and store.pending == [0]
+        feed.add(reader, "r")  # in written order a read goes once its writers have ended...
+        await asyncio.sleep(0.01)
+        assert sched.records[1].status == "pending"  # ...and here, once that end is committed
+        store.commit()
+        feed.close()
+        await asyncio.sleep(0.01)
+        store.commit()
+        return await task
+
+    result = asyncio.run(go())
+    assert result.status == "succeeded" and result.state["state"] == {"p": 7, "s": 7}
