@@ -5,9 +5,13 @@ rebuilt goes there; deleting it costs one slower start."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
-__all__ = ["cache_dir"]
+__all__ = ["cache_dir", "prune_stale"]
+
+#: a cache file of another version not written for this long is deleted (see prune_stale)
+STALE_AFTER_S = 30 * 24 * 3600
 
 
 def cache_dir() -> Path | None:
@@ -32,3 +36,23 @@ def cache_dir() -> Path | None:
     except OSError:
         pass
     return None
+
+
+def prune_stale(directory: Path, pattern: str, keep: str, *, now: float | None = None) -> int:
+    """Delete the files of ``directory`` matching ``pattern`` (a glob), but ``keep``, not
+    modified for :data:`STALE_AFTER_S`: each upgrade of the package (or of what a cache file
+    depends on) starts a new file, and the old ones would otherwise stay forever.  Another
+    install still in use only rebuilds its file once.  Called when a new file is made;
+    returns how many went (errors: none do, it is only a cache)."""
+    limit = (time.time() if now is None else now) - STALE_AFTER_S
+    gone = 0
+    for path in directory.glob(pattern):
+        if path.name == keep:
+            continue
+        try:
+            if path.stat().st_mtime < limit:
+                path.unlink()
+                gone += 1
+        except OSError:
+            pass
+    return gone

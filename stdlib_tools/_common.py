@@ -166,10 +166,18 @@ class _SchemaCache:
             entries[key] = [value[0], value[1]]
             if self._path is None:
                 return
+            new = not os.path.exists(self._path)
             try:
                 write_file(self._path, json.dumps(entries, sort_keys=True))
             except (OSError, TypeError, ValueError):  # no cache this time
-                pass
+                return
+            if new:  # a new version's file: the files of versions long unused go
+                from pathlib import Path
+
+                from sophon_dsl.cachedir import prune_stale
+
+                path = Path(self._path)
+                prune_stale(path.parent, "stdlib-schemas-*.json", path.name)
 
 
 _CACHE = _SchemaCache()

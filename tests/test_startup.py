@@ -273,3 +273,27 @@ def test_a_run_of_a_standard_tool_imports_no_query_engine_nor_uuid():
     loaded_after(code)  # the standard tools' schema cache warm (a cold one derives them with pydantic)
     loaded = loaded_after(code)
     assert not {"jmespath", "typing_extensions", "uuid", "platform", "pydantic"} & loaded
+
+
+def test_a_new_cache_file_prunes_the_files_of_versions_long_unused(tmp_path):
+    import os
+    import time
+
+    from sophon_dsl.cachedir import STALE_AFTER_S
+
+    old = tmp_path / "stdlib-schemas-0123456789abcdef0123456789abcdef.json"
+    recent = tmp_path / "stdlib-schemas-fedcba9876543210fedcba9876543210.json"
+    other = tmp_path / "unrelated.json"
+    for f in (old, recent, other):
+        f.write_text("{}", encoding="utf-8")
+    long_ago = time.time() - STALE_AFTER_S - 60
+    os.utime(old, (long_ago, long_ago))
+    os.utime(other, (long_ago, long_ago))
+    code = ("import json, stdlib_tools\n"
+            "print(json.dumps(stdlib_tools.source().get('math.eval').input_schema))")
+    proc = python("-c", code, env={**os.environ, "SOPHON_DSL_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    names = {f.name for f in tmp_path.iterdir()}
+    assert old.name not in names  # another version's, unused for longer than the limit
+    assert {recent.name, other.name} <= names  # recent, or not a schema cache file
+    assert len([n for n in names if n.startswith("stdlib-schemas-")]) == 2  # + this version's
