@@ -121,6 +121,8 @@ def test_check_imports_neither_lark_nor_regex(tmp_path):
                               f"{str(tmp_path / 't.py')!r}]) == {code}")
         assert "sophon_dsl.syntax._lalr_parser" in loaded
         assert not {"lark", "regex"} & loaded, plan
+        # (nor, for a DSL plan, the JSON reader: the limits every form checks are in source_limits)
+        assert "sophon_dsl.syntax.json_source" not in loaded, plan
 
 
 def test_the_parser_declares_only_the_command_given():

@@ -12,7 +12,7 @@ from ..diagnostics import Span
 from ..errors import SophonError
 from ..refs import ReferenceSyntaxError, parse_string_value, parse_template
 from ._lalr_parser import Token
-from .json_source import LONE_SURROGATE, lone_surrogate_message
+from .source_limits import LONE_SURROGATE, lone_surrogate_message
 from .lalr_options import ALWAYS_ACCEPT
 
 __all__ = ["LoneSurrogate", "PostLex", "decode_string", "join_spans", "kwname", "literal_error", "string_value",

@@ -866,7 +866,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
             text = str(text)
     if text.startswith("\ufeff"):
         text = " " + text[1:]
-    from .json_source import dsl_nesting_problem, size_problem  # every form's limits (E007, E008)
+    from .source_limits import dsl_nesting_problem, size_problem  # every form's limits (E007, E008)
 
     limit = size_problem(text, file) or dsl_nesting_problem(text, file)
     if limit is not None:
