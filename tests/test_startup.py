@@ -232,6 +232,7 @@ def test_a_one_call_run_imports_no_pydantic_jsonschema_or_yaml_once_the_schemas_
     later = _fresh(code, tmp_path)
     assert not {"pydantic", "jsonschema", "yaml"} & later  # ...then read from the cache
     assert not {"lark", "regex"} & later  # (the generated parser: issue 30 item 11)
+    assert "sophon_dsl.syntax.json_source" not in later  # (a DSL plan: syntax/source_limits.py)
 
 
 def test_cached_standard_schemas_are_the_derived_ones(tmp_path):
