@@ -52,7 +52,6 @@ from .declarations import declaration_problems, refine, value_span
 from .dsl_comments import attach_comments
 from .dsl_lexing import PostLex, decode_string, join_spans, kwname, literal_error, string_value, tspan
 from .dsl_syntax_errors import clamp_diag, describe_token, resume_line, syntax_diag
-from .lalr_options import LARK_OPTIONS
 
 __all__ = ["parse_dsl", "HEADER_FIELDS", "DECORATORS", "META_KWARGS", "SETOPS"]
 
@@ -729,6 +728,8 @@ class _Builder(Transformer):
 
 
 def _grammar_text() -> str:
+    # (the source grammar, for sophon_dsl.llm.constrained's decoder grammars: the parser
+    # itself runs the module generated from it)
     # the file next to the package (an ordinary install), else the checkout's grammar/ (an
     # editable one): importlib.resources, needed only for a package inside a zip, imports
     # zipfile and more, which costs more than reading the file
@@ -745,14 +746,11 @@ _LOCK = threading.Lock()
 _PARSER: Lark | None = None
 _BUILDER: _Builder | None = None
 
-# The options the tables were generated with (grammar/generate_parser.py reads the same
-# module); the agreement test builds `lark.Lark` with them.
-_LARK_OPTIONS: dict[str, Any] = dict(LARK_OPTIONS)
-
 
 def build_lark(builder: "_Builder") -> Lark:
-    """A parser wired to ``builder``: the generated module's tables (no cache file: loading
-    them from the module costs less than unpickling them did)."""
+    """A parser wired to ``builder``, from the generated module's tables (generated with
+    :data:`.lalr_options.LARK_OPTIONS`; nothing is cached per user any more: the tables load
+    in ~10 ms, and the ~90 ms of importing ``lark`` are gone)."""
     return Lark_StandAlone(postlex=PostLex(), transformer=builder, lexer_callbacks={"COMMENT": builder.comment})
 
 
