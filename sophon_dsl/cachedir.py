@@ -1,6 +1,7 @@
-"""The per-user cache directory: built parser tables (``syntax/dsl_parser.py``) and the
-standard library's derived tool schemas (``stdlib_tools/_common.py``).  Only what can be
-rebuilt goes there; deleting it costs one slower start."""
+"""The per-user cache directory: the standard library's derived tool schemas
+(``stdlib_tools/_common.py``).  Only what can be rebuilt goes there; deleting it costs one
+slower start.  (The DSL parser's tables were cached here too; they are now a generated
+module, ``syntax/_lalr_parser.py``, and old ``lalr-*.pickle`` files are no longer read.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def cache_dir() -> Path | None:
 
     ``$SOPHON_DSL_CACHE_DIR``, else ``$XDG_CACHE_HOME/sophon-dsl``, else
     ``~/.cache/sophon-dsl``. The directory is created private to the user; one that
-    cannot be created or written, or that another user owns, is not used (the parser
-    tables are a pickle: only the user's own files are loaded).
+    cannot be created or written, or that another user owns, is not used (only the
+    user's own files are loaded).
     """
     explicit = os.environ.get("SOPHON_DSL_CACHE_DIR")
     if explicit:

@@ -19,14 +19,13 @@ Problems are reported as E110 diagnostics, never as tracebacks.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import inspect
 import linecache
 import os
 import sys
-import traceback
+import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable
@@ -56,7 +55,10 @@ def tools_in_module(module: ModuleType) -> list[ToolSpec]:
 
 
 def _import_file(path: Path) -> ModuleType:
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    # a name per file (two tool files of one stem both load); zlib rather than hashlib, whose
+    # import (OpenSSL) cost `check` ~5 ms of CPU for a name
+    key = str(path.resolve()).encode()
+    digest = f"{zlib.crc32(key):08x}{zlib.adler32(key):08x}"
     name = f"_sophon_tools_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -86,6 +88,8 @@ def _failure(source: str, exc: BaseException) -> Diagnostic:
     else:
         # the last frame of the user's code, not of the import machinery
         machinery = (os.path.dirname(importlib.__file__), __file__)
+        import traceback  # (a failing tools file only: a clean load never imports it)
+
         tb = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith(("<frozen ", *machinery))]
         message = str(exc)

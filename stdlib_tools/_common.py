@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import importlib.util
 import inspect
 import json
@@ -12,6 +11,7 @@ import os
 import sys
 import threading
 import warnings
+import zlib
 from typing import Any, Callable
 
 from sophon_dsl.model import Risk
@@ -135,7 +135,10 @@ class _SchemaCache:
         for source in sources:
             st = os.stat(source)
             stamp.append((source, st.st_size, st.st_mtime_ns))
-        digest = hashlib.sha256(repr(stamp).encode("utf-8")).hexdigest()[:32]
+        # 64 bits of checksums name the file (a stamp differs in sizes and times, not by an
+        # attacker: the directory is the user's own); hashlib's import cost `check` ~5 ms
+        key = repr(stamp).encode("utf-8")
+        digest = f"{zlib.crc32(key):08x}{zlib.adler32(key):08x}"
         return str(directory / f"stdlib-schemas-{digest}.json")
 
     def _load(self) -> dict[str, list]:

@@ -360,28 +360,6 @@ asyncio.run(main())
     assert (proc.returncode, out.strip()) == (0, "cancelled"), err
 
 
-def test_parser_cache_is_written_whole_then_renamed(tmp_path: Path, monkeypatch) -> None:
-    """The CLI's other file: the parser tables cached per user (a process starting while
-    another writes them must never read half a file)."""
-    from lark.utils import FS
-
-    from sophon_dsl.syntax import dsl_parser
-
-    opened: list[tuple[str, str]] = []
-    real_open = FS.open
-
-    def recording_open(name, mode="r", **kwargs):
-        opened.append((str(name), mode))
-        return real_open(name, mode, **kwargs)
-
-    monkeypatch.setattr(FS, "open", staticmethod(recording_open))
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    (cached,) = tmp_path.iterdir()
-    written = [name for name, mode in opened if "w" in mode]
-    assert written and str(cached) not in written  # written elsewhere, then renamed over it
-    assert cached.stat().st_size > 0 and cached.suffix == ".pickle"
-
-
 def test_prompts_show_the_arguments_as_written_then_as_read() -> None:
     from sophon_dsl import tool
     from sophon_dsl.runtime import prompt_approver, run

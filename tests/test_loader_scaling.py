@@ -1,4 +1,4 @@
-"""Loaders at scale: big YAML plans, alias bombs, the cached DSL parser, GC state.
+"""Loaders at scale: big YAML plans, alias bombs, the per-user cache directory, GC state.
 
 No timings are asserted here; benchmarks/ compares costs side by side.
 """
@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sophon_dsl.cachedir import cache_dir
 from sophon_dsl.compiler import compile_plan
 from sophon_dsl.loader import parse
-from sophon_dsl.syntax import dsl_parser, json_source, yaml_source
+from sophon_dsl.syntax import json_source, yaml_source
 from sophon_dsl.syntax.json_source import parse_json
 from sophon_dsl.syntax.located import LazySpanPaths
 from sophon_dsl.syntax.yaml_source import MAX_NODES, parse_yaml
@@ -88,40 +88,13 @@ def test_yaml_errors_keep_the_pure_python_wording():
 # ------------------------------------------------------------- DSL parser
 
 
-def test_parser_tables_are_cached_and_reused(tmp_path, caplog):
-    caplog.set_level(logging.DEBUG, logger="lark")
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    files = list(tmp_path.iterdir())
-    assert len(files) == 1 and files[0].stat().st_size > 0
-    assert not any("Loading grammar from cache" in r.getMessage() for r in caplog.records)
-    caplog.clear()
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    assert any("Loading grammar from cache" in r.getMessage() for r in caplog.records)
-
-
-def test_changed_grammar_gets_its_own_cache_file(tmp_path, monkeypatch):
-    grammar = dsl_parser._grammar_text()
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    monkeypatch.setattr(dsl_parser, "_grammar_text", lambda: grammar + "\n// changed\n")
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    assert len(list(tmp_path.iterdir())) == 2
-
-
-def test_corrupt_cache_file_is_rebuilt(tmp_path):
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    (cached,) = tmp_path.iterdir()
-    cached.write_bytes(b"not a cache\n")
-    dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    assert cached.read_bytes() != b"not a cache\n"
-
-
 def test_cache_dir_falls_back_to_none_when_unwritable(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("SOPHON_DSL_CACHE_DIR", str(blocker / "sub"))
-    assert dsl_parser.cache_dir() is None
+    assert cache_dir() is None
     monkeypatch.setenv("SOPHON_DSL_CACHE_DIR", str(tmp_path / "ok"))
-    assert dsl_parser.cache_dir() == tmp_path / "ok"
+    assert cache_dir() == tmp_path / "ok"
 
 
 def test_importing_the_package_builds_no_parser():

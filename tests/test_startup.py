@@ -106,6 +106,25 @@ def test_checking_a_clean_plan_with_plain_tools_imports_neither_pydantic_nor_err
     assert not {"pydantic", "sophon_dsl.syntax.dsl_messages", "jmespath", "zipfile"} & loaded
 
 
+def test_check_imports_neither_lark_nor_regex(tmp_path):
+    # issue 30 item 11: the DSL parser is the module Lark's standalone tool generated
+    # (sophon_dsl/syntax/_lalr_parser.py), with `re` in place of `regex`: a clean plan and a
+    # syntax error alike
+    (tmp_path / "t.py").write_text("from sophon_dsl import tool\n\n\n@tool\ndef fetch(name: str) -> dict:\n"
+                                   "    return {'name': name}\n", encoding="utf-8")
+    (tmp_path / "p.plan").write_text('goal = "x"\n†state.a = fetch(name="ada")  # note\n', encoding="utf-8")
+    (tmp_path / "bad.plan").write_text('†state.a = fetch(name=)\n', encoding="utf-8")
+    for plan, code in (("p.plan", 0), ("bad.plan", 1)):
+        loaded = loaded_after("import contextlib, io\nfrom sophon_dsl.cli import main\n"
+                              "with contextlib.redirect_stdout(io.StringIO()):\n"
+                              f"    assert main(['check', {str(tmp_path / plan)!r}, '--tools', "
+                              f"{str(tmp_path / 't.py')!r}]) == {code}")
+        assert "sophon_dsl.syntax._lalr_parser" in loaded
+        assert not {"lark", "regex"} & loaded, plan
+        # (nor, for a DSL plan, the JSON reader: the limits every form checks are in source_limits)
+        assert "sophon_dsl.syntax.json_source" not in loaded, plan
+
+
 def test_the_parser_declares_only_the_command_given():
     from sophon_dsl.cli.parser import NotBuilt, build_parser, command_in
 
@@ -212,6 +231,8 @@ def test_a_one_call_run_imports_no_pydantic_jsonschema_or_yaml_once_the_schemas_
     assert "pydantic" in first  # derived once...
     later = _fresh(code, tmp_path)
     assert not {"pydantic", "jsonschema", "yaml"} & later  # ...then read from the cache
+    assert not {"lark", "regex"} & later  # (the generated parser: issue 30 item 11)
+    assert "sophon_dsl.syntax.json_source" not in later  # (a DSL plan: syntax/source_limits.py)
 
 
 def test_cached_standard_schemas_are_the_derived_ones(tmp_path):

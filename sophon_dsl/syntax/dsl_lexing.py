@@ -1,6 +1,6 @@
 """The text DSL's lexing stage: the bracket-aware post-lexer, token spans and string
 literals (JSON and single-quoted, decoded; a reference or template inside read with
-:mod:`sophon_dsl.refs`).  Used by :mod:`.dsl_parser` (the Lark parser and its builder)."""
+:mod:`sophon_dsl.refs`).  Used by :mod:`.dsl_parser` (the generated Lark parser and its builder)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 import re
 from typing import Any
 
-from lark import Token
-
 from ..diagnostics import Span
 from ..errors import SophonError
 from ..refs import ReferenceSyntaxError, parse_string_value, parse_template
-from .json_source import LONE_SURROGATE, lone_surrogate_message
+from ._lalr_parser import Token
+from .source_limits import LONE_SURROGATE, lone_surrogate_message
+from .lalr_options import ALWAYS_ACCEPT
 
 __all__ = ["LoneSurrogate", "PostLex", "decode_string", "join_spans", "kwname", "literal_error", "string_value",
            "tspan"]
@@ -25,7 +25,7 @@ _CLOSE = frozenset(("RPAR", "RSQB", "RBRACE"))
 class PostLex:
     """Drops newlines inside brackets, maps top-level ';' to a newline, collapses separators."""
 
-    always_accept = ("_SEMI",)
+    always_accept = ALWAYS_ACCEPT
 
     def __init__(self) -> None:
         # lines above the text being parsed (parse_dsl's first_line): every token is moved

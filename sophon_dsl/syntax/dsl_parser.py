@@ -1,7 +1,10 @@
 """Parser for the text DSL: ``grammar/sophon.lark`` -> :class:`~sophon_dsl.model.Plan`.
 
 One Lark LALR parser with a basic lexer, a bracket-aware post-lexer and an
-inline transformer builds the model while parsing (no parse tree).  Spans are
+inline transformer builds the model while parsing (no parse tree).  The parser is the
+module Lark's standalone tool generated from the grammar (:mod:`._lalr_parser`, committed;
+``python grammar/generate_parser.py`` regenerates it): importing it costs less than
+importing ``lark`` and loading the tables, and ``lark`` is not imported at all.  Spans are
 computed from tokens.  The stages around the builder have their own modules:
 :mod:`.dsl_lexing` (post-lexer, tokens, string literals), :mod:`.dsl_syntax_errors`
 (a Lark error as a diagnostic, where to resume), :mod:`.dsl_comments` (comments
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import re
 import threading
 from dataclasses import replace
@@ -23,10 +25,6 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
-from ..cachedir import cache_dir
 from ..diagnostics import Diagnostic, Span
 from ..model import (
     Call,
@@ -47,6 +45,7 @@ from ..model import (
 from .. import refs as _refs
 from ..maps import make_map_call
 from ..refs import ReferenceSyntaxError, parse_reference
+from ._lalr_parser import Lark, Lark_StandAlone, Token, Transformer, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from .attributes import OUTPUT_METHOD_WITHOUT_PATH, convert_attribute
 from .map_syntax import map_from_dsl
 from .declarations import declaration_problems, refine, value_span
@@ -729,6 +728,8 @@ class _Builder(Transformer):
 
 
 def _grammar_text() -> str:
+    # (the source grammar, for sophon_dsl.llm.constrained's decoder grammars: the parser
+    # itself runs the module generated from it)
     # the file next to the package (an ordinary install), else the checkout's grammar/ (an
     # editable one): importlib.resources, needed only for a package inside a zip, imports
     # zipfile and more, which costs more than reading the file
@@ -745,45 +746,12 @@ _LOCK = threading.Lock()
 _PARSER: Lark | None = None
 _BUILDER: _Builder | None = None
 
-# Options that shape the LALR tables. Lark's own cache key leaves out the post-lexer,
-# so everything here (and the post-lexer's always-accepted terminals) goes into our key.
-_LARK_OPTIONS: dict[str, Any] = {"parser": "lalr", "lexer": "basic", "maybe_placeholders": False,
-                                 "propagate_positions": False}
 
-
-def _cache_file(grammar: str, directory: Path) -> str:
-    """One file per grammar, options, post-lexer, Lark and Python version: a changed
-    grammar gets a new file; Lark also checks its own hash inside the file."""
-    import hashlib
-    import sys
-
-    import lark
-
-    key = repr((grammar, sorted(_LARK_OPTIONS.items()), PostLex.always_accept, lark.__version__,
-                sys.version_info[:2]))
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-    return str(directory / f"lalr-{digest}.pickle")
-
-
-def build_lark(builder: "_Builder", directory: Path | None = None) -> Lark:
-    """A Lark parser wired to ``builder``, loading its tables from the cache when they are
-    there (and saving them when they are not). ``directory`` defaults to :func:`cache_dir`."""
-    grammar = _grammar_text()
-    directory = directory if directory is not None else cache_dir()
-    cache: str | bool = _cache_file(grammar, directory) if directory is not None else False
-    final = None
-    if cache and not os.path.exists(cache):
-        # Lark writes the tables in place: it writes a file of this process's own instead,
-        # renamed over the cache whole, so a process starting meanwhile never reads half of it
-        final, cache = cache, f"{cache}.{os.getpid()}.tmp"
-    parser = Lark(grammar, **_LARK_OPTIONS, cache=cache, postlex=PostLex(), transformer=builder,
-                  lexer_callbacks={"COMMENT": builder.comment})
-    if final is not None:
-        try:
-            os.replace(cache, final)  # type: ignore[arg-type]
-        except OSError:  # Lark could not write it: there is no cache this time
-            pass
-    return parser
+def build_lark(builder: "_Builder") -> Lark:
+    """A parser wired to ``builder``, from the generated module's tables (generated with
+    :data:`.lalr_options.LARK_OPTIONS`; nothing is cached per user any more: the tables load
+    in ~10 ms, and the ~90 ms of importing ``lark`` are gone)."""
+    return Lark_StandAlone(postlex=PostLex(), transformer=builder, lexer_callbacks={"COMMENT": builder.comment})
 
 
 def _get_parser() -> tuple[Lark, _Builder]:
@@ -896,7 +864,7 @@ def _parse(text: str, file: str | None = None, *, locked: bool = False) -> tuple
             text = str(text)
     if text.startswith("\ufeff"):
         text = " " + text[1:]
-    from .json_source import dsl_nesting_problem, size_problem  # every form's limits (E007, E008)
+    from .source_limits import dsl_nesting_problem, size_problem  # every form's limits (E007, E008)
 
     limit = size_problem(text, file) or dsl_nesting_problem(text, file)
     if limit is not None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
 from ..diagnostics import Diagnostic, Span
+from ._lalr_parser import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 __all__ = ["clamp_diag", "describe_token", "resume_line", "syntax_diag"]
 
