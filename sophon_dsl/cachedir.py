@@ -39,19 +39,20 @@ def cache_dir() -> Path | None:
     return None
 
 
-def prune_stale(directory: Path, pattern: str, keep: str, *, now: float | None = None) -> int:
+def prune_stale(directory: Path, pattern: str, keep: str, *, now: float | None = None,
+                max_age: float = STALE_AFTER_S) -> int:
     """Delete the files of ``directory`` matching ``pattern`` (a glob), but ``keep``, not
-    modified for :data:`STALE_AFTER_S`: each upgrade of the package (or of what a cache file
+    modified for ``max_age`` seconds (:data:`STALE_AFTER_S`): each upgrade of the package (or of what a cache file
     depends on) starts a new file, and the old ones would otherwise stay forever.  Another
     install still in use only rebuilds its file once.  Called when a new file is made;
     returns how many went (errors: none do, it is only a cache)."""
-    limit = (time.time() if now is None else now) - STALE_AFTER_S
+    limit = (time.time() if now is None else now) - max_age
     gone = 0
     for path in directory.glob(pattern):
         if path.name == keep:
             continue
         try:
-            if path.stat().st_mtime < limit:
+            if path.stat().st_mtime <= limit:
                 path.unlink()
                 gone += 1
         except OSError:

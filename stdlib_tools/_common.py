@@ -181,6 +181,7 @@ class _SchemaCache:
 
                 path = Path(self._path)
                 prune_stale(path.parent, "stdlib-schemas-*.json", path.name)
+                prune_stale(path.parent, "lalr-*.pickle", "", max_age=0)  # the parser's old cache: unread
 
 
 _CACHE = _SchemaCache()

@@ -305,7 +305,8 @@ def test_a_new_cache_file_prunes_the_files_of_versions_long_unused(tmp_path):
     old = tmp_path / "stdlib-schemas-0123456789abcdef0123456789abcdef.json"
     recent = tmp_path / "stdlib-schemas-fedcba9876543210fedcba9876543210.json"
     other = tmp_path / "unrelated.json"
-    for f in (old, recent, other):
+    tables = tmp_path / "lalr-0123456789abcdef.pickle"  # the parser's cache before it was generated code
+    for f in (old, recent, other, tables):
         f.write_text("{}", encoding="utf-8")
     long_ago = time.time() - STALE_AFTER_S - 60
     os.utime(old, (long_ago, long_ago))
@@ -315,6 +316,6 @@ def test_a_new_cache_file_prunes_the_files_of_versions_long_unused(tmp_path):
     proc = python("-c", code, env={**os.environ, "SOPHON_DSL_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     names = {f.name for f in tmp_path.iterdir()}
-    assert old.name not in names  # another version's, unused for longer than the limit
+    assert old.name not in names and tables.name not in names  # another version's, unused; never read
     assert {recent.name, other.name} <= names  # recent, or not a schema cache file
     assert len([n for n in names if n.startswith("stdlib-schemas-")]) == 2  # + this version's
