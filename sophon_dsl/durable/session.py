@@ -102,13 +102,13 @@ def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry
           approver: Approver | str | None) -> tuple[DurableRun, Approver]:
     """Make run ``run_id`` durable in ``store`` (a URL or a store): its :class:`DurableRun`
     (registered) and the approver to use (the run handle's owner keeps both)."""
-    from . import open_store
+    from . import open_owned
     from ..syntax.doc_printer import encode_plan
     from .base import dumps
 
-    backend = open_store(store)
+    backend, owned = open_owned(store)
     run = DurableRun(backend, run_id)
-    run.owns_backend = backend is not store or backend.close_after_run
+    run.owns_backend = owned
     # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
     text = encode_plan(plan, dumps)
     run.register(text, plan, registry, {**data, "plan_id": plan_id})

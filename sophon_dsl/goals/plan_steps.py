@@ -44,6 +44,7 @@ from typing import Any, Callable
 from ..model import Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import APPROVAL_REJECTED, RunError
+from ..runtime.protocols import ScopedLatentExecutor
 from ..tools import ToolRegistry, ToolSpec
 
 __all__ = ["STEP_AGENT_FAILED", "STEP_NO_HINTED_TOOL", "StepAgents", "step_request"]
@@ -115,7 +116,8 @@ class StepAgents:
         self.session_taint = self.taint   # what sophon_dsl.run shares with the run (runtime/api.py)
         self.latent = latent if latent is not None else LLMLatentExecutor(provider, model=model,
                                                                           temperature=temperature)
-        self.requests = self.latent.requests if hasattr(self.latent, "requests") else []
+        # what the LLM latent executor was asked (tests, tracing); another executor keeps no log
+        self.requests = self.latent.requests if isinstance(self.latent, LLMLatentExecutor) else []
 
     # -- LatentExecutor ----------------------------------------------------------------------
 
@@ -126,8 +128,9 @@ class StepAgents:
 
     async def execute_scoped(self, request: Any, context: dict) -> Any:
         if request.call.tool != AGENT_STEP:
-            scoped = getattr(self.latent, "execute_scoped", None)
-            return await (scoped(request, context) if scoped is not None else self.latent.execute(request))
+            if isinstance(self.latent, ScopedLatentExecutor):
+                return await self.latent.execute_scoped(request, context)
+            return await self.latent.execute(request)
         return await self.run_step(request)
 
     # -- one step ----------------------------------------------------------------------------
@@ -168,7 +171,7 @@ class StepAgents:
             agent.provider = agent.guards.wrap(provider, model)
             agent.model = model
         step_risk = call.risk if call.risk is not None else Risk.NONE
-        agent.approve = agent._approver = self._covered_by(step_id, step_risk)
+        agent.use_approver(self._covered_by(step_id, step_risk))
         calls = self.log.setdefault(step_id, [])
         agent.on_event = self._observer(step_id, calls)
         inputs = args.get("inputs") if isinstance(args.get("inputs"), dict) else {}
@@ -190,14 +193,15 @@ class StepAgents:
     async def _run(self, agent: Any, text: str, data: dict, step_id: str, current: Any) -> Any:
         if self.store is None or current is None or not current.run_id:
             return await agent.arun(text, input=data)
-        from ..durable import open_store
+        from ..durable import Lent, open_store
 
         # the step's sub-agent is an agent run of its own, named after the plan run and step, so
         # that a resumed plan run finds it and goes on from its recorded turns
-        store = _Borrowed(open_store(self.store))
+        backend = open_store(self.store)
         sub_id = f"{current.run_id}.{step_id}"
-        row = store.get_run(sub_id)
-        agent.store = store
+        row = backend.get_run(sub_id)
+        # lent: the sub-agent's record must not close the plan run's store when the step ends
+        agent.store = store = Lent(backend)
         if row is None:
             return await agent.arun(text, input=data, run_id=sub_id)
         return await agent.aresume(sub_id, store=store, unknown="rerun", force=True)
@@ -223,16 +227,3 @@ class StepAgents:
             if given is not None:
                 given(step_id, event)
         return observe
-
-
-class _Borrowed:
-    """The plan run's store lent to a step's sub-agent: the sub-agent's record must not close
-    it when the step ends (the CLI's store closes after *its* run: ``close_after_run``)."""
-
-    close_after_run = False
-
-    def __init__(self, store: Any):
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)

@@ -289,7 +289,7 @@ class GoalRunner:
                      max_calls=a.max_calls, model=a.model, on_event=a.on_event, latent_provider=a.latent_provider,
                      temperature=a.temperature, max_tokens=a.max_tokens, system=a.system,
                      run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint,
-                     dispatch=getattr(a, "dispatch", "streamed"), _depth=a._depth + 1)
+                     dispatch=a.dispatch, _depth=a.depth + 1)
 
 
 def _provider(spec: Any) -> Any:

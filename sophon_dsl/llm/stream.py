@@ -53,6 +53,7 @@ from ..runtime.events import EventBus
 from ..runtime.feed import LATE_WRITER, ORDERS, GrowingPlan
 from .json_stream import JsonItem, JsonReplyScanner
 from ..runtime.invoker import Invocation, LocalInvoker
+from ..runtime.protocols import ScopedLatentExecutor
 from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
 from ..tools import ToolRegistry
@@ -292,7 +293,7 @@ class StreamInvoker:
         if call.inline_output is None and call.delegate and self.delegate is not None:
             return await self.delegate.execute(inv.latent_request(), context=inv.state())
         if call.inline_output is None and (spec is None or spec.func is None) and call.activity is None \
-                and ex is not None and hasattr(ex, "execute_scoped") and call.scopes:
+                and isinstance(ex, ScopedLatentExecutor) and call.scopes:
             return await ex.execute_scoped(inv.latent_request(), inv.state())
         return await self.inner.invoke(inv)
 

@@ -1,5 +1,7 @@
 """Small public types: :class:`Branch` (an activity picks an output branch) and the
-:class:`LatentExecutor` protocol (who runs latent calls without an inline ``_output``)."""
+:class:`LatentExecutor` protocol (who runs latent calls without an inline ``_output``), with
+its optional :class:`ScopedLatentExecutor` capability, and the retry :class:`Advisor`
+(``RunOptions.advisor``: one alternative call after the retry policy, ``runtime/retry.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..model import Call, Plan
 from ..tools import ToolSpec
 
-__all__ = ["Branch", "LatentExecutor", "LatentRequest"]
+__all__ = ["Advisor", "Branch", "FailedCall", "LatentExecutor", "LatentRequest", "ScopedLatentExecutor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +43,30 @@ class LatentExecutor(Protocol):
     """
 
     async def execute(self, request: LatentRequest) -> Any: ...
+
+
+@runtime_checkable
+class ScopedLatentExecutor(LatentExecutor, Protocol):
+    """A latent executor that also takes what a call's ``_scopes`` let it see (``{"state": ...,
+    "input": ...}``): the run hands a latent call with scopes to :meth:`execute_scoped`, and to
+    :meth:`execute` otherwise (``llm/stream.py``'s ``StreamInvoker``)."""
+
+    async def execute_scoped(self, request: LatentRequest, context: dict) -> Any: ...
+
+
+@dataclass(frozen=True)
+class FailedCall:
+    """What an advisor sees: the failed call (and its DSL text), its error, and the tools an
+    alternative may use (their output fits the call's readers)."""
+
+    call: Call
+    text: str
+    error: Any            # the ErrorInfo
+    tools: tuple          # ToolSpec of every compatible tool, the failed one first
+
+
+@runtime_checkable
+class Advisor(Protocol):
+    async def suggest(self, failure: FailedCall) -> Call | None:
+        """One call to run instead, or None (NO_ALTERNATIVE)."""
+        ...

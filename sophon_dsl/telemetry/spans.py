@@ -8,7 +8,7 @@ an agent run whose turns each run a plan under the plan id ``turn<N>``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -16,6 +16,12 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from opentelemetry import context as otel_context
 
 from .context import Remote, _register, _span_for, _unregister, call_context, parse_traceparent
+
+from .protocols import PreparedRun, TracedRun
+
+if TYPE_CHECKING:  # (named in annotations only; a run with a store imports the durable package)
+    from ..durable.session import DurableRun
+    from ..runtime.result import RunResult
 
 __all__ = ["RunSpans", "LLMSpan"]
 
@@ -60,14 +66,15 @@ class _Call:
 class RunSpans:
     """An event callback that records one run as a tree of spans (module docstring)."""
 
-    def __init__(self, tracer: Any, *, handle: Any = None, run_id: str = "", prep: Any = None, durable: Any = None,
-                 kind: str = "plan", goal: str | None = None, durable_turns: bool = False) -> None:
+    def __init__(self, tracer: Any, *, handle: TracedRun | None = None, run_id: str = "",
+                 prep: PreparedRun | None = None, durable: DurableRun | None = None, kind: str = "plan",
+                 goal: str | None = None, durable_turns: bool = False) -> None:
         self.tracer = tracer
-        self.handle = handle
+        self.handle: TracedRun | None = handle
         self.run_id = run_id
         self.kind = kind
         self.goal = goal
-        self.durable = durable
+        self.durable: DurableRun | None = durable
         self.root: Any = None
         self.root_ctx: Any = None
         self.turns: dict[str, Any] = {}          # plan id ("turn3") -> (span, context)
@@ -87,7 +94,7 @@ class RunSpans:
         if prep is not None:
             self._risks(prep)
 
-    def _risks(self, prep: Any) -> None:
+    def _risks(self, prep: PreparedRun) -> None:
         from ..runtime.risk import effective_risk
 
         try:
@@ -161,15 +168,15 @@ class RunSpans:
         self.turns.clear()
         root.end(end_time=_ns(ev.time))
 
-    def finish(self, result: Any) -> None:
+    def finish(self, result: RunResult) -> None:
         """The run returned ``result``: end the root span if no terminal event did (a run left
         waiting for a person ends without one)."""
         if self.ended or self.root is None:
             return
         from ..runtime.events import make_event
 
-        ev = make_event("plan_failed", "", None, None, len(getattr(result, "calls", ()) or ()), result.status,
-                        error=result.error.to_json() if getattr(result, "error", None) else None)
+        ev = make_event("plan_failed", "", None, None, len(result.calls), result.status,
+                        error=result.error.to_json() if result.error is not None else None)
         self._end_root(ev, result.status)
 
     def abandon(self, status: str = "failed") -> None:
@@ -284,7 +291,7 @@ class RunSpans:
         risk = self._risk.get(call_id)
         if risk is None and self._tool_risk is not None:  # an item call: its tool's risk
             spec = self._tool_risk(tool)
-            if spec is not None and getattr(spec, "risk", None) is not None:
+            if spec is not None and spec.risk is not None:
                 risk = spec.risk.label
         if risk is not None:
             attrs["sophon.call.risk"] = risk
