@@ -61,7 +61,7 @@ def agent_hash(registry: ToolRegistry, options: dict) -> str:
     h = hashlib.sha256(dumps(options).encode())
     for name in sorted(registry):
         spec = registry.get(name)
-        func = getattr(spec, "func", None)
+        func = spec.func if spec is not None else None
         func = getattr(func, "__wrapped__", func)
         try:
             src = inspect.getsource(func) if func is not None else dumps([spec.input_schema, spec.output_schema])

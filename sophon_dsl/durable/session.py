@@ -29,7 +29,7 @@ from ..ids import uuid4_hex
 
 if TYPE_CHECKING:  # (the runtime imports this package's journal: only named here)
     from ..runtime.runstate import DurableHost
-    from ..tools import ToolRegistry
+    from ..tools import ToolRegistry, ToolSpec
     from .base import RunStore
 
 __all__ = ["CANCEL_POLL", "WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
@@ -55,7 +55,7 @@ def plan_hash(plan_text: str, registry: ToolRegistry, plan: Plan) -> str:
     h = hashlib.sha256(plan_text.encode())
     for name in sorted({c.tool for c in plan.calls} | {c.activity for c in plan.calls if c.activity}):
         spec = registry.get(name)
-        func = getattr(spec, "func", None) if spec is not None else None
+        func = spec.func if spec is not None else None
         func = getattr(func, "__wrapped__", func)
         try:
             src = inspect.getsource(func) if func is not None else repr((spec.input_schema, spec.output_schema)
@@ -115,8 +115,8 @@ def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry
     return run, run.approver(approver)
 
 
-def _idempotent(spec: Any) -> bool:
-    return spec is None or spec.func is None or bool(getattr(spec, "idempotent", False))
+def _idempotent(spec: ToolSpec | None) -> bool:
+    return spec is None or spec.func is None or spec.idempotent
 
 
 class DurableRun:

@@ -590,7 +590,7 @@ def _skip_note(result: Any, step_id: str) -> str:
         rec = result.call(step_id)
     except KeyError:
         return "not run"
-    return str(rec.error) if getattr(rec, "error", None) else f"not run ({rec.status})"
+    return str(rec.error) if rec.error is not None else f"not run ({rec.status})"
 
 
 def _any_call_succeeded(result: Any) -> bool:

@@ -30,7 +30,8 @@ from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .inputs import CASCADES
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
-from .gate import ApprovalScope, TaintSet, plan_risky
+from .gate import ApprovalScope, plan_risky
+from .protocols import PlanHolder, SessionExecutor
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 from ..ids import uuid4_hex
@@ -60,9 +61,8 @@ class Prepared:
 def _load(plan: Any) -> Plan:
     if isinstance(plan, Plan):
         return plan
-    compiled_plan = getattr(plan, "plan", None)
-    if isinstance(compiled_plan, Plan):
-        return compiled_plan
+    if isinstance(plan, PlanHolder) and isinstance(plan.plan, Plan):
+        return plan.plan
     if isinstance(plan, str):
         from ..loader import parse
 
@@ -387,10 +387,10 @@ def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunR
     return RunResult("cancelled", {}, None, recs, [], plan_id, prep.plan.goal, err, list(bus.history))
 
 
-def seeded(plan: Any, input: Any, state: Any) -> tuple[Any, Any]:
+def seeded(plan: Plan, input: Any, state: Any) -> tuple[Any, Any]:
     """The run's ``(input, state)``: the caller's where given (not None), else the data the
     plan's context list carries (``Plan.initial``), copied so that no run changes it."""
-    initial = getattr(plan, "initial", None)
+    initial = plan.initial
     if initial is None:
         return input, state
     if input is None and initial.input is not None:
@@ -424,8 +424,8 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
         raise OptionTypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
     _check_options(opts)
     if opts.taint is None:  # sub-agents of the executor (goals/plan_steps.py) share the run's taint set
-        shared = getattr(opts.executor, "session_taint", None)
-        opts.taint = shared if isinstance(shared, TaintSet) else None
+        ex = opts.executor
+        opts.taint = ex.session_taint if isinstance(ex, SessionExecutor) else None
     if isinstance(plan, str):
         plan = _load(plan)  # read once: its initial data decides what the check below knows
     input, state = seeded(_load(plan), input, state)

@@ -6,12 +6,16 @@ its optional :class:`ScopedLatentExecutor` capability, and the retry :class:`Adv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..model import Call, Plan
 from ..tools import ToolSpec
 
-__all__ = ["Advisor", "Branch", "FailedCall", "LatentExecutor", "LatentRequest", "ScopedLatentExecutor"]
+if TYPE_CHECKING:  # (named in annotations only)
+    from .gate import TaintSet
+
+__all__ = ["Advisor", "Branch", "FailedCall", "LatentExecutor", "LatentRequest", "PlanHolder",
+           "ScopedLatentExecutor", "SessionExecutor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,24 @@ class ScopedLatentExecutor(LatentExecutor, Protocol):
     :meth:`execute` otherwise (``llm/stream.py``'s ``StreamInvoker``)."""
 
     async def execute_scoped(self, request: LatentRequest, context: dict) -> Any: ...
+
+
+@runtime_checkable
+class PlanHolder(Protocol):
+    """What ``run(plan)`` takes besides a :class:`~sophon_dsl.model.Plan` and plan text: an
+    object that holds one (a ``CompiledPlan``, a loader's ``LoadResult``, a ``Prepared``)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+
+@runtime_checkable
+class SessionExecutor(LatentExecutor, Protocol):
+    """A latent executor whose sub-agents share one taint set with the run they serve
+    (``goals/plan_steps.StepAgents``): a run given it and no ``taint`` option uses that set,
+    so data one step's agent read stays local data for the run's later calls."""
+
+    session_taint: TaintSet
 
 
 @dataclass(frozen=True)

@@ -209,8 +209,8 @@ class Scheduler:
         self.runner = CallRunner(self.state)
         if self.feed.is_open:
             self.inputs.stream_open = True
-            self.inputs.written_order = getattr(self.feed, "written_order", False)
-            self.inputs.anchored_reads = getattr(self.feed, "anchored_reads", False)
+            self.inputs.written_order = self.feed.written_order
+            self.inputs.anchored_reads = self.feed.anchored_reads
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)

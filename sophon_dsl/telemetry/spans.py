@@ -8,7 +8,7 @@ an agent run whose turns each run a plan under the plan id ``turn<N>``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -17,6 +17,7 @@ from opentelemetry import context as otel_context
 
 from .context import Remote, _register, _span_for, _unregister, call_context, parse_traceparent
 
+from ..llm.provider import Message, ModelBound, Provider
 from .protocols import PreparedRun, TracedRun
 
 if TYPE_CHECKING:  # (named in annotations only; a run with a store imports the durable package)
@@ -381,14 +382,14 @@ class LLMSpan:
     usage counts, so the token counts are estimated from the characters sent and received
     (the planning budget's estimate) and ``sophon.usage.estimated`` says so."""
 
-    def __init__(self, tracer: Any, provider: Any, model: str | None, operation: str = "chat",
+    def __init__(self, tracer: Any, provider: Provider, model: str | None, operation: str = "chat",
                  context: Any = None) -> None:
         self.system = _provider_name(provider)
         self.out_chars = 0
         self.ended = False
         attrs = {"gen_ai.operation.name": operation, "gen_ai.system": self.system,
                  "gen_ai.provider.name": self.system}
-        model = model or getattr(provider, "model", None)
+        model = model or (provider.model if isinstance(provider, ModelBound) else None)
         if isinstance(model, str) and model:
             attrs["gen_ai.request.model"] = model
         name = f"{operation} {model}" if isinstance(model, str) and model else operation
@@ -401,22 +402,22 @@ class LLMSpan:
         self.span.set_attribute("error.type", str(getattr(exc, "error", None) or type(exc).__name__))
         self.span.set_status(Status(StatusCode.ERROR, _text(str(exc), 300)))
 
-    def end(self, messages: Any = ()) -> None:
+    def end(self, messages: Sequence[Message] = ()) -> None:
         if self.ended:
             return
         self.ended = True
         from ..planning.budget import CHARS_PER_TOKEN
 
-        in_chars = sum(len(getattr(m, "content", "") or "") for m in messages or ())
+        in_chars = sum(len(m.content or "") for m in messages or ())
         self.span.set_attribute("gen_ai.usage.input_tokens", -(-in_chars // CHARS_PER_TOKEN))
         self.span.set_attribute("gen_ai.usage.output_tokens", -(-self.out_chars // CHARS_PER_TOKEN))
         self.span.set_attribute("sophon.usage.estimated", True)
         self.span.end()
 
 
-def _provider_name(provider: Any) -> str:
+def _provider_name(provider: Provider) -> str:
     """The GenAI ``gen_ai.system`` value of a provider object (``openai``, ``anthropic``, ...)."""
-    name = getattr(provider, "system", None) or getattr(provider, "name", None)
+    name = provider.name
     if isinstance(name, str) and name:
         return name.split(":", 1)[0].lower()
     cls = type(provider).__name__.lower()
