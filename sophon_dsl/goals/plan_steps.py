@@ -39,13 +39,17 @@ sub-agent is resumed (recorded replies are not asked for again).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import APPROVAL_REJECTED, RunError
 from ..runtime.protocols import ScopedLatentExecutor
 from ..tools import ToolRegistry, ToolSpec
+
+if TYPE_CHECKING:  # (the agent and the durable package load when steps run)
+    from ..durable.current import CurrentCall
+    from ..llm.agent import Agent
 
 __all__ = ["STEP_AGENT_FAILED", "STEP_NO_HINTED_TOOL", "StepAgents", "step_request"]
 
@@ -190,7 +194,7 @@ class StepAgents:
         raise RunError(STEP_AGENT_FAILED, f"step {step_id}: its agent {result.status}: "
                                           f"{result.error or 'no final output'}")
 
-    async def _run(self, agent: Any, text: str, data: dict, step_id: str, current: Any) -> Any:
+    async def _run(self, agent: Agent, text: str, data: dict, step_id: str, current: CurrentCall | None) -> Any:
         if self.store is None or current is None or not current.run_id:
             return await agent.arun(text, input=data)
         from ..durable import Lent, open_store

@@ -17,13 +17,15 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..diagnostics import CODES, Diagnostic, Span
 from ..loader import parse
-from ..tools import ToolSpec
 from ..values import references
 from .incremental import DslReparser
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from ..tools import ToolSpec
 
 __all__ = ["Analysis", "Occurrence", "analyse"]
 

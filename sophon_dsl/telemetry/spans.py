@@ -371,7 +371,7 @@ class RunSpans:
             return next(reversed(self.turns.values()))[1]
         return self.root_ctx
 
-    def llm_request(self, provider: Any, model: str | None) -> "LLMSpan":
+    def llm_request(self, provider: Provider, model: str | None) -> "LLMSpan":
         """A GenAI span for one request of this run, a child of its open turn."""
         return LLMSpan(self.tracer, provider, model, context=self.current_context())
 
