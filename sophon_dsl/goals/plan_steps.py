@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..model import Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import APPROVAL_REJECTED, RunError
-from ..runtime.protocols import ScopedLatentExecutor
+from ..runtime.gate import TaintSet
+from ..runtime.protocols import LatentExecutor, ScopedLatentExecutor
 from ..tools import ToolRegistry, ToolSpec
 
 if TYPE_CHECKING:  # (the agent and the durable package load when steps run)
@@ -90,7 +91,8 @@ class StepAgents:
     def __init__(self, provider: Any, tools: Any = None, *, model: str | None = None, max_turns: int = 4,
                  strict_tool_hints: bool = False, approve: Any = "no", approval_risk: Risk = Risk.MEDIUM,
                  approval_timeout: float | None = 600.0, on_event: Any = None, run_options: dict | None = None,
-                 roles: dict[str, list[str]] | None = None, taint: Any = None, latent: Any = None,
+                 roles: dict[str, list[str]] | None = None, taint: TaintSet | None = None,
+                 latent: LatentExecutor | None = None,
                  store: Any = None, stdlib: Any = True, temperature: float | None = None):
         from ..llm.agent import Agent
         from ..llm.latent import LLMLatentExecutor

@@ -41,6 +41,7 @@ from .steps import PlannedStep, PlannerError
 if TYPE_CHECKING:  # (the agent and the durable package load when a goal runs)
     from ..durable.base import RunStore
     from ..llm.agent import Agent
+    from ..telemetry.spans import RunSpans
 
 __all__ = ["GoalResumeError", "GoalRunner", "STEP_FAILED", "HUMAN_NEEDED", "EVALUATOR_FAILED"]
 
@@ -97,7 +98,7 @@ class GoalRunner:
     person, the run ends ``hitl``.
     """
 
-    _spans: Any = None  # the goal's span recorder while it runs with tracing on (sophon_dsl.telemetry)
+    _spans: RunSpans | None = None  # the goal's span recorder while it runs with tracing on (sophon_dsl.telemetry)
 
     def __init__(self, agent: Agent, *, planner_provider: Any = None, evaluator_provider: Any = None,
                  planner_model: str | None = None, evaluator_model: str | None = None,

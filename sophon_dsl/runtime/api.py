@@ -31,7 +31,7 @@ from .inputs import CASCADES
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
 from .gate import ApprovalScope, plan_risky
-from .protocols import PlanHolder, SessionExecutor
+from .protocols import LatentExecutor, PlanHolder, SessionExecutor
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 from ..ids import uuid4_hex
@@ -104,7 +104,7 @@ def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
     return given
 
 
-def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
+def _run_only_diagnostics(compiled: Any, executor: LatentExecutor | None) -> list[Diagnostic]:
     """E206 / E207 for a reused CompiledPlan: the checker's own rules for them, on the
     compiled plan's data flow (no second analysis)."""
     from ..checks.checker import RuleRunner
@@ -120,7 +120,7 @@ def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
 _NOT_RUNNING: Any = object()  # prepare(initial_state=...) not given: the plan is not about to run
 
 
-def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
+def prepare(plan: Any, tools: Any = None, *, executor: LatentExecutor | None = None, check: bool = True,
             initial_kinds: Any = (), context: dict | None = None,
             initial_state: Any = _NOT_RUNNING, initial_input: Any = _NOT_RUNNING) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
