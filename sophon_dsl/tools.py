@@ -358,7 +358,7 @@ def _json_native(ann: Any) -> bool:
     return origin in _TRANSPARENT and all(_json_native(a) for a in typing.get_args(ann))
 
 
-class _ArgumentConverter:
+class ArgumentConverter:
     """Turns a tool's JSON arguments into the Python types its parameters declare.
 
     Only parameters whose type JSON data is not already (a pydantic model, a dataclass,
@@ -493,7 +493,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             tool_name, schemas,
             description=description if description is not None else doc,
             risk=level,
-            func=_ArgumentConverter(fn, tool_name).wrap(),
+            func=ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
             context_param=context_parameter(fn),
             idempotent=idempotent,

@@ -100,9 +100,9 @@ def test_parser_tables_are_cached_and_reused(tmp_path, caplog):
 
 
 def test_changed_grammar_gets_its_own_cache_file(tmp_path, monkeypatch):
-    grammar = dsl_parser._grammar_text()
+    grammar = dsl_parser.grammar_text()
     dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
-    monkeypatch.setattr(dsl_parser, "_grammar_text", lambda: grammar + "\n// changed\n")
+    monkeypatch.setattr(dsl_parser, "grammar_text", lambda: grammar + "\n// changed\n")
     dsl_parser.build_lark(dsl_parser._Builder(), tmp_path)
     assert len(list(tmp_path.iterdir())) == 2
 

@@ -9,7 +9,9 @@ fails on a new
   Protocol, or read the concrete type's field);
 * ``x._name`` where ``x`` is not ``self`` / ``cls`` / a module-level name of the module and
   ``_name`` is not an attribute that module's own classes define: another module's private
-  member read from outside.
+  member read from outside;
+* ``from <module> import _name`` of a module in another package (a package's modules may
+  share their private helpers; other packages get a public name).
 
 What stays is listed below with the reason; a new entry needs one.  Dunder names
 (``__wrapped__``, ``__qualname__``...) are Python's own introspection of functions and
@@ -146,6 +148,22 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
+def _package_of_import(node: ast.ImportFrom, rel: str) -> str | None:
+    """The package (dotted, under sophon_dsl) of the module ``node`` imports from, or None
+    for a module outside sophon_dsl."""
+    parts = ["sophon_dsl", *rel.removesuffix(".py").split("/")]
+    here = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+    if node.level:
+        base = here[:len(here) - (node.level - 1)] if node.level > 1 else here
+        target = [*base, *(node.module.split(".") if node.module else [])]
+    elif node.module and node.module.split(".")[0] == "sophon_dsl":
+        target = node.module.split(".")
+    else:
+        return None
+    path = PACKAGE.parent.joinpath(*target)
+    return ".".join(target if path.is_dir() else target[:-1])
+
+
 def violations(source: str, rel: str, *, listed: bool = True) -> list[tuple[str, str, str]]:
     """What ``source`` (the module ``sophon_dsl/<rel>``) breaks: (kind, name, where) each;
     ``listed=False`` ignores the allowlists (to tell whether an entry is still needed)."""
@@ -167,6 +185,13 @@ def violations(source: str, rel: str, *, listed: bool = True) -> list[tuple[str,
             if namespace and isinstance(obj, ast.Name) and obj.id in NAMESPACE_NAMES:
                 continue
             out.append(("probe", name, f"{rel}:{node.lineno}: {ast.unparse(node)}"))
+        elif isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names if a.name.startswith("_") and not _dunder(a.name)]
+            package = _package_of_import(node, rel) if names else None
+            here = ".".join(["sophon_dsl", *rel.split("/")[:-1]])
+            if package is not None and package != here:
+                out += [("private", name, f"{rel}:{node.lineno}: from {package} import {name}") for name in names
+                        if name not in private_ok]
         elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not _dunder(node.attr)
               and node.attr not in PUBLIC_UNDERSCORED):
             obj = node.value
@@ -205,6 +230,8 @@ def test_every_allowlist_entry_is_still_needed():
     ("def f(x, name):\n    return getattr(x, name, None)\n", False),     # a computed lookup
     ("class A:\n    def __init__(self):\n        self._n = 0\n    def same(self, other):\n"
      "        return other._n == self._n\n", False),                       # this module's class
+    ("from ..refs import _compile\n", True),                             # another package's private
+    ("from .dsl_parser import _grammar\n", False),                       # the same package's
 ])
 def test_the_scan_tells_probes_from_plain_code(code, flagged):
-    assert bool(violations(code, "example.py")) is flagged
+    assert bool(violations(code, "syntax/example.py")) is flagged

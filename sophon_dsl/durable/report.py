@@ -158,9 +158,9 @@ def waiting_view(waiting: Any, plan: Any = None) -> Any:
 def _plan_args(waiting: dict, call: dict, plan: Any) -> str | None:
     if plan is None or waiting.get("kind") != "plan":
         return None
-    from ..runtime.approval import ApprovalRequest, _arguments
+    from ..runtime.approval import ApprovalRequest, shown_arguments
 
-    return _arguments(ApprovalRequest("plan", plan, (call,)), call) or None
+    return shown_arguments(ApprovalRequest("plan", plan, (call,)), call) or None
 
 
 def waiting_lines(waiting: Any) -> list[str]:

@@ -420,9 +420,9 @@ def waiting_calls(request: ApprovalRequest) -> list[dict]:
     shows them (the values read at run time for a call, the plan's own for the plan gate;
     long values cut, control and bidi characters escaped), so that ``sophon-dsl approve`` and
     ``runs show`` show what is being approved."""
-    from ..runtime.approval import _arguments
+    from ..runtime.approval import shown_arguments
 
-    return [{**c, "args": _arguments(request, c)} for c in request.calls]
+    return [{**c, "args": shown_arguments(request, c)} for c in request.calls]
 
 
 def shown(calls: Any) -> list[list]:

@@ -798,7 +798,7 @@ def _check_run_options(options: dict) -> None:
     not a failure in the middle of a turn)."""
     from dataclasses import fields
 
-    from ..runtime.api import _check_options
+    from ..runtime.api import check_options
 
     names = {f.name for f in fields(RunOptions)}
     unknown = sorted(k for k in options if k not in names)
@@ -807,7 +807,7 @@ def _check_run_options(options: dict) -> None:
     opts = RunOptions()
     for k, v in options.items():
         setattr(opts, k, v)
-    _check_options(opts)
+    check_options(opts)
 
 
 def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:

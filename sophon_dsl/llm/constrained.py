@@ -61,9 +61,9 @@ _LOOKAROUND_AT_END = re.compile(r"\(\?<?[!=](?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[
 
 
 def _lark_grammar_text() -> str:
-    from ..syntax.dsl_parser import _grammar_text
+    from ..syntax.dsl_parser import grammar_text
 
-    return _grammar_text()
+    return grammar_text()
 
 
 def _rx(pattern: str) -> str:

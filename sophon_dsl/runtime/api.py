@@ -252,7 +252,7 @@ _POSITIVE_INT = ("max_concurrency", "max_threads", "max_workers", "max_calls", "
 _POSITIVE_NUMBER = ("timeout", "max_time")
 
 
-def _check_options(opts: RunOptions) -> None:
+def check_options(opts: RunOptions) -> None:
     """Numeric run options: a clear error instead of a failure deep inside asyncio."""
     for name in _POSITIVE_INT:
         v = getattr(opts, name)
@@ -422,7 +422,7 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     plan_id = rest.pop("plan_id", None)
     if rest:
         raise OptionTypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
-    _check_options(opts)
+    check_options(opts)
     if opts.taint is None:  # sub-agents of the executor (goals/plan_steps.py) share the run's taint set
         ex = opts.executor
         opts.taint = ex.session_taint if isinstance(ex, SessionExecutor) else None

@@ -728,7 +728,7 @@ class _Builder(Transformer):
 # Lark instance
 
 
-def _grammar_text() -> str:
+def grammar_text() -> str:
     # the file next to the package (an ordinary install), else the checkout's grammar/ (an
     # editable one): importlib.resources, needed only for a package inside a zip, imports
     # zipfile and more, which costs more than reading the file
@@ -768,7 +768,7 @@ def _cache_file(grammar: str, directory: Path) -> str:
 def build_lark(builder: "_Builder", directory: Path | None = None) -> Lark:
     """A Lark parser wired to ``builder``, loading its tables from the cache when they are
     there (and saving them when they are not). ``directory`` defaults to :func:`cache_dir`."""
-    grammar = _grammar_text()
+    grammar = grammar_text()
     directory = directory if directory is not None else cache_dir()
     cache: str | bool = _cache_file(grammar, directory) if directory is not None else False
     final = None
