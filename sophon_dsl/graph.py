@@ -67,7 +67,7 @@ def call_risk(tools: Any, call: Any) -> Risk:
     """One call's effective risk (a map body's calls too)."""
     spec = tools.get(call.tool) if tools is not None else None
     r = call.risk if call.risk is not None else Risk.NONE
-    tool_risk = getattr(spec, "risk", None)
+    tool_risk = spec.risk if spec is not None else None
     return tool_risk if tool_risk is not None and tool_risk > r else r
 
 

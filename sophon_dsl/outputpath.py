@@ -19,10 +19,13 @@ the compiler, the runtime and the stream may all use it.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Call, OutputTarget, Plan
 from .refs import ReferenceSyntaxError, parse_reference
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from .tools import ToolSpec
 
 __all__ = ["OUTPUT_PATH_KEY", "Prescription", "parameter_schema", "prescribe_call", "prescribe_plan",
            "prescription", "same_target", "target_text"]
@@ -75,9 +78,9 @@ def parse_target(text: str) -> OutputTarget | None:
     return OutputTarget.of(paths, op)
 
 
-def prescription(spec: Any) -> Prescription | None:
+def prescription(spec: ToolSpec | None) -> Prescription | None:
     """The tool's prescribed output path, or None when it prescribes none."""
-    schema = getattr(spec, "input_schema", None) if spec is not None else None
+    schema = spec.input_schema if spec is not None else None
     if not isinstance(schema, dict):
         return None
     hit = _CACHE.get(id(schema))

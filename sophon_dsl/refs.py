@@ -61,7 +61,7 @@ _BRACED = rf"\{{(?:[^{{}}\n\"'`]|{_QUOTED}|\{{[^{{}}\n]*\}})+\}}"
 REF_RE = re.compile(rf"†(?:({_REF_BODY})|({_BRACED}))")
 _SEG_RE = re.compile(rf"\.({_NAME})|\[([0-9]+)\]")
 _EXPR_SPLIT = re.compile(r"\s*(\|\||&&)\s*")
-_WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|{_BRACED})")
+WHOLE_REF = re.compile(rf"†(?:{_REF_BODY}|{_BRACED})")
 _NAME_RE = NAME_RE = re.compile(_NAME)
 
 
@@ -107,14 +107,14 @@ def _split_body(body: str, offset: int = 0) -> tuple[str, tuple, str | None]:
         plain_end = seg.end()
     query = body[plain_end:].strip() or None
     if query is not None:
-        _compile(query, offset + plain_end + (len(body[plain_end:]) - len(body[plain_end:].lstrip())))
+        compile_reference_query(query, offset + plain_end + (len(body[plain_end:]) - len(body[plain_end:].lstrip())))
     return kind, tuple(path), query
 
 
 _COMPILED: dict[str, Any] = {}
 
 
-def _compile(query: str, offset: int = 0) -> Any:
+def compile_reference_query(query: str, offset: int = 0) -> Any:
     """The compiled JMESPath expression of a reference's query (one per distinct text),
     nested at most ``jmes_bounded.MAX_QUERY_DEPTH`` levels (deeper is malformed here, E105:
     the parser and the interpreter recurse per level)."""
@@ -158,7 +158,7 @@ def query_value(query: str, value: Any, limits: Any = None) -> Any:
     from .jmes_bounded import DEFAULT_LIMITS, search
 
     try:
-        return search(_compile(query), value, limits or DEFAULT_LIMITS)
+        return search(compile_reference_query(query), value, limits or DEFAULT_LIMITS)
     except JMESPathError:
         return None
 
@@ -192,7 +192,7 @@ def parse_reference(text: str, span: Span | None = None, dagger_aliases: str = "
     if not text or text[0] not in dagger_aliases:
         raise ReferenceSyntaxError(f"expected a reference starting with '†', got {text!r}")
     candidate = text if text[0] == "†" else "†" + text[1:]
-    m = REF_RE.fullmatch(candidate)  # the same language as _WHOLE_REF, with the body grouped
+    m = REF_RE.fullmatch(candidate)  # the same language as WHOLE_REF, with the body grouped
     if m is None:
         raise ReferenceSyntaxError(
             f"malformed reference {text!r}: expected †kind.name.name[index]", 0)
@@ -213,15 +213,15 @@ def parse_string_value(text: str, span: Span | None = None) -> Value:
         pieces = _EXPR_SPLIT.split(stripped) if "[" not in stripped and "{" not in stripped \
             else _split_operators(stripped)
         operands, ops = pieces[0::2], set(pieces[1::2])
-        if not _WHOLE_REF.fullmatch(operands[0]):
+        if not WHOLE_REF.fullmatch(operands[0]):
             # Not an expression (e.g. "††|| x" starts with an escaped dagger): plain template.
             return _parse_template(text, span)
-        if all(_WHOLE_REF.fullmatch(p) for p in operands):
+        if all(WHOLE_REF.fullmatch(p) for p in operands):
             if len(ops) > 1:
                 raise ReferenceSyntaxError(
                     "cannot mix '||' and '&&' in one expression", stripped.find("&&"))
             return Expression(ops.pop(), tuple(parse_reference(p, span) for p in operands), span)
-        bad = next(p for p in operands if not _WHOLE_REF.fullmatch(p))
+        bad = next(p for p in operands if not WHOLE_REF.fullmatch(p))
         raise ReferenceSyntaxError(
             f"malformed operand {bad!r} in expression: each operand must be a reference †kind.path",
             max(text.find(bad), 0))

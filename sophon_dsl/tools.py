@@ -27,12 +27,12 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, get_type_hints
+from typing import Any, Callable, Iterable, Mapping, Protocol, get_type_hints, runtime_checkable
 
 from .errors import OptionError, OptionTypeError, SophonError
 from .model import Call, Risk, ToolDecl
 
-__all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSpec", "as_registry", "context_parameter",
+__all__ = ["CallContext", "NotATool", "ToolRegistry", "ToolSource", "ToolSpec", "as_registry", "context_parameter",
            "schemas_from_function", "stdlib_fallback", "tool"]
 
 
@@ -358,7 +358,7 @@ def _json_native(ann: Any) -> bool:
     return origin in _TRANSPARENT and all(_json_native(a) for a in typing.get_args(ann))
 
 
-class _ArgumentConverter:
+class ArgumentConverter:
     """Turns a tool's JSON arguments into the Python types its parameters declare.
 
     Only parameters whose type JSON data is not already (a pydantic model, a dataclass,
@@ -493,7 +493,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             tool_name, schemas,
             description=description if description is not None else doc,
             risk=level,
-            func=_ArgumentConverter(fn, tool_name).wrap(),
+            func=ArgumentConverter(fn, tool_name).wrap(),
             is_async=inspect.iscoroutinefunction(fn),
             context_param=context_parameter(fn),
             idempotent=idempotent,
@@ -505,6 +505,23 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
     if func is not None:
         return wrap(func)
     return wrap
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """A lazy source of tools, as ``ToolRegistry(fallback=...)`` takes it (``stdlib_tools.source``
+    is one): called, every tool; ``get(name)`` one tool or None, building only what it needs;
+    ``names()`` their names, building nothing; ``origin`` the origin of its tools (``"stdlib"``:
+    a given tool of the same name replaces a standard one, N201).  A plain callable returning
+    every tool is a fallback too, built whole the first time a name is missing."""
+
+    origin: str
+
+    def __call__(self) -> Iterable[ToolSpec]: ...
+
+    def get(self, name: str) -> ToolSpec | None: ...
+
+    def names(self) -> Iterable[str]: ...
 
 
 class ToolRegistry(Mapping[str, ToolSpec]):
@@ -525,6 +542,7 @@ class ToolRegistry(Mapping[str, ToolSpec]):
                  fallback: Callable[[], Iterable[ToolSpec]] | None = None):
         self._tools: dict[str, ToolSpec] = {}
         self._fallback = fallback
+        self._prepared = False  # prepare_schemas ran
         self.replaced: list[tuple[ToolSpec, ToolSpec]] = []  # (old, new) pairs, for notes
         for t in tools:
             old = self._tools.get(t.name)
@@ -551,11 +569,10 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         except KeyError:
             if self._fallback is None:
                 raise
-        get = getattr(self._fallback, "get", None)
-        if get is None:
+        if not isinstance(self._fallback, ToolSource):
             self._materialize()
             return self._tools[name]
-        spec = get(name)
+        spec = self._fallback.get(name)
         if spec is None:
             raise KeyError(name)
         return spec
@@ -578,7 +595,7 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         streamed turn's first call does not pay for pydantic in its dispatch path.  The
         fallback is left unbuilt; a tool whose hints have no schema raises where it is
         used, as before."""
-        if getattr(self, "_prepared", False):
+        if self._prepared:
             return
         self._prepared = True
         for spec in list(self._tools.values()):
@@ -608,13 +625,13 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         """N201 notes for user tools that replace standard tools of the same name."""
         from .diagnostics import Diagnostic
 
-        names = getattr(self._fallback, "names", None)
-        if names is None:
+        source = self._fallback
+        if not isinstance(source, ToolSource):
             self._materialize()
             replacing = [new for old, new in self.replaced if old.origin == "stdlib"]
         else:  # a tool source says which names it has: nothing needs building
-            under = set(names())
-            standard = getattr(self._fallback, "origin", "stdlib") == "stdlib"
+            under = set(source.names())
+            standard = source.origin == "stdlib"
             replacing = [new for old, new in self.replaced if old.origin == "stdlib"]
             replacing += [new for name, new in self._tools.items() if standard and name in under]
         return [Diagnostic("N201", f"tool {new.name!r} ({new.origin}) replaces the standard tool of "

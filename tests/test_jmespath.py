@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sophon_dsl import compiler, dumps, loads
 from sophon_dsl.model import Reference
-from sophon_dsl.refs import _compile, parse_reference, parse_string_value
+from sophon_dsl.refs import compile_reference_query, parse_reference, parse_string_value
 from sophon_dsl.runtime import arun
 from sophon_dsl.runtime.reference import areference_run
 from sophon_dsl.tools import ToolSpec
@@ -47,7 +47,7 @@ def test_the_name_shorthand_is_not_printed_for_an_expression():
 
 
 def test_compiled_once_per_expression():
-    assert _compile("[?a > `1`].b") is _compile("[?a > `1`].b")
+    assert compile_reference_query("[?a > `1`].b") is compile_reference_query("[?a > `1`].b")
 
 
 TOOLS = [ToolSpec("search", "", None, None, func=lambda q=None: None)]

@@ -24,7 +24,7 @@ class RiskDowngrade(Rule):
             return
         ctx = self.ctx
         spec = ctx.sigs[i].tab.spec
-        tool_risk = getattr(spec, "risk", None) if spec is not None else None
+        tool_risk = spec.risk if spec is not None else None
         if tool_risk is None or not tool_risk > call.risk:
             return
         # the stronger risk wins (approval follows the tool's), but a reader of the plan

@@ -32,10 +32,10 @@ def query_schema(query: str, schema: Any, root: Any) -> tuple[Any, Any] | None:
     """``(schema, root)`` of what a reference's JMESPath ``query`` gives from a value of
     ``schema``, where the schema says (fields, indexes, slices, projections, filters,
     flattening, pipes); None when it cannot tell."""
-    from ..refs import _compile  # (the references' own compile: cached, nesting bounded)
+    from ..refs import compile_reference_query  # (the references' own compile: cached, nesting bounded)
 
     try:
-        ast = _compile(query).parsed
+        ast = compile_reference_query(query).parsed
     except Exception:  # noqa: BLE001 - reported as E105 when the plan was read
         return None
     out = _through(ast, schema, root)

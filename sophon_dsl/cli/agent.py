@@ -72,7 +72,7 @@ class AgentProgress:
             self._print(f"  [{ev.call_id}] {ev.tool}: {_STEP[t]}" + (f"  {detail}" if detail else ""))
         elif t == "agent_dry_run" and isinstance(ev.data, dict):
             self._print("  " + str(ev.data.get("text") or f"dry-run: {ev.data.get('status')}").replace("\n", "\n  "))
-        elif t == "approval_requested" and getattr(ev.data, "kind", None) == "plan":
+        elif t == "approval_requested" and _plan_approval(ev.data):
             from ..loader import dumps
 
             self._print("  plan for approval:\n    " + dumps(ev.data.plan, "dsl").rstrip().replace("\n", "\n    "))
@@ -286,3 +286,11 @@ def _listen_to_failover(provider: Any, on_event: Callable[[Any], None]) -> None:
 
     if isinstance(provider, FailoverProvider) and provider.on_event is None:
         provider.on_event = on_event
+
+
+def _plan_approval(data: Any) -> bool:
+    """Whether an ``approval_requested`` event's data asks about a whole plan (its text is
+    shown), not one call."""
+    from ..runtime.approval import ApprovalRequest  # (the core loads when a command runs)
+
+    return isinstance(data, ApprovalRequest) and data.kind == "plan"

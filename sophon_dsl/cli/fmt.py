@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..loader import dumps, format_for_path
+from ..model import Plan
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, plan_files, print_diagnostics, read_plan, write_file
 
 
@@ -91,13 +92,12 @@ def _same_conventions(text: str, original: str) -> str:
     return text
 
 
-def _data_without_dsl_spelling(plan) -> str:
+def _data_without_dsl_spelling(plan: Plan) -> str:
     """What a DSL rendering would lose: the input / state data of a context list's messages
     (named by kind and top-level keys), or ``""`` when there is none."""
-    initial = getattr(plan, "initial", None)
+    initial = plan.initial
     parts = []
-    for kind in ("input", "state"):
-        data = getattr(initial, kind, None) if initial is not None else None
+    for kind, data in (("input", initial.input), ("state", initial.state)) if initial is not None else ():
         if data:
             keys = ", ".join(sorted(data)[:6]) + (", ..." if len(data) > 6 else "")
             parts.append(f"the {kind} data ({keys})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 __all__ = ["ProgressView", "step_detail"]
 
@@ -47,9 +47,9 @@ def step_detail(event: Any) -> str:
 class ProgressView:
     """Shows each call's status as events arrive."""
 
-    def __init__(self, plan: Any, ids: list[str], stream: Any = None,
+    def __init__(self, plan: Any, ids: list[str], stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic, height: int | None = None):
-        self.stream = stream or sys.stderr
+        self.stream: TextIO = stream or sys.stderr
         self.ids = ids
         self.tools = [c.tool for c in plan.calls]
         self.status = ["pending"] * len(ids)
@@ -60,7 +60,7 @@ class ProgressView:
         self.started = clock()
         self.height = height  # rows the terminal shows (None: ask the console)
         self.live = None
-        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interactive = self.stream.isatty()
         self.outputs_ready: list[str] | None = None  # the fire-and-forget calls the run still waits for
 
     # -- state -------------------------------------------------------------------------------

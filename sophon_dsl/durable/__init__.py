@@ -7,14 +7,37 @@ Light on import: the backends (``sqlite3``, ``psycopg``) load when a store is op
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import OptionError
 from .current import CurrentCall, current_call
 
-__all__ = ["CurrentCall", "current_call", "default_store_url", "delete_runs", "open_store", "parse_age",
-           "prune_runs", "sqlite_path"]
+if TYPE_CHECKING:  # (the backends load when a store is opened)
+    from .base import RunStore
+
+__all__ = ["CurrentCall", "Lent", "current_call", "default_store_url", "delete_runs", "open_owned", "open_store",
+           "parse_age", "prune_runs", "sqlite_path"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lent:
+    """A store lent to a run that must leave it open when it ends, whoever else closes it
+    after *its* run (``close_after_run``): a plan step's sub-agent records its run in the plan
+    run's store (``goals/plan_steps.py``)."""
+
+    store: RunStore
+
+
+def open_owned(store: Any) -> tuple[Any, bool]:
+    """(the run store for ``store``, whether the run that opens it closes it when it ends):
+    one it opened from a URL, or one handed over to close (``close_after_run``); never a
+    :class:`Lent` one."""
+    if isinstance(store, Lent):
+        return store.store, False
+    backend = open_store(store)
+    return backend, backend is not store or backend.close_after_run
 
 
 def open_store(url: Any, *, create: bool = True) -> Any:

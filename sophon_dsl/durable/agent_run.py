@@ -30,7 +30,7 @@ import hashlib
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import default_store_url, open_store
+from . import default_store_url, open_owned
 from .base import display_url, dumps
 from .resume import PLAN_CHANGED, RUN_NOT_FOUND, WRONG_KIND, StoreRunError, _take_lease
 from .journal import BeforeStart
@@ -61,7 +61,7 @@ def agent_hash(registry: ToolRegistry, options: dict) -> str:
     h = hashlib.sha256(dumps(options).encode())
     for name in sorted(registry):
         spec = registry.get(name)
-        func = getattr(spec, "func", None)
+        func = spec.func if spec is not None else None
         func = getattr(func, "__wrapped__", func)
         try:
             src = inspect.getsource(func) if func is not None else dumps([spec.input_schema, spec.output_schema])
@@ -181,8 +181,7 @@ class AgentRecord:
 
     @classmethod
     def create(cls, store: Any, run_id: str, spec: dict, hash_: str) -> "AgentRecord":
-        backend = open_store(store if store is not None else default_store_url())
-        owned = backend is not store or backend.close_after_run
+        backend, owned = open_owned(store if store is not None else default_store_url())
         owner = owner_id()
         try:
             backend.create_run(run_id, plan_id=AGENT_KIND, goal=spec["request"][:200],
@@ -198,8 +197,7 @@ class AgentRecord:
                force: bool = False) -> tuple["AgentRecord", dict]:
         """The recorded agent run ``run_id`` (its lease taken) and its spec; ``hash_of(spec)``
         is the hash the tools and options given now have."""
-        backend = open_store(store if store is not None else default_store_url())
-        owned = backend is not store or backend.close_after_run
+        backend, owned = open_owned(store if store is not None else default_store_url())
         try:
             row = backend.get_run(run_id)
             if row is None:

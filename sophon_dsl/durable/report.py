@@ -4,11 +4,14 @@ built from the store alone, with ``run_id`` and the calls found in doubt flagged
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import OutputMethod
 from ..runtime.state import StateLog, iso_time
 from .planload import load_stored_plan
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from .base import RunStore
 
 __all__ = ["run_summary", "shown_status", "stored_attempts", "stored_result", "waiting_lines", "waiting_view"]
 
@@ -62,7 +65,7 @@ def run_summary(row: dict, recorded: int = 0) -> dict:
             "file": row.get("plan_file"), "calls": {"recorded": recorded, "total": row.get("calls_total")}}
 
 
-def stored_result(store: Any, row: dict, with_log: bool = False) -> dict:
+def stored_result(store: RunStore, row: dict, with_log: bool = False) -> dict:
     run_id = row["run_id"]
     plan = load_stored_plan(row["spec"]["plan"])
     committed = store.load_calls(run_id)
@@ -155,9 +158,9 @@ def waiting_view(waiting: Any, plan: Any = None) -> Any:
 def _plan_args(waiting: dict, call: dict, plan: Any) -> str | None:
     if plan is None or waiting.get("kind") != "plan":
         return None
-    from ..runtime.approval import ApprovalRequest, _arguments
+    from ..runtime.approval import ApprovalRequest, shown_arguments
 
-    return _arguments(ApprovalRequest("plan", plan, (call,)), call) or None
+    return shown_arguments(ApprovalRequest("plan", plan, (call,)), call) or None
 
 
 def waiting_lines(waiting: Any) -> list[str]:

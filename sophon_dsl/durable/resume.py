@@ -18,7 +18,7 @@ from ..runtime.api import finish_run, make_run
 from ..runtime.errors import RunError
 from ..runtime.result import RunResult
 from . import default_store_url, open_store
-from .base import display_url
+from .base import RunStore, display_url
 from .planload import load_stored_plan
 from .session import WAIT, DurableRun, owner_id, plan_hash
 
@@ -52,7 +52,7 @@ def _dead_owner(owner: str | None) -> str | None:
     return None
 
 
-def _take_lease(backend: Any, run_id: str, owner: str, row: dict) -> None:
+def _take_lease(backend: RunStore, run_id: str, owner: str, row: dict) -> None:
     if backend.acquire_lease(run_id, owner):
         return
     stale = _dead_owner(backend.get_run(run_id).get("lease_owner"))

@@ -29,7 +29,7 @@ from ..ids import uuid4_hex
 
 if TYPE_CHECKING:  # (the runtime imports this package's journal: only named here)
     from ..runtime.runstate import DurableHost
-    from ..tools import ToolRegistry
+    from ..tools import ToolRegistry, ToolSpec
     from .base import RunStore
 
 __all__ = ["CANCEL_POLL", "WAIT", "DurableRun", "begin", "covers", "new_run_id", "owner_id", "plan_hash", "shown",
@@ -55,7 +55,7 @@ def plan_hash(plan_text: str, registry: ToolRegistry, plan: Plan) -> str:
     h = hashlib.sha256(plan_text.encode())
     for name in sorted({c.tool for c in plan.calls} | {c.activity for c in plan.calls if c.activity}):
         spec = registry.get(name)
-        func = getattr(spec, "func", None) if spec is not None else None
+        func = spec.func if spec is not None else None
         func = getattr(func, "__wrapped__", func)
         try:
             src = inspect.getsource(func) if func is not None else repr((spec.input_schema, spec.output_schema)
@@ -102,21 +102,21 @@ def begin(run_id: str, plan_id: str, store: str | RunStore, plan: Plan, registry
           approver: Approver | str | None) -> tuple[DurableRun, Approver]:
     """Make run ``run_id`` durable in ``store`` (a URL or a store): its :class:`DurableRun`
     (registered) and the approver to use (the run handle's owner keeps both)."""
-    from . import open_store
+    from . import open_owned
     from ..syntax.doc_printer import encode_plan
     from .base import dumps
 
-    backend = open_store(store)
+    backend, owned = open_owned(store)
     run = DurableRun(backend, run_id)
-    run.owns_backend = backend is not store or backend.close_after_run
+    run.owns_backend = owned
     # the plan as compact JSON (a JSON plan document; read back with loads(text, "json"))
     text = encode_plan(plan, dumps)
     run.register(text, plan, registry, {**data, "plan_id": plan_id})
     return run, run.approver(approver)
 
 
-def _idempotent(spec: Any) -> bool:
-    return spec is None or spec.func is None or bool(getattr(spec, "idempotent", False))
+def _idempotent(spec: ToolSpec | None) -> bool:
+    return spec is None or spec.func is None or spec.idempotent
 
 
 class DurableRun:
@@ -420,9 +420,9 @@ def waiting_calls(request: ApprovalRequest) -> list[dict]:
     shows them (the values read at run time for a call, the plan's own for the plan gate;
     long values cut, control and bidi characters escaped), so that ``sophon-dsl approve`` and
     ``runs show`` show what is being approved."""
-    from ..runtime.approval import _arguments
+    from ..runtime.approval import shown_arguments
 
-    return [{**c, "args": _arguments(request, c)} for c in request.calls]
+    return [{**c, "args": shown_arguments(request, c)} for c in request.calls]
 
 
 def shown(calls: Any) -> list[list]:

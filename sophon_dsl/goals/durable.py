@@ -9,12 +9,15 @@ waiting for a person with what their sub-agent produced. Everything is JSON.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from .result import StepRecord, StepStatus
 from .steps import PlannedStep
 
-__all__ = ["GOAL_KIND", "decision_name", "dump_state", "load_state"]
+if TYPE_CHECKING:  # (the durable package is imported only by a recorded goal)
+    from ..durable.base import RunStore
+
+__all__ = ["GOAL_KIND", "GoalState", "PlanView", "decision_name", "dump_state", "load_state"]
 
 GOAL_KIND = "goal"
 
@@ -34,7 +37,33 @@ def _record(data: dict) -> StepRecord:
                       data.get("confidence"), data.get("note", ""), data.get("plan", 0))
 
 
-def dump_state(loop: Any) -> dict:
+class PlanView(Protocol):
+    """The part of a plan of steps a checkpoint keeps: its steps and its number."""
+
+    @property
+    def steps(self) -> Sequence[PlannedStep]: ...
+
+    @property
+    def number(self) -> int: ...
+
+
+class GoalState(Protocol):
+    """What a checkpoint reads from and puts back into a goal's loop (``runner._Loop``):
+    its counters and results, every step's record, and the last plan of steps."""
+
+    facts: dict[str, Any]
+    completed: dict[str, dict]
+    records: dict[str, StepRecord]
+    replans: int
+    steps_run: int
+    plans: list[list[dict]]
+    pending: list[dict]
+
+    @property
+    def last(self) -> PlanView | None: ...
+
+
+def dump_state(loop: GoalState) -> dict:
     last = loop.last
     return {"facts": loop.facts, "completed": loop.completed, "replans": loop.replans, "steps_run": loop.steps_run,
             "plans": loop.plans,
@@ -44,7 +73,7 @@ def dump_state(loop: Any) -> dict:
             "pending": loop.pending}
 
 
-def load_state(loop: Any, data: dict) -> list[PlannedStep]:
+def load_state(loop: GoalState, data: dict) -> list[PlannedStep]:
     """Put ``data`` back into ``loop``; returns the steps of the plan that was waiting."""
     loop.facts = dict(data["facts"])
     loop.completed = dict(data["completed"])
@@ -63,7 +92,7 @@ class GoalHold:
 
     lease_s = 60.0
 
-    def __init__(self, store: Any, run_id: str, on_cancel: Any) -> None:
+    def __init__(self, store: RunStore, run_id: str, on_cancel: Callable[[], object]) -> None:
         import asyncio
 
         from ..durable.session import owner_id, watch_cancel

@@ -39,12 +39,18 @@ sub-agent is resumed (recorded replies are not asked for again).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import Risk
 from ..runtime.approval import ApprovalDecision, ApprovalRequest, decide, normalize_approver
 from ..runtime.errors import APPROVAL_REJECTED, RunError
+from ..runtime.gate import TaintSet
+from ..runtime.protocols import LatentExecutor, ScopedLatentExecutor
 from ..tools import ToolRegistry, ToolSpec
+
+if TYPE_CHECKING:  # (the agent and the durable package load when steps run)
+    from ..durable.current import CurrentCall
+    from ..llm.agent import Agent
 
 __all__ = ["STEP_AGENT_FAILED", "STEP_NO_HINTED_TOOL", "StepAgents", "step_request"]
 
@@ -85,7 +91,8 @@ class StepAgents:
     def __init__(self, provider: Any, tools: Any = None, *, model: str | None = None, max_turns: int = 4,
                  strict_tool_hints: bool = False, approve: Any = "no", approval_risk: Risk = Risk.MEDIUM,
                  approval_timeout: float | None = 600.0, on_event: Any = None, run_options: dict | None = None,
-                 roles: dict[str, list[str]] | None = None, taint: Any = None, latent: Any = None,
+                 roles: dict[str, list[str]] | None = None, taint: TaintSet | None = None,
+                 latent: LatentExecutor | None = None,
                  store: Any = None, stdlib: Any = True, temperature: float | None = None):
         from ..llm.agent import Agent
         from ..llm.latent import LLMLatentExecutor
@@ -115,7 +122,8 @@ class StepAgents:
         self.session_taint = self.taint   # what sophon_dsl.run shares with the run (runtime/api.py)
         self.latent = latent if latent is not None else LLMLatentExecutor(provider, model=model,
                                                                           temperature=temperature)
-        self.requests = self.latent.requests if hasattr(self.latent, "requests") else []
+        # what the LLM latent executor was asked (tests, tracing); another executor keeps no log
+        self.requests = self.latent.requests if isinstance(self.latent, LLMLatentExecutor) else []
 
     # -- LatentExecutor ----------------------------------------------------------------------
 
@@ -126,8 +134,9 @@ class StepAgents:
 
     async def execute_scoped(self, request: Any, context: dict) -> Any:
         if request.call.tool != AGENT_STEP:
-            scoped = getattr(self.latent, "execute_scoped", None)
-            return await (scoped(request, context) if scoped is not None else self.latent.execute(request))
+            if isinstance(self.latent, ScopedLatentExecutor):
+                return await self.latent.execute_scoped(request, context)
+            return await self.latent.execute(request)
         return await self.run_step(request)
 
     # -- one step ----------------------------------------------------------------------------
@@ -168,7 +177,7 @@ class StepAgents:
             agent.provider = agent.guards.wrap(provider, model)
             agent.model = model
         step_risk = call.risk if call.risk is not None else Risk.NONE
-        agent.approve = agent._approver = self._covered_by(step_id, step_risk)
+        agent.use_approver(self._covered_by(step_id, step_risk))
         calls = self.log.setdefault(step_id, [])
         agent.on_event = self._observer(step_id, calls)
         inputs = args.get("inputs") if isinstance(args.get("inputs"), dict) else {}
@@ -187,17 +196,18 @@ class StepAgents:
         raise RunError(STEP_AGENT_FAILED, f"step {step_id}: its agent {result.status}: "
                                           f"{result.error or 'no final output'}")
 
-    async def _run(self, agent: Any, text: str, data: dict, step_id: str, current: Any) -> Any:
+    async def _run(self, agent: Agent, text: str, data: dict, step_id: str, current: CurrentCall | None) -> Any:
         if self.store is None or current is None or not current.run_id:
             return await agent.arun(text, input=data)
-        from ..durable import open_store
+        from ..durable import Lent, open_store
 
         # the step's sub-agent is an agent run of its own, named after the plan run and step, so
         # that a resumed plan run finds it and goes on from its recorded turns
-        store = _Borrowed(open_store(self.store))
+        backend = open_store(self.store)
         sub_id = f"{current.run_id}.{step_id}"
-        row = store.get_run(sub_id)
-        agent.store = store
+        row = backend.get_run(sub_id)
+        # lent: the sub-agent's record must not close the plan run's store when the step ends
+        agent.store = store = Lent(backend)
         if row is None:
             return await agent.arun(text, input=data, run_id=sub_id)
         return await agent.aresume(sub_id, store=store, unknown="rerun", force=True)
@@ -223,16 +233,3 @@ class StepAgents:
             if given is not None:
                 given(step_id, event)
         return observe
-
-
-class _Borrowed:
-    """The plan run's store lent to a step's sub-agent: the sub-agent's record must not close
-    it when the step ends (the CLI's store closes after *its* run: ``close_after_run``)."""
-
-    close_after_run = False
-
-    def __init__(self, store: Any):
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)

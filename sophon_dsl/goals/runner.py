@@ -24,7 +24,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InsideEventLoop, OptionError, SophonError
 from ..model import Risk
@@ -37,6 +37,11 @@ from .plan_builder import STEP_INPUT_SCHEMA, STEP_OUTPUT_SCHEMA, STEP_TOOL, step
 from .planner import Planner, StepSummary
 from .result import GoalResult, GoalStatus, StepRecord, StepStatus
 from .steps import PlannedStep, PlannerError
+
+if TYPE_CHECKING:  # (the agent and the durable package load when a goal runs)
+    from ..durable.base import RunStore
+    from ..llm.agent import Agent
+    from ..telemetry.spans import RunSpans
 
 __all__ = ["GoalResumeError", "GoalRunner", "STEP_FAILED", "HUMAN_NEEDED", "EVALUATOR_FAILED"]
 
@@ -93,9 +98,9 @@ class GoalRunner:
     person, the run ends ``hitl``.
     """
 
-    _spans: Any = None  # the goal's span recorder while it runs with tracing on (sophon_dsl.telemetry)
+    _spans: RunSpans | None = None  # the goal's span recorder while it runs with tracing on (sophon_dsl.telemetry)
 
-    def __init__(self, agent: Any, *, planner_provider: Any = None, evaluator_provider: Any = None,
+    def __init__(self, agent: Agent, *, planner_provider: Any = None, evaluator_provider: Any = None,
                  planner_model: str | None = None, evaluator_model: str | None = None,
                  max_goal_steps: int | None = None, max_replans: int | None = None, subagent_turns: int = 4,
                  roles: dict[str, list[str]] | None = None, approve: Any = None,
@@ -244,7 +249,7 @@ class GoalRunner:
         return {"kind": GOAL_KIND, "input": loop.input, "meta": self.store_meta, "checkpoint": checkpoint,
                 **({"cascade": self.cascade} if self.cascade != "skip" else {})}
 
-    def _record(self, store: Any, run_id: str, loop: "_Loop", result: GoalResult) -> None:
+    def _record(self, store: RunStore, run_id: str, loop: "_Loop", result: GoalResult) -> None:
         from .durable import decision_name, dump_state
 
         summary: dict[str, Any] = {"goal": result.to_json()}
@@ -278,7 +283,7 @@ class GoalRunner:
         return ToolRegistry([registry[name] for name in registry
                              if any(fnmatch.fnmatchcase(name, p) for p in patterns)])
 
-    def subagent(self, hint: str | None, tools: ToolRegistry | None = None) -> Any:
+    def subagent(self, hint: str | None, tools: ToolRegistry | None = None) -> Agent:
         """A sub-agent over the tools ``hint`` maps to, or over ``tools`` when given (an
         imported plan step's hinted tools: goals/plan_steps.py)."""
         from ..llm.agent import Agent
@@ -289,7 +294,7 @@ class GoalRunner:
                      max_calls=a.max_calls, model=a.model, on_event=a.on_event, latent_provider=a.latent_provider,
                      temperature=a.temperature, max_tokens=a.max_tokens, system=a.system,
                      run_options=a.run_options, approval_risk=a.approval_risk, taint=a.taint,
-                     dispatch=getattr(a, "dispatch", "streamed"), _depth=a._depth + 1)
+                     dispatch=a.dispatch, _depth=a.depth + 1)
 
 
 def _provider(spec: Any) -> Any:
@@ -590,7 +595,7 @@ def _skip_note(result: Any, step_id: str) -> str:
         rec = result.call(step_id)
     except KeyError:
         return "not run"
-    return str(rec.error) if getattr(rec, "error", None) else f"not run ({rec.status})"
+    return str(rec.error) if rec.error is not None else f"not run ({rec.status})"
 
 
 def _any_call_succeeded(result: Any) -> bool:

@@ -41,7 +41,7 @@ from ..errors import InsideEventLoop, OptionError
 from ..checks.schema import offline_validator
 from ..diagnostics import Diagnostic
 from ..model import Call, Mode, Plan, Risk
-from ..runtime.approval import ApprovalRequest, decide, normalize_approver
+from ..runtime.approval import ApprovalRequest, Approver, decide, normalize_approver
 from ..runtime.events import Event, EventBus
 from ..runtime.gate import ApprovalScope, TaintSet, plan_risky
 from ..runtime.scheduler import RunOptions
@@ -303,6 +303,37 @@ class Agent:
         self.store_meta = store_meta
 
     # -- helpers -------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """How deep this agent nests: 0 for the user's, one more for each sub-agent or delegate
+        level (``max_delegate_depth`` bounds it; the planning pipeline reads it)."""
+        return self._depth
+
+    def use_approver(self, approver: Approver) -> None:
+        """Decide this agent's approvals with ``approver`` from now on (a goal step's
+        sub-agent: what the step's plan-level approval covers is approved, nothing beyond)."""
+        self.approve = approver
+        self._approver = approver
+
+    def delegate_agent(self, provider: Provider, tools: ToolRegistry, config: dict, *, model: str | None,
+                       output_schema: Any, state_schema: Any, depth: int) -> Agent:
+        """The sub-agent of one ``_delegate`` call (``llm/delegate.py``): an agent of this
+        agent's class and settings over ``tools``, on the routed ``provider`` and ``model``,
+        with the saved request's ``config`` (``mode``, ``max_turns``) winning."""
+        return type(self)(provider, tools=tools,
+                          mode=config.get("mode", self.mode.value),
+                          max_turns=int(config.get("max_turns", min(self.max_turns, 4))),
+                          # (a delegate is not recorded: it cannot wait for a person, its risky plans are refused)
+                          approve="no" if self.approve == "wait" else self.approve,
+                          max_calls=self.max_calls, dispatch=self.dispatch,
+                          model=model, output_schema=output_schema,
+                          state_schema=state_schema, on_event=None, delegates=self.delegates,
+                          delegate_dir=self.delegate_dir, latent_provider=self.latent_provider,
+                          max_delegate_depth=self.max_delegate_depth, _depth=depth,
+                          taint=self.taint,  # one session: what the parent read is local data here too
+                          # a saved request's own mode wins; else it plans as the parent does (depth-limited)
+                          planning=None if "mode" in config else self.planning)
 
     def prompt_tools(self) -> list[ToolSpec]:
         """The tools shown to the model: the caller's own, or the standard ones when there are none."""
@@ -767,7 +798,7 @@ def _check_run_options(options: dict) -> None:
     not a failure in the middle of a turn)."""
     from dataclasses import fields
 
-    from ..runtime.api import _check_options
+    from ..runtime.api import check_options
 
     names = {f.name for f in fields(RunOptions)}
     unknown = sorted(k for k in options if k not in names)
@@ -776,7 +807,7 @@ def _check_run_options(options: dict) -> None:
     opts = RunOptions()
     for k, v in options.items():
         setattr(opts, k, v)
-    _check_options(opts)
+    check_options(opts)
 
 
 def _replan(turn: StreamTurn, plan: Plan) -> StreamTurn:

@@ -24,10 +24,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import OptionError
 from ..syntax.attributes import param_key, param_name
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from ..tools import ToolSpec
 
 __all__ = [
     "ALL_META",
@@ -58,9 +61,9 @@ _LOOKAROUND_AT_END = re.compile(r"\(\?<?[!=](?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[
 
 
 def _lark_grammar_text() -> str:
-    from ..syntax.dsl_parser import _grammar_text
+    from ..syntax.dsl_parser import grammar_text
 
-    return _grammar_text()
+    return grammar_text()
 
 
 def _rx(pattern: str) -> str:
@@ -403,7 +406,7 @@ class _Builder:
             return {"anyOf": [*conv["anyOf"], ref]}
         return {"anyOf": [conv, ref]}
 
-    def meta(self, name: str, tool: Any) -> dict | None:
+    def meta(self, name: str, tool: ToolSpec | None) -> dict | None:
         if name == "_id":
             return {"type": "string", "description": "the call's id, for _after and diagnostics"}
         if name == "_outputPath":
@@ -417,7 +420,7 @@ class _Builder:
         if name in ("_after", "_scopes"):
             return {"type": "array", "items": {"type": "string"}}
         if name == "_output":
-            if not getattr(tool, "latent", False):
+            if tool is None or not tool.latent:
                 return None
             out = self.convert(tool.output_schema, tool.output_schema)
             return {**out, "description": "inline output (latent tool, eager mode)"} \

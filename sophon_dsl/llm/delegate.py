@@ -37,6 +37,7 @@ from ..runtime.errors import RunError
 from ..runtime.invoker import scoped_data
 from ..runtime.protocols import LatentRequest
 from ..syntax.attributes import param_key, param_name
+from .protocols import DelegateParent
 
 __all__ = ["DELEGATE_FAILED", "DELEGATE_OUTSIDE", "DelegateExecutor", "DelegateRun", "load_request",
            "scoped_context"]
@@ -120,7 +121,7 @@ class DelegateRun:
 class DelegateExecutor:
     """Runs ``_delegate`` calls as sub-agents of ``parent`` (an :class:`~sophon_dsl.llm.agent.Agent`)."""
 
-    def __init__(self, parent: Any, *, depth: int = 0):
+    def __init__(self, parent: DelegateParent, *, depth: int = 0):
         self.parent = parent
         self.depth = depth
         self.runs: list[DelegateRun] = []
@@ -209,22 +210,8 @@ class DelegateExecutor:
         # a model hint on the delegate call picks the sub-agent's model, or fails the call
         # (Routing.NoQualifiedModel): it never runs on a model that lacks what it asks for
         provider, model = route_for(self.parent.provider, call.model_hint, config.get("model", self.parent.model))
-        # a nested agent of the parent's own class (this module does not import agent.py,
-        # which imports it)
-        sub = type(self.parent)(provider, tools=registry,
-                    mode=config.get("mode", self.parent.mode.value),
-                    max_turns=int(config.get("max_turns", min(self.parent.max_turns, 4))),
-                    # (a delegate is not recorded: it cannot wait for a person, its risky plans are refused)
-                    approve="no" if self.parent.approve == "wait" else self.parent.approve,
-                    max_calls=self.parent.max_calls,
-                    dispatch=getattr(self.parent, "dispatch", "streamed"),
-                    model=model, output_schema=out_schema,
-                    state_schema=state_schema, on_event=None, delegates=self.parent.delegates,
-                    delegate_dir=self.parent.delegate_dir, latent_provider=self.parent.latent_provider,
-                    max_delegate_depth=self.parent.max_delegate_depth, _depth=self.depth + 1,
-                    taint=self.parent.taint,  # one session: what the parent read is local data here too
-                    # a saved request's own mode wins; else it plans as the parent does (depth-limited)
-                    planning=None if "mode" in config else getattr(self.parent, "planning", None))
+        sub = self.parent.delegate_agent(provider, registry, config, model=model, output_schema=out_schema,
+                                         state_schema=state_schema, depth=self.depth + 1)
         run = DelegateRun(request.call_id, name, request_text, sub_input, scoped,
                           context_kinds=sorted(scoped))
         self.runs.append(run)

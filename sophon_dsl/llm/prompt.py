@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from ..model import Mode, Plan, Risk
 from ..outputpath import parameter_schema, prescription
-from ..refs import _WHOLE_REF, DAGGER
+from ..refs import WHOLE_REF, DAGGER
 from ..syntax.attributes import param_key
 from ..tools import ToolSpec
 from .provider import Message
@@ -234,7 +234,7 @@ def render_state(kinds: dict[str, Any], schema: Any = None, form: str = "dsl") -
 _CLOSERS = ")]}"
 _BODY = "b"  # the bracket stack's mark for a map body: `{` right after `)`
 # a reference (bare or braced JMESPath) is copied whole: its spaces are the expression's
-_DSL_REF = re.compile("[$†]" + _WHOLE_REF.pattern.removeprefix(DAGGER))
+_DSL_REF = re.compile("[$†]" + WHOLE_REF.pattern.removeprefix(DAGGER))
 _QUOTED = r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'"""
 _DECORATORS = re.compile(rf"(?:@[A-Za-z_]\w*(?:\((?:[^()\"']|{_QUOTED})*\))?\s*)+")
 

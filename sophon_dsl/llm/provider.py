@@ -14,8 +14,8 @@ from typing import Any, AsyncIterator, Literal, Protocol, Sequence, runtime_chec
 
 from ..errors import SophonError
 
-__all__ = ["DEFAULT_MAX_REPLY_BYTES", "Message", "Provider", "ProviderError", "REPLY_TOO_LARGE", "ReplyTooLarge",
-           "check_ready", "close_stream", "collect", "reply_bytes"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "Message", "ModelBound", "Provider", "ProviderError", "REPLY_TOO_LARGE",
+           "ReadyCheck", "ReplyTooLarge", "Wrapper", "check_ready", "close_stream", "collect", "reply_bytes"]
 
 # A model's reply is cut past this many bytes (UTF-8): an endless reply (a stream of
 # comments, one string that never closes) would otherwise grow the process until it dies.
@@ -81,13 +81,36 @@ class Provider(Protocol):
         ...
 
 
-def check_ready(provider: Any) -> None:
+@runtime_checkable
+class ReadyCheck(Protocol):
+    """A provider that can tell before its first request that it cannot send one at all."""
+
+    def check_ready(self) -> None:
+        """Raise :class:`ProviderError` when no request can be sent (no API key)."""
+        ...
+
+
+@runtime_checkable
+class ModelBound(Protocol):
+    """A provider with a model of its own, used when a request names none (the SDK providers)."""
+
+    model: str | None
+
+
+@runtime_checkable
+class Wrapper(Protocol):
+    """A provider in front of another one (the planning guards' budget and context window)."""
+
+    inner: Provider
+
+
+def check_ready(provider: Provider) -> None:
     """Raise :class:`ProviderError` when ``provider`` cannot send a request at all (no API key):
     called before the first request, so a missing credential is not found mid-run. Providers
-    say so with an optional ``check_ready()`` method; one without it is taken as ready."""
-    check = getattr(provider, "check_ready", None)
-    if callable(check):
-        check()
+    say so with an optional ``check_ready()`` method (:class:`ReadyCheck`); one without it is
+    taken as ready."""
+    if isinstance(provider, ReadyCheck):
+        provider.check_ready()
 
 
 async def collect(provider: Provider, messages: Sequence[Message], *,
@@ -107,7 +130,7 @@ async def collect(provider: Provider, messages: Sequence[Message], *,
                 size += reply_bytes(delta)
                 if size > max_bytes:
                     await close_stream(stream)
-                    raise ReplyTooLarge(max_bytes, provider=getattr(provider, "name", ""))
+                    raise ReplyTooLarge(max_bytes, provider=provider.name)
             parts.append(delta)
     except Exception as exc:
         if span is not None:

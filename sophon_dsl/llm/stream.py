@@ -38,7 +38,7 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import OptionError
 from ..checks import Checker, deferred_codes
@@ -53,9 +53,14 @@ from ..runtime.events import EventBus
 from ..runtime.feed import LATE_WRITER, ORDERS, GrowingPlan
 from .json_stream import JsonItem, JsonReplyScanner
 from ..runtime.invoker import Invocation, LocalInvoker
+from ..runtime.protocols import LatentExecutor, ScopedLatentExecutor
 from ..runtime.result import RunResult
 from ..runtime.scheduler import RunOptions, Scheduler
+from ..runtime.store import StateStore
 from ..tools import ToolRegistry
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from .delegate import DelegateExecutor
 
 __all__ = [
     "DEFERRED_CODES", "PLAN_INVALID", "Statement", "StatementSplitter", "StreamScheduler", "StreamTurn",
@@ -277,7 +282,8 @@ class StreamInvoker:
     the delegate (with the run's data), a latent call with ``_scopes`` to an executor that
     offers ``execute_scoped``; everything else runs as in a plain run."""
 
-    def __init__(self, inner: LocalInvoker, delegate: Any = None, executor: Any = None) -> None:
+    def __init__(self, inner: LocalInvoker, delegate: DelegateExecutor | None = None,
+                 executor: LatentExecutor | None = None) -> None:
         self.inner = inner
         self.delegate = delegate
         self.executor = executor
@@ -292,7 +298,7 @@ class StreamInvoker:
         if call.inline_output is None and call.delegate and self.delegate is not None:
             return await self.delegate.execute(inv.latent_request(), context=inv.state())
         if call.inline_output is None and (spec is None or spec.func is None) and call.activity is None \
-                and ex is not None and hasattr(ex, "execute_scoped") and call.scopes:
+                and isinstance(ex, ScopedLatentExecutor) and call.scopes:
             return await ex.execute_scoped(inv.latent_request(), inv.state())
         return await self.inner.invoke(inv)
 
@@ -317,8 +323,8 @@ class StreamScheduler:
 
     def __init__(self, header: Plan, registry: ToolRegistry, *, input: Any = None, state: Any = None,
                  context: dict | None = None, options: RunOptions | None = None, bus: EventBus | None = None,
-                 plan_id: str | None = None, delegate: Any = None, order: str = "any", store: Any = None,
-                 streamed: bool = True) -> None:
+                 plan_id: str | None = None, delegate: DelegateExecutor | None = None, order: str = "any",
+                 store: StateStore | None = None, streamed: bool = True) -> None:
         opts = options or RunOptions()
         # streamed=False: the whole plan is added before it runs (lazy, after_reply): reads wait for the close
         self.feed = GrowingPlan(header, order, streamed)
@@ -424,9 +430,10 @@ class StreamTurn:
     def __init__(self, registry: ToolRegistry, *, mode: Mode | str = Mode.EAGER, input: Any = None,
                  initial: dict[str, Any] | None = None, state_schema: Any = None, max_calls: int | None = 100,
                  options: RunOptions | None = None, bus: EventBus | None = None, plan_id: str | None = None,
-                 delegate: Any = None, instance_inputs: dict[str, Any] | None = None,
+                 delegate: DelegateExecutor | None = None, instance_inputs: dict[str, Any] | None = None,
                  dispatch: bool | None = None, on_call: Callable[[str, Call, list[Diagnostic]], Any] | None = None,
-                 order: str = "any", store: Any = None, on_start: Callable[[Scheduler], Any] | None = None):
+                 order: str = "any", store: StateStore | None = None,
+                 on_start: Callable[[Scheduler], Any] | None = None):
         if order not in ORDERS:
             raise OptionError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         self.order = order

@@ -17,12 +17,15 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..diagnostics import CODES, Diagnostic, Span
 from ..loader import parse
 from ..values import references
 from .incremental import DslReparser
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from ..tools import ToolSpec
 
 __all__ = ["Analysis", "Occurrence", "analyse"]
 
@@ -155,7 +158,7 @@ def analyse(text: str, form: str, file: str | None, tools: Any, extra: Iterable[
     diagnostics = list(extra) + check_loaded(loaded, tools=tools)
     plan = loaded.plan
     registry = tools
-    if registry is not None and getattr(plan, "tools", None):
+    if registry is not None and plan is not None and plan.tools:
         try:
             registry = registry.with_plan_decls(plan.tools)
         except Exception:  # noqa: BLE001
@@ -409,7 +412,7 @@ def _reference_type(a: Analysis, key: tuple) -> str:
             if len(o.key) > len(key):
                 continue
             spec = a.tool(a.calls[o.call].tool)
-            out = getattr(spec, "output_schema", None) if spec is not None else None
+            out = spec.output_schema if spec is not None else None
             schema = _descend(out, key[len(o.key):])
             if schema is not None:
                 break
@@ -488,9 +491,9 @@ def _tool_doc(spec: Any) -> str:
     return spec.description or ""
 
 
-def tool_origin(spec: Any) -> tuple[str | None, int | None, str]:
+def tool_origin(spec: ToolSpec) -> tuple[str | None, int | None, str]:
     """(file, line, text) of where the tool comes from: its Python ``def``, else its origin."""
-    func = getattr(spec, "func", None)
+    func = spec.func
     if func is not None:
         try:
             target = inspect.unwrap(func)
@@ -504,21 +507,20 @@ def tool_origin(spec: Any) -> tuple[str | None, int | None, str]:
             return file, line, f"{file}:{line}"
         except (OSError, TypeError):
             pass
-    return None, None, str(getattr(spec, "origin", "") or "")
+    return None, None, spec.origin or ""
 
 
-def _tool_markdown(spec: Any) -> str:
-    risk = getattr(spec, "risk", None)
+def _tool_markdown(spec: ToolSpec) -> str:
+    risk = spec.risk
     _, _, origin = tool_origin(spec)
     parts = [f"```\n{_signature(spec)}\n```"]
     if spec.description:
         parts.append(spec.description)
     meta = []
-    if risk is not None:
-        meta.append(f"risk: **{getattr(risk, 'name', risk).lower()}**")
-    if getattr(spec, "latent", False):
+    meta.append(f"risk: **{risk.name.lower()}**")
+    if spec.latent:
         meta.append("latent (run by an LLM)")
-    meta.append(f"from: {origin or getattr(spec, 'origin', '')} ({getattr(spec, 'origin', '')})")
+    meta.append(f"from: {origin or spec.origin} ({spec.origin})")
     parts.append(" · ".join(meta))
     return "\n\n".join(parts)
 
@@ -556,7 +558,7 @@ def definition(a: Analysis, line: int, column: int) -> list[tuple[str | None, Sp
     if i is None:
         return []
     name = a.calls[i].tool
-    for decl in getattr(a.plan, "tools", ()) or ():
+    for decl in a.plan.tools if a.plan is not None else ():
         if decl.name == name and decl.span is not None:
             return [(None, decl.span)]
     spec = a.tool(name)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError, ProjectConfig, discover, find_config
 from ..diagnostics import Diagnostic
 from ..errors import SophonError
+
+if TYPE_CHECKING:  # (the core's tools load when a project is built)
+    from ..tools import ToolRegistry
 
 __all__ = ["Project", "Projects"]
 
@@ -24,7 +27,7 @@ __all__ = ["Project", "Projects"]
 @dataclass
 class Project:
     config: ProjectConfig
-    registry: Any
+    registry: ToolRegistry
     problems: list[Diagnostic] = field(default_factory=list)   # shown on every plan of the project
     stamps: dict[str, float | None] = field(default_factory=dict)  # watched file -> mtime
 

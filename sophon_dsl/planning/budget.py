@@ -20,7 +20,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Sequence
 
-from ..llm.provider import Message, ProviderError
+from ..llm.provider import Message, ModelBound, Provider, ProviderError, check_ready
 
 __all__ = ["Budget", "BudgetExceeded", "BudgetLimit", "BudgetedProvider", "Usage", "estimate_tokens"]
 
@@ -143,20 +143,18 @@ class BudgetedProvider:
     """A provider behind the budget: checked before each request, charged after it.  ``usage``
     sums what went through this wrapper (the agent's result reports it)."""
 
-    def __init__(self, inner: Any, budget: Budget, default_model: str | None = None):
+    def __init__(self, inner: Provider, budget: Budget, default_model: str | None = None):
         self.inner = inner
         self.budget = budget
-        self.name = getattr(inner, "name", type(inner).__name__)
+        self.name = inner.name
         self.default_model = default_model
         self.usage = Usage()
 
     def check_ready(self) -> None:
-        check = getattr(self.inner, "check_ready", None)
-        if callable(check):
-            check()
+        check_ready(self.inner)
 
     async def stream(self, messages: Sequence[Message], *, model: str | None = None, **kw: Any) -> AsyncIterator[str]:
-        name = model or self.default_model or getattr(self.inner, "model", None) or "*"
+        name = model or self.default_model or (self.inner.model if isinstance(self.inner, ModelBound) else None) or "*"
         prompt = estimate_tokens("".join(m.content for m in messages))
         self.budget.check(self.name, name, prompt, kw.get("max_tokens") or DEFAULT_REPLY_TOKENS)
         out_chars = 0

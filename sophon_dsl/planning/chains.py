@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..model import Risk
 from ..runtime.errors import RunError
-from ..tools import ToolSpec
+from ..tools import ToolRegistry, ToolSpec
 
-__all__ = ["CHAIN_FAILED", "CHAIN_INVALID", "ChainBook", "chain_plan_text", "enable_chains"]
+__all__ = ["CHAIN_FAILED", "CHAIN_INVALID", "ChainBook", "RegistryHolder", "chain_plan_text", "enable_chains"]
 
 CHAIN_INVALID = "Chain.Invalid"
 CHAIN_FAILED = "Chain.Failed"
@@ -119,12 +119,19 @@ def chain_plan_text(steps: list, registry: Any) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines) + "\n", inputs
 
 
+class RegistryHolder(Protocol):
+    """What chains are added to: an object whose ``registry`` they replace with one that has
+    them (an :class:`~sophon_dsl.llm.agent.Agent`)."""
+
+    registry: ToolRegistry
+
+
 class ChainBook:
     """The chains of one agent (or registry holder): creates them, registers them in
     ``holder.registry``, and keeps their definitions in ``path`` (JSON) and in the durable
     run ``store`` (its ``chains`` table) when given."""
 
-    def __init__(self, holder: Any, path: str | Path | None = None, *, store: Any = None):
+    def __init__(self, holder: RegistryHolder, path: str | Path | None = None, *, store: Any = None):
         self.holder = holder
         self.path = Path(path) if path is not None else None
         if store is not None:
@@ -205,7 +212,7 @@ def _runner(name: str, plan: Any, registry: Any):
     return run_chain
 
 
-def enable_chains(holder: Any, path: str | Path | None = None, *, store: Any = None) -> ChainBook:
+def enable_chains(holder: RegistryHolder, path: str | Path | None = None, *, store: Any = None) -> ChainBook:
     """Give ``holder`` (an Agent, or anything with a ``registry``) the ``tool.create_chain``
     meta-tool, and register the chains saved in ``path`` and kept in the durable run
     ``store`` (a store or its URL: ``sqlite:///runs.db``, ``postgresql://...``), where new

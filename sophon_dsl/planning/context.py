@@ -20,7 +20,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 
-from ..llm.provider import Message, collect
+from ..llm.provider import Message, Provider, check_ready, collect
 from .budget import estimate_tokens
 
 __all__ = ["COMPACT_AT", "ContextWindow", "ContextWindowProvider", "SUMMARY_NOTE"]
@@ -154,15 +154,13 @@ def _cut_middle(text: str, chars: int) -> str:
 class ContextWindowProvider:
     """A provider whose requests first pass :meth:`ContextWindow.fit`."""
 
-    def __init__(self, inner: Any, window: ContextWindow):
+    def __init__(self, inner: Provider, window: ContextWindow):
         self.inner = inner
         self.window = window
-        self.name = getattr(inner, "name", type(inner).__name__)
+        self.name = inner.name
 
     def check_ready(self) -> None:
-        check = getattr(self.inner, "check_ready", None)
-        if callable(check):
-            check()
+        check_ready(self.inner)
 
     async def stream(self, messages: Sequence[Message], **kw: Any) -> AsyncIterator[str]:
         fitted = await self.window.fit(messages)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..llm.provider import Provider, Wrapper
 from .budget import Budget, BudgetedProvider, Usage
 from .context import ContextWindow, ContextWindowProvider
 from .limits import is_checkpoint
@@ -56,7 +57,7 @@ class Guards:
 
 def _budgeted(provider: Any) -> BudgetedProvider | None:
     while provider is not None and not isinstance(provider, BudgetedProvider):
-        provider = getattr(provider, "inner", None)
+        provider = provider.inner if isinstance(provider, Wrapper) else None
     return provider
 
 
@@ -69,7 +70,7 @@ def _signature(call: Any) -> tuple[str, str]:
 class GuardRun:
     """The guards' state for one request."""
 
-    def __init__(self, guards: Guards, provider: Any):
+    def __init__(self, guards: Guards, provider: Provider):
         self.guards = guards
         self.loops = LoopDetector() if guards.loop_detection else None
         self._meter = _budgeted(provider)

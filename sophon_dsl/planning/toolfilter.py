@@ -13,7 +13,7 @@ still accepts a call of any registered tool.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ALWAYS_ON", "MAX_TOOLS", "filter_tools", "tool_score"]
 
@@ -28,8 +28,15 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
+@runtime_checkable
+class Tagged(Protocol):
+    """A tool that names its own tags (docs/planning.md): matched before the parts of its name."""
+
+    tags: Sequence[str]
+
+
 def _tags(spec: Any) -> set[str]:
-    tags = getattr(spec, "tags", None)
+    tags = spec.tags if isinstance(spec, Tagged) else None
     if tags:
         return {str(t).lower() for t in tags}
     return {p for p in re.split(r"[._\-/]", spec.name.lower()) if p}

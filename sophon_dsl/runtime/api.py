@@ -30,7 +30,8 @@ from .errors import APPROVAL_REJECTED, ErrorInfo, PlanInvalid
 from .inputs import CASCADES
 from .events import Event, EventBus
 from .result import CallRecord, RunResult
-from .gate import ApprovalScope, TaintSet, plan_risky
+from .gate import ApprovalScope, plan_risky
+from .protocols import LatentExecutor, PlanHolder, SessionExecutor
 from .scheduler import RunOptions, Scheduler
 from .state import to_json_value
 from ..ids import uuid4_hex
@@ -60,9 +61,8 @@ class Prepared:
 def _load(plan: Any) -> Plan:
     if isinstance(plan, Plan):
         return plan
-    compiled_plan = getattr(plan, "plan", None)
-    if isinstance(compiled_plan, Plan):
-        return compiled_plan
+    if isinstance(plan, PlanHolder) and isinstance(plan.plan, Plan):
+        return plan.plan
     if isinstance(plan, str):
         from ..loader import parse
 
@@ -104,7 +104,7 @@ def _reusable(given: Any, plan: Plan, tools: Any) -> Any:
     return given
 
 
-def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
+def _run_only_diagnostics(compiled: Any, executor: LatentExecutor | None) -> list[Diagnostic]:
     """E206 / E207 for a reused CompiledPlan: the checker's own rules for them, on the
     compiled plan's data flow (no second analysis)."""
     from ..checks.checker import RuleRunner
@@ -120,7 +120,7 @@ def _run_only_diagnostics(compiled: Any, executor: Any) -> list[Diagnostic]:
 _NOT_RUNNING: Any = object()  # prepare(initial_state=...) not given: the plan is not about to run
 
 
-def prepare(plan: Any, tools: Any = None, *, executor: Any = None, check: bool = True,
+def prepare(plan: Any, tools: Any = None, *, executor: LatentExecutor | None = None, check: bool = True,
             initial_kinds: Any = (), context: dict | None = None,
             initial_state: Any = _NOT_RUNNING, initial_input: Any = _NOT_RUNNING) -> Prepared:
     """Load and check ``plan`` against ``tools``; raise :class:`PlanInvalid` before anything runs.
@@ -252,7 +252,7 @@ _POSITIVE_INT = ("max_concurrency", "max_threads", "max_workers", "max_calls", "
 _POSITIVE_NUMBER = ("timeout", "max_time")
 
 
-def _check_options(opts: RunOptions) -> None:
+def check_options(opts: RunOptions) -> None:
     """Numeric run options: a clear error instead of a failure deep inside asyncio."""
     for name in _POSITIVE_INT:
         v = getattr(opts, name)
@@ -387,10 +387,10 @@ def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunR
     return RunResult("cancelled", {}, None, recs, [], plan_id, prep.plan.goal, err, list(bus.history))
 
 
-def seeded(plan: Any, input: Any, state: Any) -> tuple[Any, Any]:
+def seeded(plan: Plan, input: Any, state: Any) -> tuple[Any, Any]:
     """The run's ``(input, state)``: the caller's where given (not None), else the data the
     plan's context list carries (``Plan.initial``), copied so that no run changes it."""
-    initial = getattr(plan, "initial", None)
+    initial = plan.initial
     if initial is None:
         return input, state
     if input is None and initial.input is not None:
@@ -422,10 +422,10 @@ def make_run(plan: Any, tools: Any, options: dict, state: Any = None,
     plan_id = rest.pop("plan_id", None)
     if rest:
         raise OptionTypeError(f"unknown run option(s): {', '.join(sorted(rest))}")
-    _check_options(opts)
+    check_options(opts)
     if opts.taint is None:  # sub-agents of the executor (goals/plan_steps.py) share the run's taint set
-        shared = getattr(opts.executor, "session_taint", None)
-        opts.taint = shared if isinstance(shared, TaintSet) else None
+        ex = opts.executor
+        opts.taint = ex.session_taint if isinstance(ex, SessionExecutor) else None
     if isinstance(plan, str):
         plan = _load(plan)  # read once: its initial data decides what the check below knows
     input, state = seeded(_load(plan), input, state)

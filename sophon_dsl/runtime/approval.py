@@ -233,7 +233,7 @@ def describe_request(request: ApprovalRequest) -> list[str]:
             lines.append(f"      for each item of map {c['map']} ({count})")
         if c.get("why"):  # a risk the data flow raised (runtime.risk.flow_risks)
             lines.append(f"      why: {c['why']}")
-        args = _arguments(request, c)
+        args = shown_arguments(request, c)
         if args:
             lines.append(f"      {args}")
     if len(calls) > MAX_SHOWN_CALLS:
@@ -241,7 +241,7 @@ def describe_request(request: ApprovalRequest) -> list[str]:
     return lines
 
 
-def _arguments(request: ApprovalRequest, entry: dict) -> str:
+def shown_arguments(request: ApprovalRequest, entry: dict) -> str:
     """``name=value, ...`` of a risky call: the values read at run time for a call gate,
     the plan's own (references as written) for the plan gate."""
     import json

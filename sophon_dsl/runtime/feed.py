@@ -82,6 +82,16 @@ class PlanFeed(Protocol):
     @property
     def is_open(self) -> bool: ...
 
+    @property
+    def written_order(self) -> bool:
+        """While open: reads may be decided as calls arrive (the reply writes writers first)."""
+        ...
+
+    @property
+    def anchored_reads(self) -> bool:
+        """While open: reads that had a writer when they arrived may be decided."""
+        ...
+
     def attach(self, listener: FeedListener) -> None: ...
 
 
@@ -91,6 +101,8 @@ class FixedPlan:
     __slots__ = ("plan", "flow", "ids")
 
     is_open = False
+    written_order = False   # (read only while a feed is open: a fixed plan never is)
+    anchored_reads = False
 
     def __init__(self, plan: Plan, flow: DataFlow | None = None, ids: Sequence[str] | None = None) -> None:
         self.plan = plan

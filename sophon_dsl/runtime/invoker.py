@@ -42,7 +42,7 @@ from ..durable.current import current_call, in_thread_for
 from ..model import Call, Plan
 from ..tools import CallContext, ToolSpec
 from .errors import TOOL_FAILED, RunError
-from .protocols import LatentRequest
+from .protocols import LatentExecutor, LatentRequest
 
 __all__ = ["DEFAULT_MAX_THREADS", "DaemonThreadPool", "ExecutorConfigError", "Invocation", "Invoker", "LocalInvoker",
            "RunInfo", "ToolExecutor", "call_context", "call_in_thread", "refuse", "scoped_data"]
@@ -240,7 +240,7 @@ class LocalInvoker:
     created on first use, shut down by :meth:`close`).
     """
 
-    def __init__(self, executor: Any = None, max_workers: int | None = None) -> None:
+    def __init__(self, executor: LatentExecutor | None = None, max_workers: int | None = None) -> None:
         self.executor = executor
         self.max_workers = max_workers
         self._pool: DaemonThreadPool | None = None

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from ..dataflow import DataFlow, GroupWiring
 from ..maps import LOCAL, ItemTemplate, body_ids, item_kind, plain_outer_reads, scope_names, tolerance_exceeded
-from ..model import MapSpec, OutputMethod, Reference
+from ..model import Call, MapSpec, OutputMethod, Reference, Value
 from .contracts import final_output
 from .errors import ErrorInfo
 from .inputs import RefState
@@ -96,9 +96,11 @@ class _MapRun:
         self.timer: TimerHandle | None = None     # the @timeout's timer handle
         self.stopped: ErrorInfo | None = None     # why its calls in flight were cancelled (@timeout)
         self.source: tuple[str, tuple] | None = None  # where the list is stored (see _item_source)
-        self.join: Any = None  # the scheduler's item_joiner for this map's items (else add_calls)
-        self.make: Any = None  # the template's maker (with or without the item's source)
-        self.make_items: Any = None  # its maker of many items at once (_expand_batch)
+        # the scheduler's item_joiner for this map's items (else add_calls): (calls, ids[, groups]) -> indexes
+        self.join: Callable[..., range] | None = None
+        # the template's maker (with or without the item's source): (kind, source) -> calls, ids, result
+        self.make: Callable[[str, Any], tuple[list[Call], list[str], Value | None]] | None = None
+        self.make_items: Callable[..., tuple[list[Call], list[str]]] | None = None  # many items at once (_expand_batch)
         self.reads_index = self.template.reads_index
         self.local_result = spec.result is None  # an item's result is its local data
         self.batch = False  # items may be expanded several at once (MapDriver._batchable)

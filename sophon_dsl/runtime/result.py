@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..errors import SophonError
 from .errors import ErrorInfo
-from .state import iso_time
+from .state import LogSnapshot, iso_time
 
 __all__ = ["Attempt", "CALL_STATUSES", "CallRecord", "RUN_STATUSES", "RunResult", "UnknownCallId", "attempts_of",
            "new_record"]
@@ -325,7 +325,7 @@ CallRecord.ended_at = _stamp_property(  # type: ignore[assignment]
 
 def _log_len(self: RunResult) -> int:
     lg = self.__dict__.get("log")
-    return len(lg) if type(lg) is list or lg is None or not hasattr(lg, "count") else lg.count
+    return lg.count if isinstance(lg, LogSnapshot) else len(lg or ())
 
 
 def _get_log(self: RunResult) -> list:

@@ -4,10 +4,11 @@ after the policy, at most one alternative call proposed by an :class:`Advisor`."
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..model import Call, RetryPolicy
+from .protocols import Advisor, FailedCall  # (declared with the other seams; named here too)
 
 if TYPE_CHECKING:  # (only named in annotations)
     from .runstate import RunState
@@ -46,24 +47,6 @@ def policy_for(call: Call, default: Any) -> RetryPolicy | None:
 # it may run in place of the failed one.
 
 NO_ADVICE_PREFIXES = ("Ref.", "Approval.", "Plan.")   # reference, approval and plan errors
-
-
-@dataclass(frozen=True)
-class FailedCall:
-    """What an advisor sees: the failed call (and its DSL text), its error, and the tools an
-    alternative may use (their output fits the call's readers)."""
-
-    call: Call
-    text: str
-    error: Any            # the ErrorInfo
-    tools: tuple          # ToolSpec of every compatible tool, the failed one first
-
-
-@runtime_checkable
-class Advisor(Protocol):
-    async def suggest(self, failure: FailedCall) -> Call | None:
-        """One call to run instead, or None (NO_ALTERNATIVE)."""
-        ...
 
 
 def output_fits(alt: Any, orig: Any) -> bool:

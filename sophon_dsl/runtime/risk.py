@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..model import Call, Risk
+from ..tools import ToolSpec
 
 __all__ = ["LOCAL_DATA_TOOLS", "NETWORK_TOOLS", "RAISED_TO", "effective_risk", "flow_risks", "role_of"]
 
@@ -23,9 +24,9 @@ NETWORK_TOOLS = frozenset({"http.get", "http.request", "email.send"})
 RAISED_TO = Risk.HIGH
 
 
-def effective_risk(call: Call, spec: Any) -> Risk:
+def effective_risk(call: Call, spec: ToolSpec | None) -> Risk:
     r = call.risk if call.risk is not None else Risk.NONE
-    if spec is not None and getattr(spec, "risk", None) is not None and spec.risk > r:
+    if spec is not None and spec.risk > r:
         r = spec.risk
     return r
 

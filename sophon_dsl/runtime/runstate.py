@@ -15,9 +15,9 @@ gets of the run it makes durable, the same way: lookups and actions, not the sch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
-from ..model import Call, Plan
+from ..model import Call, Plan, RetryPolicy
 from ..tools import ToolRegistry, ToolSpec
 from .errors import ErrorInfo
 from .events import EventBus
@@ -25,6 +25,7 @@ from .feed import PlanFeed
 from .gate import CallGate
 from .inputs import InputResolver
 from .invoker import Invoker
+from .options import RunOptions
 from .result import CallRecord
 from .store import CommitBarrier, StateStore
 
@@ -35,7 +36,7 @@ __all__ = ["DurableHost", "RunState"]
 class RunState:
     """One run's shared state and the scheduler's callbacks (see the module docstring)."""
 
-    opts: Any                    # the run's scheduler.RunOptions (not imported: the scheduler imports us)
+    opts: RunOptions             # the run's options
     records: list[CallRecord]
     calls: list[Call]
     specs: list[ToolSpec | None]
@@ -59,7 +60,7 @@ class RunState:
     task_done: Callable[[int], None]       # call i's task is over
     new_pass: Callable[[], None]           # a task started running (a new pass of the loop)
     stop_error: Callable[[], ErrorInfo]    # why the run is stopping
-    policy: Callable[[int], Any]           # call i's retry policy
+    policy: Callable[[int], RetryPolicy | None]  # call i's retry policy (None: no retries)
 
     @property
     def plan(self) -> Plan:

@@ -20,26 +20,25 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import random
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 from ..dataflow import DataFlow
 from ..jmes_limits import QueryLimits
-from ..model import Call, Plan, Risk
+from ..model import Call, Plan, RetryPolicy
 from ..tools import ToolRegistry, ToolSpec
 from .contracts import final_output
 from .errors import PLAN_CANCELLED, PLAN_MEMORY_EXCEEDED, PLAN_TIMEOUT, ErrorInfo
 from .events import EventBus, preview
 from .feed import FixedPlan, PlanFeed
-from .gate import DEFAULT_MAX_EXPANDED_CALLS, CallGate
+from .gate import CallGate
 from .inputs import InputResolver, Verdict, evaluate_loose, render_text_value
-from .invoker import Invoker, LocalInvoker, RunInfo, ToolExecutor
+from .invoker import Invoker, LocalInvoker, RunInfo
 from .maps import MapDriver, MapHost
 from .result import RunResult, new_record
+from .options import RunOptions
 from .retry import policy_for, retry_delay
 from .runner import CallRunner, stop_cause
 from .runstate import DurableHost, RunState
@@ -102,38 +101,6 @@ def _preview(value: Any, limit: int) -> str | None:
                 return text[:max(limit - 1, 0)] + "…"
             m *= 4
     return preview(value, limit)
-
-
-@dataclass
-class RunOptions:
-    """Every knob of a run (all optional). See docs/runtime.md."""
-
-    max_concurrency: int | None = None        # concurrent tool invocations; None = unlimited
-    max_threads: int | None = None            # thread pool for sync tools; None = invoker.DEFAULT_MAX_THREADS (64)
-    max_workers: int | None = None            # older name of max_threads (either may be given)
-    timeout: float | None = None              # default per-call timeout (s); call @timeout wins
-    max_time: float | None = None             # plan wall-clock limit (s) -> Plan.Timeout
-    max_memory: int | None = None             # bytes the run may grow the process by -> Plan.MemoryExceeded
-    retry: Any = None                         # RetryPolicy (all tools) or {tool name: RetryPolicy}
-    approver: Any = None                      # normalised approver callable or None
-    approval_timeout: float | None = 600.0
-    approve_calls: bool = False               # per-call gate before each risky ready call
-    approval_risk: Risk = Risk.MEDIUM         # threshold for both gates
-    approved: Any = None                      # gate.ApprovalScope: what the plan-level approval covers
-    taint: Any = None                         # gate.TaintSet shared by a session's runs (None: the run's own)
-    max_calls: int | None = None              # calls the run may have, map items included
-    max_expanded_calls: int | None = DEFAULT_MAX_EXPANDED_CALLS  # calls maps may create
-    executor: Any = None                      # LatentExecutor for latent calls without _output
-    advisor: Any = None                       # retry.Advisor: one alternative call after the retry policy
-    tool_executor: ToolExecutor | None = None  # where tool calls run: None = here; a DaskExecutor (scaleout)
-    validate_output: bool = True
-    validate_input: bool = True
-    preview_chars: int = 200
-    max_result_bytes: int | None = 16 << 20   # one call's result as JSON -> Result.TooLarge
-    max_run_result_bytes: int | None = 256 << 20  # every result of the run together -> Result.TooLarge
-    cascade: str = "skip"                     # a failed call's dependents: "skip" or "partial" (inputs.CASCADES)
-    sleep: Callable[[float], Any] = asyncio.sleep  # for retry delays (tests may replace it)
-    rng: random.Random = field(default_factory=random.Random)
 
 
 class Scheduler:
@@ -242,8 +209,8 @@ class Scheduler:
         self.runner = CallRunner(self.state)
         if self.feed.is_open:
             self.inputs.stream_open = True
-            self.inputs.written_order = getattr(self.feed, "written_order", False)
-            self.inputs.anchored_reads = getattr(self.feed, "anchored_reads", False)
+            self.inputs.written_order = self.feed.written_order
+            self.inputs.anchored_reads = self.feed.anchored_reads
             self._remaining += 1  # the open feed counts as one unfinished piece of work
         self.feed.attach(self)
         # map calls expand their items into this loop (runtime/maps.py)
@@ -720,7 +687,7 @@ class Scheduler:
         for r in self.flow.inline_reads.get(j, ()):
             ws.update(w for w in r.writers if ended[w])
 
-    def policy(self, i: int):
+    def policy(self, i: int) -> RetryPolicy | None:
         """The retry policy of call ``i`` (its own ``@retry`` or the run's option)."""
         return policy_for(self.calls[i], self.opts.retry)
 

@@ -51,12 +51,12 @@ def route_for(spec: ToolSpec, routing: Routing) -> Route | None:
     """The tool's route to the cluster, or None when it runs in the coordinator."""
     if spec.func is None or spec.origin == "mcp" or spec.context_param is not None:
         return None  # latent / declared only, an MCP session, a CallContext built here
-    if getattr(spec, "placement", "any") == "local":
+    if spec.placement == "local":
         return None
     remote, resources = routing.decide(spec.name)
     if not remote:
         return None
-    return Route(spec, {**(getattr(spec, "resources", None) or {}), **(resources or {})})
+    return Route(spec, {**(spec.resources or {}), **(resources or {})})
 
 
 def refused_error(route: Route) -> RunError:

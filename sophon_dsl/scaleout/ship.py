@@ -53,7 +53,7 @@ def by_value(module_name: str | None) -> bool:
 def _unwrapped(name: str, func: Callable[..., Any]) -> tuple:
     inner = getattr(func, "__wrapped__", None)
     code = getattr(func, "__code__", None)  # (functools.wraps gave the wrapper the function's names)
-    if inner is not None and getattr(code, "co_qualname", "").startswith("_ArgumentConverter.wrap"):
+    if inner is not None and getattr(code, "co_qualname", "").startswith("ArgumentConverter.wrap"):
         # the hints resolved here: a function shipped by value keeps only the globals its code
         # uses, so a hint written as text ("Point") would not resolve on the worker
         try:

@@ -59,12 +59,12 @@ def function(digest: str, blob: bytes) -> Callable[..., Any]:
 def _rebuild(shipped: tuple) -> Callable[..., Any]:
     how, name, func, hints = shipped
     if how == "convert":  # a @tool function: its arguments are converted here, as locally
-        from ..tools import _ArgumentConverter
+        from ..tools import ArgumentConverter
 
         if hints is not None:
             func.__annotations__ = hints  # resolved by the coordinator (see ship.py)
 
-        return _ArgumentConverter(func, name).wrap()
+        return ArgumentConverter(func, name).wrap()
     return func
 
 

@@ -727,7 +727,7 @@ class _Builder(Transformer):
 # Lark instance
 
 
-def _grammar_text() -> str:
+def grammar_text() -> str:
     # (the source grammar, for sophon_dsl.llm.constrained's decoder grammars: the parser
     # itself runs the module generated from it)
     # the file next to the package (an ordinary install), else the checkout's grammar/ (an

@@ -25,7 +25,11 @@ the standard library's ``http.*`` tools, the Dask workers).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (spans imports OpenTelemetry: loaded only when tracing is on)
+    from .protocols import PreparedRun, TracedRun
+    from .spans import RunSpans
 
 __all__ = ["active", "set_tracer_provider", "tracer", "run_subscriber", "traceparent", "call_context",
            "inject", "agent_subscriber", "parse_traceparent", "request_span"]
@@ -63,7 +67,7 @@ def tracer() -> Any:
     return provider.get_tracer(TRACER_NAME, version)
 
 
-def run_subscriber(handle: Any, prep: Any = None) -> Any:
+def run_subscriber(handle: TracedRun | None, prep: PreparedRun | None = None) -> RunSpans | None:
     """An event callback that turns a plan run's events into spans, or None when tracing is
     off.  ``handle`` (the run's ``RunHandle``) gives the run id and, for a durable run, the
     store that keeps the trace id (read when the run starts: a resume sets them after this);
@@ -76,7 +80,7 @@ def run_subscriber(handle: Any, prep: Any = None) -> Any:
 
 
 def agent_subscriber(run_id: str | None, request: str | None = None, kind: str = "agent",
-                     durable: bool = False) -> Any:
+                     durable: bool = False) -> RunSpans | None:
     """An event callback for an agent run (its turns, their calls and LLM requests:
     ``.llm_request(provider, model)``), or None when tracing is off."""
     if not active():

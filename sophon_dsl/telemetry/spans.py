@@ -8,7 +8,7 @@ an agent run whose turns each run a plan under the plan id ``turn<N>``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -16,6 +16,13 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from opentelemetry import context as otel_context
 
 from .context import Remote, _register, _span_for, _unregister, call_context, parse_traceparent
+
+from ..llm.provider import Message, ModelBound, Provider
+from .protocols import PreparedRun, TracedRun
+
+if TYPE_CHECKING:  # (named in annotations only; a run with a store imports the durable package)
+    from ..durable.session import DurableRun
+    from ..runtime.result import RunResult
 
 __all__ = ["RunSpans", "LLMSpan"]
 
@@ -60,14 +67,15 @@ class _Call:
 class RunSpans:
     """An event callback that records one run as a tree of spans (module docstring)."""
 
-    def __init__(self, tracer: Any, *, handle: Any = None, run_id: str = "", prep: Any = None, durable: Any = None,
-                 kind: str = "plan", goal: str | None = None, durable_turns: bool = False) -> None:
+    def __init__(self, tracer: Any, *, handle: TracedRun | None = None, run_id: str = "",
+                 prep: PreparedRun | None = None, durable: DurableRun | None = None, kind: str = "plan",
+                 goal: str | None = None, durable_turns: bool = False) -> None:
         self.tracer = tracer
-        self.handle = handle
+        self.handle: TracedRun | None = handle
         self.run_id = run_id
         self.kind = kind
         self.goal = goal
-        self.durable = durable
+        self.durable: DurableRun | None = durable
         self.root: Any = None
         self.root_ctx: Any = None
         self.turns: dict[str, Any] = {}          # plan id ("turn3") -> (span, context)
@@ -87,7 +95,7 @@ class RunSpans:
         if prep is not None:
             self._risks(prep)
 
-    def _risks(self, prep: Any) -> None:
+    def _risks(self, prep: PreparedRun) -> None:
         from ..runtime.risk import effective_risk
 
         try:
@@ -161,15 +169,15 @@ class RunSpans:
         self.turns.clear()
         root.end(end_time=_ns(ev.time))
 
-    def finish(self, result: Any) -> None:
+    def finish(self, result: RunResult) -> None:
         """The run returned ``result``: end the root span if no terminal event did (a run left
         waiting for a person ends without one)."""
         if self.ended or self.root is None:
             return
         from ..runtime.events import make_event
 
-        ev = make_event("plan_failed", "", None, None, len(getattr(result, "calls", ()) or ()), result.status,
-                        error=result.error.to_json() if getattr(result, "error", None) else None)
+        ev = make_event("plan_failed", "", None, None, len(result.calls), result.status,
+                        error=result.error.to_json() if result.error is not None else None)
         self._end_root(ev, result.status)
 
     def abandon(self, status: str = "failed") -> None:
@@ -284,7 +292,7 @@ class RunSpans:
         risk = self._risk.get(call_id)
         if risk is None and self._tool_risk is not None:  # an item call: its tool's risk
             spec = self._tool_risk(tool)
-            if spec is not None and getattr(spec, "risk", None) is not None:
+            if spec is not None and spec.risk is not None:
                 risk = spec.risk.label
         if risk is not None:
             attrs["sophon.call.risk"] = risk
@@ -363,7 +371,7 @@ class RunSpans:
             return next(reversed(self.turns.values()))[1]
         return self.root_ctx
 
-    def llm_request(self, provider: Any, model: str | None) -> "LLMSpan":
+    def llm_request(self, provider: Provider, model: str | None) -> "LLMSpan":
         """A GenAI span for one request of this run, a child of its open turn."""
         return LLMSpan(self.tracer, provider, model, context=self.current_context())
 
@@ -374,14 +382,14 @@ class LLMSpan:
     usage counts, so the token counts are estimated from the characters sent and received
     (the planning budget's estimate) and ``sophon.usage.estimated`` says so."""
 
-    def __init__(self, tracer: Any, provider: Any, model: str | None, operation: str = "chat",
+    def __init__(self, tracer: Any, provider: Provider, model: str | None, operation: str = "chat",
                  context: Any = None) -> None:
         self.system = _provider_name(provider)
         self.out_chars = 0
         self.ended = False
         attrs = {"gen_ai.operation.name": operation, "gen_ai.system": self.system,
                  "gen_ai.provider.name": self.system}
-        model = model or getattr(provider, "model", None)
+        model = model or (provider.model if isinstance(provider, ModelBound) else None)
         if isinstance(model, str) and model:
             attrs["gen_ai.request.model"] = model
         name = f"{operation} {model}" if isinstance(model, str) and model else operation
@@ -394,22 +402,22 @@ class LLMSpan:
         self.span.set_attribute("error.type", str(getattr(exc, "error", None) or type(exc).__name__))
         self.span.set_status(Status(StatusCode.ERROR, _text(str(exc), 300)))
 
-    def end(self, messages: Any = ()) -> None:
+    def end(self, messages: Sequence[Message] = ()) -> None:
         if self.ended:
             return
         self.ended = True
         from ..planning.budget import CHARS_PER_TOKEN
 
-        in_chars = sum(len(getattr(m, "content", "") or "") for m in messages or ())
+        in_chars = sum(len(m.content or "") for m in messages or ())
         self.span.set_attribute("gen_ai.usage.input_tokens", -(-in_chars // CHARS_PER_TOKEN))
         self.span.set_attribute("gen_ai.usage.output_tokens", -(-self.out_chars // CHARS_PER_TOKEN))
         self.span.set_attribute("sophon.usage.estimated", True)
         self.span.end()
 
 
-def _provider_name(provider: Any) -> str:
+def _provider_name(provider: Provider) -> str:
     """The GenAI ``gen_ai.system`` value of a provider object (``openai``, ``anthropic``, ...)."""
-    name = getattr(provider, "system", None) or getattr(provider, "name", None)
+    name = provider.name
     if isinstance(name, str) and name:
         return name.split(":", 1)[0].lower()
     cls = type(provider).__name__.lower()

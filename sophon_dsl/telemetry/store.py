@@ -7,19 +7,22 @@ to approvals, and no schema migration is needed for one value per run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (durable imports telemetry's users; named for the reader and checker only)
+    from ..durable.session import DurableRun
 
 NAME = "telemetry.trace"
 
 
-def stored_traceparent(durable: Any) -> str | None:
+def stored_traceparent(durable: DurableRun) -> str | None:
     """The ``traceparent`` of the run's first root span, when an earlier process stored one."""
-    row = (getattr(durable, "decisions", None) or {}).get(NAME)
+    row = durable.decisions.get(NAME)
     value = row.get("traceparent") if isinstance(row, dict) else None
     return value if isinstance(value, str) else None
 
 
-def store_traceparent(durable: Any, span: Any) -> None:
+def store_traceparent(durable: DurableRun, span: Any) -> None:
     """Keep ``span``'s context with the run (queued on the store's writer, not waited for:
     the trace is an observation, it must not slow the run or fail it)."""
     ctx = span.get_span_context()

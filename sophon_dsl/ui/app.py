@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
@@ -31,6 +31,9 @@ from starlette.routing import Route
 
 from ..durable.report import waiting_view
 from . import data
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from ..durable.base import RunStore
 
 __all__ = ["make_app", "esc"]
 
@@ -62,7 +65,7 @@ def _pretty(value: Any) -> str:
 class UI:
     """One dashboard: its store, token, CSRF secret and the approvals it started."""
 
-    def __init__(self, store: Any, store_url: str | None, token: str | None, poll: float = 0.5) -> None:
+    def __init__(self, store: RunStore, store_url: str | None, token: str | None, poll: float = 0.5) -> None:
         self.store = store
         self.store_url = store_url
         self.token = token
@@ -475,7 +478,7 @@ def _bar(total: float, start: float, end: float, cls: str, title: str) -> str:
     return f'<span class="{cls}" data-left="{left:.3f}" data-width="{width:.3f}" title="{title}"></span>'
 
 
-def make_app(store: Any, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:
+def make_app(store: RunStore, store_url: str | None = None, token: str | None = None, poll: float = 0.5) -> Starlette:
     ui = UI(store, store_url, token, poll)
 
     async def index(request: Request) -> Response:

@@ -8,9 +8,12 @@ with an intent and no committed record is running while its run is, in doubt aft
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..durable.report import run_summary, stored_attempts, stored_result, waiting_view
+
+if TYPE_CHECKING:  # (named in annotations only)
+    from ..durable.base import RunStore
 
 __all__ = ["list_runs", "run_json", "snapshot", "plan_view", "call_detail", "agent_view", "agent_changes", "goal_view",
            "goal_changes", "TERMINAL", "call_rows", "load_progress", "snapshot_changes", "status_counts", "log_by_call"]
@@ -32,7 +35,7 @@ def status_counts(committed: dict) -> dict[str, int]:
     return counts
 
 
-def list_runs(store: Any, status: str | None = None, text: str | None = None, offset: int = 0,
+def list_runs(store: RunStore, status: str | None = None, text: str | None = None, offset: int = 0,
               limit: int = 50, counts_of: Any = None) -> tuple[list[dict], int]:
     """The runs newest first (``status`` and a case-insensitive ``text`` in the id, goal, plan
     id or plan file), one page of them with durations and call counts, and how many matched.
@@ -56,7 +59,7 @@ def list_runs(store: Any, status: str | None = None, text: str | None = None, of
     return out, len(rows)
 
 
-def run_json(store: Any, row: dict) -> dict:
+def run_json(store: RunStore, row: dict) -> dict:
     """The run as ``sophon-dsl runs show RUN_ID --json`` prints it (plan, agent or goal run)."""
     kind = kind_of(row)
     if kind == "goal":
@@ -78,7 +81,7 @@ def _stored_plan(row: dict) -> Any:
     return load_stored_plan(row["spec"]["plan"])
 
 
-def load_progress(store: Any, run_id: str) -> tuple[dict, dict, dict]:
+def load_progress(store: RunStore, run_id: str) -> tuple[dict, dict, dict]:
     """The run's committed call records, its intents (calls started, outcome not known) and
     the attempts so far of calls being retried (``RunStore.put_attempts``; a call's committed
     record supersedes them)."""
@@ -90,7 +93,7 @@ def _live_log(attempts: list) -> list[dict]:
     return stored_attempts({"attempt_log": attempts}, _same) or []
 
 
-def snapshot(store: Any, row: dict, plan: Any = None, progress: tuple[dict, dict] | None = None) -> dict:
+def snapshot(store: RunStore, row: dict, plan: Any = None, progress: tuple[dict, dict] | None = None) -> dict:
     """The run's status and each call's (pending, running, succeeded, failed, skipped,
     cancelled, waiting, in doubt), with the map items' progress: what the live page polls.
     ``progress`` is :func:`load_progress`'s answer when the caller has it already."""
@@ -278,7 +281,7 @@ def log_by_call(entries: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def call_detail(store: Any, row: dict, call_id: str, plan: Any = None, committed: dict | None = None,
+def call_detail(store: RunStore, row: dict, call_id: str, plan: Any = None, committed: dict | None = None,
                 writes_of: dict[str, list[dict]] | None = None, live: dict | None = None) -> dict | None:
     """One call's panel: its arguments as written, result (what it wrote), error and cause,
     attempts (each one's times, outcome and error), timings, the state paths it wrote, and
@@ -343,7 +346,7 @@ def _live(turns: list[dict], status: str) -> list[dict]:
     return turns
 
 
-def agent_view(store: Any, row: dict) -> dict:
+def agent_view(store: RunStore, row: dict) -> dict:
     """An agent run as its page shows it: the request, how it ended, and per recorded turn the
     reply as it streamed, the plan it stands for (canonical DSL) and its calls."""
     from ..durable.agent_run import stored_agent
@@ -356,7 +359,7 @@ def agent_view(store: Any, row: dict) -> dict:
     return {**data, "recorded_turns": turns, "waiting": waiting_view(data.get("waiting"))}
 
 
-def agent_changes(sent: dict, store: Any, row: dict) -> dict | None:
+def agent_changes(sent: dict, store: RunStore, row: dict) -> dict | None:
     """What an agent run's live page needs since ``sent`` (``{"turns": {n: turn}, "head":
     ...}`` as last sent, updated here; ``{}`` at first): the run's status, output, error,
     waiting request and turn count, with the turns that are new or changed since (each with

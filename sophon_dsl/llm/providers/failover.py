@@ -61,7 +61,7 @@ class FailoverProvider:
         self.max_retries = max(0, int(max_retries))
         self._sleep = sleep or asyncio.sleep
         self._random = random or _random.random
-        self.name = name or ",".join(getattr(p, "name", "?") for p in self.providers)
+        self.name = name or ",".join(p.name for p in self.providers)
         self.attempts: list[tuple[str, ProviderError | None, float]] = []
         self.on_event = on_event
 
@@ -92,7 +92,7 @@ class FailoverProvider:
             return
         from ...runtime.events import make_event
 
-        frm = getattr(previous, "name", type(previous).__name__)
+        frm = previous.name
         tries = sum(1 for name, e, _ in self.attempts if name == frm and e is not None)
         event = make_event("provider_failover", "", None, None, 0, "failover", tool=to,
                            reason=f"{frm} failed {tries} time(s) ({err}); trying {to}",
@@ -110,7 +110,7 @@ class FailoverProvider:
         failures: list[str] = []
         last: ProviderError | None = None
         for index, provider in enumerate(self.providers):
-            pname = getattr(provider, "name", type(provider).__name__)
+            pname = provider.name
             if index and last is not None:
                 self._failed_over(self.providers[index - 1], pname, last)
             for attempt in range(self.max_retries + 1):
