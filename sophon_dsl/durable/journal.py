@@ -273,7 +273,7 @@ class Journal(MemoryStore):
         need = hooks.need_before_start(i) if intent and hooks is not None else BeforeStart.IN_TASK
         if need is BeforeStart.INTENT:
             cid = self.records[i].id
-            batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", time.time()))
+            batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", batch.created))
         elif need is BeforeStart.IN_TASK:  # decided in its task: not cleared when the batch lands
             batch.keep.add(i)
 
@@ -335,7 +335,7 @@ class Journal(MemoryStore):
             done.set_result(self.failure)
             return done
         batch = self._batch or self._open_batch()
-        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}", time.time()))
+        batch.intents.append((self.run_id, call_id, f"{self.run_id}:{call_id}", batch.created))
         batch.waiters.append(done)
         return done
 
@@ -356,7 +356,7 @@ class Journal(MemoryStore):
             return False
         cid = self.records[i].id
         batch = self._batch or self._open_batch()
-        batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", time.time()))
+        batch.intents.append((self.run_id, cid, f"{self.run_id}:{cid}", batch.created))
         batch.starts.append((i, args, inline))
         return True
 
@@ -372,11 +372,13 @@ class _Batch:
     indexes of the calls that ended, the futures of the calls waiting for their intents (a
     runner past an approval), the calls to start once the batch is committed (their intents
     in it, or their input: :meth:`Journal.hold`) and those of them decided in their task
-    (not ``cleared`` then)."""
+    (not ``cleared`` then).  Its intents share one creation time, the batch's (one pass of
+    the loop): one clock read per batch, and a server store sends it once (postgres)."""
 
-    __slots__ = ("log", "calls", "intents", "ended", "waiters", "starts", "keep")
+    __slots__ = ("log", "calls", "intents", "ended", "waiters", "starts", "keep", "created")
 
     def __init__(self) -> None:
+        self.created = time.time()
         self.log: list = []
         self.calls: list = []
         self.intents: list = []
