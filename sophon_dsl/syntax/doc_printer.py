@@ -184,6 +184,17 @@ def _value_text(value: Any, encode: Callable[[Any], str]) -> str:
     return encode(value_to_json(value))
 
 
+# a parameter name -> its key as call_json writes it (',"name":'): a plan's calls share a few
+_KEY_TEXTS: dict[str, str] = {}
+
+
+def _key_text(name: str) -> str:
+    if len(_KEY_TEXTS) >= 4096:  # (a long-lived process that met many names: start again)
+        _KEY_TEXTS.clear()
+    text = _KEY_TEXTS[name] = "," + _encode_str(param_key(name)) + ":"
+    return text
+
+
 def call_json(call: Call, encode: Callable[[Any], str]) -> str:
     """``encode(call_to_document(call))`` for an ``encode`` that writes compact JSON, non-ASCII
     as is (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``): the tool, the
@@ -192,12 +203,13 @@ def call_json(call: Call, encode: Callable[[Any], str]) -> str:
     the document, once per call of a durable run's plan."""
     if call.map is not None:
         return encode(call_to_document(call))
-    params: dict[str, str] = {}  # (a name given twice keeps its first place and last value, as a dict)
+    texts: dict[str, str] = {}  # (a name given twice keeps its first place and last value, as a dict)
     for p in call.params:
-        params[param_key(p.name)] = _value_text(p.value, encode)
+        texts[p.name] = _value_text(p.value, encode)
     parts = ['{"_tool":', _encode_str(call.tool)]
-    for key, text in params.items():
-        parts += (",", _encode_str(key), ":", text)
+    keys = _KEY_TEXTS
+    for name, text in texts.items():
+        parts += (keys.get(name) or _key_text(name), text)
     if call.output is not None:
         parts += (',"_outputPath":', _encode_str(call.output.text()))
     rest = _attributes(call, {})
