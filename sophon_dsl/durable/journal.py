@@ -90,11 +90,6 @@ _encode_str = json.encoder.encode_basestring  # (the C function dumps' encoder u
 _float_text = float.__repr__  # what JSON writes for a finite float
 
 
-def _time_text(value: Any) -> str:
-    """A record's start or end time as JSON: the timestamp (a float, as kept), else as :func:`dumps`."""
-    return _float_text(value) if type(value) is float else dumps_flat(value)
-
-
 def record_text(rec: CallRecord, written: tuple[int, ...]) -> str:
     """``dumps(record_json(rec, written))``, the same text, written directly for the common
     record (no error, no attempt log, a scalar output or none): no dict per call, and no
@@ -104,11 +99,14 @@ def record_text(rec: CallRecord, written: tuple[int, ...]) -> str:
         return dumps(record_json(rec, written))
     reason, branch = rec.reason, rec.branch
     started, ended = raw_times(rec)
+    # (the timestamps as kept: floats, but for one read and formatted meanwhile, then text)
+    started = _float_text(started) if type(started) is float else dumps_flat(started)
+    ended = _float_text(ended) if type(ended) is float else dumps_flat(ended)
     return "".join((
         '{"id":', _encode_str(rec.id), ',"index":', int.__repr__(rec.index),
         ',"status":', _encode_str(rec.status), ',"attempts":', int.__repr__(rec.attempts),
         ',"error":null,"reason":', "null" if reason is None else _encode_str(reason),
-        ',"started":', _time_text(started), ',"ended":', _time_text(ended),
+        ',"started":', started, ',"ended":', ended,
         ',"caught":', "true" if rec.caught is True else "false" if rec.caught is False else dumps_flat(rec.caught),
         ',"branch":', "null" if branch is None else _encode_str(branch),
         ',"written":[', ",".join(map(int.__repr__, written)), '],"output":',

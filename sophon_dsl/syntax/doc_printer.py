@@ -180,7 +180,8 @@ def _value_text(value: Any, encode: Callable[[Any], str]) -> str:
         if t is float and -_INF < v < _INF:  # (NaN and infinities: encode decides)
             return _float_text(v)
     elif kind == "list":
-        return "[" + ",".join([_value_text(x, encode) for x in value.items]) + "]"
+        items = value.items
+        return "[" + ",".join([_value_text(x, encode) for x in items]) + "]" if items else "[]"
     return encode(value_to_json(value))
 
 
