@@ -365,8 +365,11 @@ class OutputTarget:
 
     def text(self, dagger: str = "†") -> str:
         """The output path as written: the paths joined by their operator."""
+        paths = self.paths
+        if len(paths) == 1:  # (the common target: no generator)
+            return paths[0].text(dagger)
         sep = f" {self.op} " if self.op else " || "
-        return sep.join(p.text(dagger) for p in self.paths)
+        return sep.join(p.text(dagger) for p in paths)
 
 
 @dataclass(frozen=True, slots=True)

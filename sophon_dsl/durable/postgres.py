@@ -53,16 +53,20 @@ _ROWS = (_rows_from("r, s, e", "r, s::integer, e::text", "text", "text", "json")
          _rows_from("r, c, k, w", "r, c, k, w::double precision", "text", "text", "text", "text"))
 _PARTS = tuple((into + "VALUES (%s, %s, %s" + (", %s)" if k == 2 else ")") + tail, into + rows + tail)
                for k, (into, rows, tail) in enumerate(zip(_INTO, _ROWS, _ON_CONFLICT)))
+# intents that share their creation time (a journal's batch: Journal._Batch.created), which then
+# goes once, as the first parameter, instead of one float's text per row
+_PARTS = (*_PARTS[:2], (*_PARTS[2], _INTO[2] + _rows_from("r, c, k", "r, c, k, %s::double precision",
+                                                           "text", "text", "text") + _ON_CONFLICT[2]))
 _statements: dict[tuple, str] = {}
 
 
 def _statement(shape: tuple) -> str:
     """One statement of the parts present (data-modifying CTEs but the last), per part its
-    number of rows: 0, 1, or 2 for more (a few fixed texts, which psycopg prepares after a
-    few runs)."""
+    form: 0 absent, 1 one row, 2 more rows, 3 more intents of one creation time (a few fixed
+    texts, which psycopg prepares after a few runs)."""
     text = _statements.get(shape)
     if text is None:
-        parts = [part[n > 1] for part, n in zip(_PARTS, shape) if n]
+        parts = [part[n - 1] for part, n in zip(_PARTS, shape) if n]
         ctes = ", ".join(f"p{k} AS ({part})" for k, part in enumerate(parts[:-1]))
         text = _statements[shape] = (f"WITH {ctes} " if ctes else "") + parts[-1]
     return text
@@ -126,9 +130,16 @@ class PostgresRunStore(RunStore):
         elif calls:
             params += (dumps_flat([k[0] for k in calls]), dumps_flat([k[1] for k in calls]),
                        _json_texts(list(calls.values())))
-        if len(intents) == 1:
+        form = min(len(intents), 2)
+        if form == 1:
             params += intents[0]
-        elif intents:
-            params += (dumps_flat([r[0] for r in intents]), dumps_flat([r[1] for r in intents]),
-                       dumps_flat([r[2] for r in intents]), dumps_flat([r[3] for r in intents]))
-        cur.execute(_statement((min(len(log), 2), min(len(calls), 2), min(len(intents), 2))), params)
+        elif form:
+            columns = [dumps_flat([r[0] for r in intents]), dumps_flat([r[1] for r in intents]),
+                       dumps_flat([r[2] for r in intents])]
+            created = {r[3] for r in intents}
+            if len(created) == 1:  # (a float's text costs more than a string's: written once)
+                form = 3
+                params += (*created, *columns)
+            else:
+                params += (*columns, dumps_flat([r[3] for r in intents]))
+        cur.execute(_statement((min(len(log), 2), min(len(calls), 2), form)), params)

@@ -308,9 +308,11 @@ class DurableRun:
         idempotent call or one with an inline result needs nothing, even in doubt)."""
         host = self.host
         assert host is not None
-        if self._intent_free(i, host.calls[i]):
+        call = host.calls[i]  # (_intent_free inline: once per call of the run)
+        if call.inline_output is not None or _idempotent(host.tool(call.activity) if call.activity else host.spec(i)):
             return BeforeStart.NOTHING
-        return BeforeStart.IN_TASK if host.records[i].id in self.doubt else BeforeStart.INTENT
+        doubt = self.doubt
+        return BeforeStart.IN_TASK if doubt and host.records[i].id in doubt else BeforeStart.INTENT
 
     async def _in_doubt(self, i: int, call: Any, args: dict) -> ErrorInfo | None:
         host = self.host

@@ -340,22 +340,30 @@ class CallGate:
     def may_ask(self, i: int, call: Call) -> bool:
         """Whether call ``i`` may stop at the gate (a durable run then commits no intent
         before the answer).  Conservative: it may still pass."""
+        plain = self._plain.get((call.tool, call.risk))
+        if plain or (plain is None and self._is_plain(i, call)):  # (the common call: it never stops)
+            return False
         spec = self._spec_of(i)
         if self.static_risk(call, spec) >= self.threshold:
             return True
         return bool(self.taint) and self.role(call.tool, spec) == "network-sink"
 
-    def check(self, i: int, call: Call, args: dict) -> Admission:
-        """The verdict for call ``i`` about to start with ``args``."""
-        # the common call passes at one dict lookup: (tool, @risk) -> below the threshold
-        # and not a network sink (which local data in the session could raise)
+    def _is_plain(self, i: int, call: Call) -> bool:
+        """Call ``i`` passes whatever its arguments: (tool, @risk) -> below the threshold and
+        not a network sink (which local data in the session could raise), kept in ``_plain``."""
         key = (call.tool, call.risk)
         plain = self._plain.get(key)
         if plain is None:
             spec = self._spec_of(i)
             plain = self._plain[key] = (self.static_risk(call, spec) < self.threshold
                                         and self.role(call.tool, spec) != "network-sink")
-        if plain:
+        return plain
+
+    def check(self, i: int, call: Call, args: dict) -> Admission:
+        """The verdict for call ``i`` about to start with ``args``."""
+        # the common call passes at one dict lookup (see _is_plain)
+        plain = self._plain.get((call.tool, call.risk))
+        if plain or (plain is None and self._is_plain(i, call)):
             return _PASS
         spec = self._spec_of(i)
         r = self.static_risk(call, spec)

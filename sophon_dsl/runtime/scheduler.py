@@ -551,6 +551,8 @@ class Scheduler:
         """:meth:`settled` for a durable run's call whose completion is not committed yet
         (``CommitListener.on_ended``): what its end makes ready is held by the barrier until
         that completion is committed, with the intents it needs in the same transaction."""
+        if not self.flow.dependents()[i]:  # (a call nobody reads: nothing to examine or hold)
+            return
         self._holding = True
         try:
             self.settled(i)

@@ -33,11 +33,12 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ..model import Call, InitialData, OutputMethod, Plan, value_to_json
+from ..values import escape_text
 from .attributes import param_key
 from .map_syntax import MAP_KEY, map_document
 from .documents import inferred_input_schema
 
-__all__ = ["plan_to_document", "call_to_document", "encode_plan", "dump_json", "dump_yaml"]
+__all__ = ["plan_to_document", "call_to_document", "call_json", "encode_plan", "dump_json", "dump_yaml"]
 
 
 def call_to_document(call: Call) -> dict[str, Any]:
@@ -49,8 +50,13 @@ def call_to_document(call: Call) -> dict[str, Any]:
             out[param_key(p.name)] = value_to_json(p.value)
     if call.output is not None:
         out["_outputPath"] = call.output.text()
-        if call.output.method is not OutputMethod.SET:
-            out["_outputMethod"] = call.output.method.value
+    return _attributes(call, out)
+
+
+def _attributes(call: Call, out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with the call's attributes after ``_outputPath``, in their order."""
+    if call.output is not None and call.output.method is not OutputMethod.SET:
+        out["_outputMethod"] = call.output.method.value
     if call.inline_output is not None:
         out["_output"] = value_to_json(call.inline_output)
     if call.id is not None:
@@ -151,12 +157,77 @@ _PLAN_MESSAGE_KEYS = ("goal", "mode", "id", "inputSchema", "stateSchema", "outpu
 _CALLS_MARK = "\x00sophon-dsl:calls\x00"
 
 
+_encode_str = json.encoder.encode_basestring  # (C; what json.dumps runs with ensure_ascii=False)
+_float_text = float.__repr__  # what JSON writes for a finite float
+_INF = float("inf")
+
+
+def _value_text(value: Any, encode: Callable[[Any], str]) -> str:
+    """``encode(value_to_json(value))``, written directly for a scalar literal and a list of
+    them (the common parameter): a durable run encodes every call of its plan once."""
+    kind = value.node_kind
+    if kind == "literal":
+        v = value.value
+        t = type(v)
+        if t is str:
+            return _encode_str(escape_text(v))
+        if t is int:
+            return int.__repr__(v)
+        if v is None:
+            return "null"
+        if t is bool:
+            return "true" if v else "false"
+        if t is float and -_INF < v < _INF:  # (NaN and infinities: encode decides)
+            return _float_text(v)
+    elif kind == "list":
+        items = value.items
+        return "[" + ",".join([_value_text(x, encode) for x in items]) + "]" if items else "[]"
+    return encode(value_to_json(value))
+
+
+# a parameter name -> its key as call_json writes it (',"name":'): a plan's calls share a few
+_KEY_TEXTS: dict[str, str] = {}
+
+
+def _key_text(name: str) -> str:
+    if len(_KEY_TEXTS) >= 4096:  # (a long-lived process that met many names: start again)
+        _KEY_TEXTS.clear()
+    text = _KEY_TEXTS[name] = "," + _encode_str(param_key(name)) + ":"
+    return text
+
+
+def call_json(call: Call, encode: Callable[[Any], str]) -> str:
+    """``encode(call_to_document(call))`` for an ``encode`` that writes compact JSON, non-ASCII
+    as is (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``): the tool, the
+    parameters and the output path written directly, the rest of the attributes (rare) by
+    ``encode``; a map call wholly by ``encode``.  About half the time of building and encoding
+    the document, once per call of a durable run's plan."""
+    if call.map is not None:
+        return encode(call_to_document(call))
+    texts: dict[str, str] = {}  # (a name given twice keeps its first place and last value, as a dict)
+    for p in call.params:
+        texts[p.name] = _value_text(p.value, encode)
+    parts = ['{"_tool":', _encode_str(call.tool)]
+    keys = _KEY_TEXTS
+    for name, text in texts.items():
+        parts += (keys.get(name) or _key_text(name), text)
+    if call.output is not None:
+        parts += (',"_outputPath":', _encode_str(call.output.text()))
+    rest = _attributes(call, {})
+    if rest:
+        parts += (",", encode(rest)[1:])  # (its opening brace dropped: its closing one ends ours)
+    else:
+        parts.append("}")
+    return "".join(parts)
+
+
 def encode_plan(plan: Plan, encode: Callable[[Any], str]) -> str:
     """``encode(plan_to_document(plan))`` for an ``encode`` that writes compact JSON (no
-    spaces), built one call at a time: each call's document is dropped as soon as it is
-    text, so a long plan never holds a tree of containers for the cyclic collector to walk
-    and promote (a 10,000-call plan's tree used to bring a full collection into the run)."""
-    calls = "[" + ",".join([encode(call_to_document(c)) for c in plan.calls]) + "]"
+    spaces, non-ASCII as is: see :func:`call_json`), built one call at a time: each call's
+    text is made without a document where it can be, and no long plan holds a tree of
+    containers for the cyclic collector to walk and promote (a 10,000-call plan's tree used
+    to bring a full collection into the run)."""
+    calls = "[" + ",".join([call_json(c, encode) for c in plan.calls]) + "]"
     shell = encode(plan_to_document(plan, calls=_CALLS_MARK))
     mark = encode(_CALLS_MARK)
     if shell.count(mark) != 1:
