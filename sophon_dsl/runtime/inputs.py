@@ -203,6 +203,12 @@ class InputResolver:
         self._stream_open = value
         self._ref_state = self._streamed_state if value else self._settled_state
 
+    def release(self) -> None:
+        """The run is over: the rule bound to this resolver is dropped (a bound method held
+        by its own object is a reference cycle, which would keep the run's data flow and
+        records for the cyclic collector; see ``Scheduler.release``)."""
+        self.__dict__.pop("_ref_state", None)
+
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         """What call ``i`` reading ``ref`` sees now: (HAS, value), (MISSING, text),
         (BROKEN, reason) or (PENDING, None), for callers outside the resolver (the map

@@ -810,6 +810,22 @@ class Scheduler:
         await self.invoker.aclose()
         return self._result()
 
+    def release(self) -> None:
+        """The run is over and nothing of it runs any more: drop the scheduler's links to
+        the parts that call back into it (run state, runner, input resolver, gate, map
+        driver), so that the run's calls, records and data flow are freed as soon as the
+        last reference to them goes, not left to the cyclic collector (a 10,000-call run
+        left ~9 tracked objects per call for it, each traversed by every later full
+        collection of the process).  The result keeps what it holds (records, state,
+        events); :meth:`cancel` still answers.  Nothing is dropped while a task abandoned
+        at shutdown may still end and call back."""
+        if self._running and not self._abandoned and not self.feed.is_open:
+            self.inputs.release()
+            self.state.finish = self.finish_call  # (not the map driver's: it holds the run state)
+            for name in ("state", "runner", "maps", "inputs", "gate", "_start", "finish"):
+                self.__dict__.pop(name, None)
+            self._running = False
+
     def stop_error(self) -> ErrorInfo:
         """Why the run is stopping, as the error its unfinished calls and the run end with."""
         why = self._stopping
