@@ -384,6 +384,8 @@ class InputResolver:
                 if len(ws) == 1 and ended[ws[0]] and v.query is None and len(done := wrote[ws[0]]) == 1 \
                         and done[0].path == v.path and done[0].kind == v.kind:
                     val = get(v.kind, v.path)  # (the common read: _value_among's first case)
+                elif not ws and v.query is None:  # data no call writes (the input: a map's item)
+                    val = get(v.kind, v.path)  # (what _value_among does for it)
                 else:
                     val = value_among(v, ws)
                 if val is MISSING:

@@ -679,14 +679,20 @@ class Scheduler:
         if self._stopping:
             ready.clear()  # never started: _shutdown records them cancelled
             return
+        start, calls, ended = self._start, self.calls, self._ended
         for _ in range(min(len(ready), _BURST)):
             if self._held >= _INTENT_WINDOW:  # start_committed drains the queue again
                 self._parked = True
                 return
             j, args, inline = ready.popleft()
             if args is _LATER:
-                args, inline = self.inputs.literal_args(self.calls[j])
-            self._start(j, args, inline)
+                args, inline = self.inputs.literal_args(calls[j])
+            if calls[j].map is None and not ended[j]:
+                # (what a map driver's start does for a call that is not a map: a queued map
+                # item's call, the most of these; one that ended while queued goes through it)
+                self.start_task(j, args, inline)
+            else:
+                start(j, args, inline)
         self._burst = _BURST if ready else 0
         if ready:
             self._loop.call_soon(self._pump)
