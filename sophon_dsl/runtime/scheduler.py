@@ -828,8 +828,9 @@ class Scheduler:
         if self._running and not self._abandoned and not self.feed.is_open:
             self.inputs.release()
             self.state.finish = self.finish_call  # (not the map driver's: it holds the run state)
-            for name in ("state", "runner", "maps", "inputs", "gate", "_start", "finish"):
+            for name in ("state", "runner", "inputs", "gate", "_start", "finish"):
                 self.__dict__.pop(name, None)
+            self.maps = None
             self._running = False
 
     def stop_error(self) -> ErrorInfo:
