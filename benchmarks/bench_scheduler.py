@@ -27,8 +27,10 @@ precompiled, and of compiling alone, on this checkout and on ``TREE`` (a checkou
 older commit, e.g. ``git worktree add /tmp/old REV``), beside the same graph run in bare
 asyncio (``_shapes.floor``: issue 30 item 9's floor), in fresh processes alternated
 ``--rounds`` times, best of ``--repeat`` per process and best over the rounds, with the
-ratios new / old.  CPU time is less sensitive than wall time to the other core's load,
-but a whole process still runs slower now and then: compare within one run.
+ratios new / old (``--with-garbage``: each run timed together with a ``gc.collect()`` right
+after it, the reference cycles it left for the process's collector).  CPU time is less
+sensitive than wall time to the other core's load, but a whole process still runs slower now
+and then: compare within one run.
 
 ``--scaling`` runs instead: ``arun`` (checked) at 1k / 10k / 100k calls (``--sizes``)
 per shape, with the log-log slope between sizes (target <= 1.1) and the tracemalloc
@@ -45,6 +47,7 @@ Run: python benchmarks/bench_scheduler.py [--calls 1000] [--noop 10000] [--seed 
         [--budget 60] [--validate-input default|on|off]
      python benchmarks/bench_scheduler.py --scaling [--sizes 1k,10k,100k] [--no-memory]
      python benchmarks/bench_scheduler.py --old /tmp/old_tree [--rounds 3] [--repeat 3] [--shapes ...]
+        [--with-garbage]
 """
 
 from __future__ import annotations
@@ -327,10 +330,15 @@ def scaling(shapes: list[str], sizes: list[int], seed: int, repeat: int, budget:
 # --old: CPU time per call, this tree vs an older one
 
 
+WITH_GARBAGE = [False]  # --with-garbage: the collection of what a run leaves is timed with it
+
+
 def cpu_seconds(fn: Callable[[], object]) -> float:
     gc.collect()  # start each run from the same heap
     t0 = time.process_time()
     fn()
+    if WITH_GARBAGE[0]:  # what the run left to the cyclic collector, which the process pays later
+        gc.collect()
     return time.process_time() - t0
 
 
@@ -354,7 +362,8 @@ def cpu_rows(shapes: list[str], n: int, seed: int, repeat: int) -> dict[str, lis
     return out
 
 
-def compare_trees(old: str, shapes: list[str], n: int, seed: int, repeat: int, rounds: int) -> None:
+def compare_trees(old: str, shapes: list[str], n: int, seed: int, repeat: int, rounds: int,
+                  garbage: bool = False) -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     best: dict[str, dict[str, list[float]]] = {"new": {}, "old": {}}
     for _ in range(rounds):
@@ -362,12 +371,15 @@ def compare_trees(old: str, shapes: list[str], n: int, seed: int, repeat: int, r
             env = dict(os.environ, PYTHONPATH=tree)
             cmd = [sys.executable, os.path.abspath(__file__), "--cpu-child", "--shapes", ",".join(shapes),
                    "--noop", str(n), "--seed", str(seed), "--repeat", str(repeat)]
+            if garbage:
+                cmd.append("--with-garbage")
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             for shape, row in json.loads(proc.stdout.splitlines()[-1]).items():
                 prev = best[name].get(shape, [float("inf")] * 4)
                 best[name][shape] = [min(a, b) for a, b in zip(prev, row)]
     say(f"CPU us per call on {n:,} no-op calls, best of {repeat} runs x {rounds} alternated processes; "
-        f"old = {old}; floor: the same graph in bare asyncio (both processes, best)")
+        f"old = {old}; floor: the same graph in bare asyncio (both processes, best)"
+        + ("; each run timed with the collection of the garbage it left" if garbage else ""))
     say(f"    {'shape':<11} {'checked old -> new':>24} {'precompiled old -> new':>26} {'compile old -> new':>24}"
         f" {'floor':>6} {'new/floor':>9}")
     for shape in shapes:
@@ -400,6 +412,9 @@ def main() -> None:
     ap.add_argument("--no-memory", action="store_true", help="--scaling without the tracemalloc run")
     ap.add_argument("--old", help="compare CPU time per call with this checkout of an older commit")
     ap.add_argument("--rounds", type=int, default=3, help="--old: alternated processes per tree")
+    ap.add_argument("--with-garbage", action="store_true",
+                    help="--old: time each run together with a gc.collect() right after it (the "
+                         "reference cycles it left, which the process's collector pays later)")
     ap.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     shapes = parse_shapes(a.shapes)
@@ -407,11 +422,12 @@ def main() -> None:
         RUN_OPTIONS["validate_input"] = a.validate_input == "on"
     say(f"python {sys.version.split()[0]}; input validation: {a.validate_input}; "
         f"budget {a.budget:g} s per measurement")
+    WITH_GARBAGE[0] = a.with_garbage
     if a.cpu_child:  # one process of --old: JSON on the last line
         print(json.dumps(cpu_rows(shapes, a.noop, a.seed, a.repeat)))
         return
     if a.old:
-        compare_trees(a.old, shapes, a.noop, a.seed, a.repeat, a.rounds)
+        compare_trees(a.old, shapes, a.noop, a.seed, a.repeat, a.rounds, a.with_garbage)
         return
     if a.scaling:
         scaling(shapes, parse_sizes(a.sizes), a.seed, a.repeat, a.budget, not a.no_memory)

@@ -374,7 +374,9 @@ async def _execute(handle: RunHandle, plan: Any, tools: Any, input: Any, state: 
         handle.durable.attach(sched.durable_host())  # restores what an earlier process committed
     if handle._cancel_requested:
         sched.cancel()
-    return await sched.run()
+    result = await sched.run()
+    sched.release()  # the run's objects freed when it returns, not by the cyclic collector
+    return result
 
 
 def _cancelled_before_start(bus: EventBus, prep: Prepared, plan_id: str) -> RunResult:

@@ -203,6 +203,12 @@ class InputResolver:
         self._stream_open = value
         self._ref_state = self._streamed_state if value else self._settled_state
 
+    def release(self) -> None:
+        """The run is over: the rule bound to this resolver is dropped (a bound method held
+        by its own object is a reference cycle, which would keep the run's data flow and
+        records for the cyclic collector; see ``Scheduler.release``)."""
+        self.__dict__.pop("_ref_state", None)
+
     def ref_state(self, i: int, ref: Reference) -> tuple[RefState, Any]:
         """What call ``i`` reading ``ref`` sees now: (HAS, value), (MISSING, text),
         (BROKEN, reason) or (PENDING, None), for callers outside the resolver (the map
@@ -378,6 +384,8 @@ class InputResolver:
                 if len(ws) == 1 and ended[ws[0]] and v.query is None and len(done := wrote[ws[0]]) == 1 \
                         and done[0].path == v.path and done[0].kind == v.kind:
                     val = get(v.kind, v.path)  # (the common read: _value_among's first case)
+                elif not ws and v.query is None:  # data no call writes (the input: a map's item)
+                    val = get(v.kind, v.path)  # (what _value_among does for it)
                 else:
                     val = value_among(v, ws)
                 if val is MISSING:
