@@ -36,10 +36,15 @@ def test_the_walk_finds_the_packages_modules():
         assert expected in names
 
 
+# Lark's standalone parser (generated, grammar/generate_parser.py): its exceptions never leave
+# the DSL parser, which turns every one into a diagnostic (parse_dsl never raises).
+GENERATED = frozenset({"sophon_dsl.syntax._lalr_parser"})
+
+
 def test_every_public_exception_derives_from_sophon_error():
     outside = []
     checked = 0
-    for name in _modules():
+    for name in sorted(set(_modules()) - GENERATED):
         try:
             module = importlib.import_module(name)
         except ImportError as exc:  # an optional dependency that is not installed
