@@ -52,7 +52,25 @@ def test_stdin_that_is_not_utf8_is_e005(ws, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe[]")))
     code, out, _ = run_cli(capsys, "check", "-", "--from", "json")
     assert code == 1
-    assert "<stdin>: error[E005]" in out and "utf-8" in out  # check reports on stdout (issue 11)
+    assert "<stdin>:1:1: error[E005]" in out and "utf-8" in out  # check reports on stdout (issue 11)
+
+
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_a_plan_that_is_not_utf8_is_e005_at_the_bad_byte(ws, capsys, monkeypatch, from_stdin):
+    # Latin-1 text in a plan: the position is the first bad byte's line and column (the
+    # decoder's own offset counted from the start of a read chunk, and gave no line)
+    data = '$state.a = echo(x="ok")\n$state.b = echo(x="café")\n'.encode("latin-1")
+    if from_stdin:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        name = "<stdin>"
+    else:
+        (ws / "l1.plan").write_bytes(data)
+        name = "l1.plan"
+    code, out, _ = run_cli(capsys, "check", "-" if from_stdin else name, "--json")
+    assert code == 1
+    [d] = json.loads(out)
+    assert (d["code"], d["file"], d["line"], d["column"]) == ("E005", name, 2, 23)
+    assert "not UTF-8 text" in d["message"] and "0xe9" in d["message"]
 
 
 # -- numeric flags -----------------------------------------------------------------------

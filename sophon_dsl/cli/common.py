@@ -96,12 +96,10 @@ def read_plan(name: str, from_format: str | None) -> LoadResult:
             try:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                from ..diagnostics import Diagnostic
-                from ..loader import LoadResult
+                from ..loader import LoadResult, not_utf8
                 from ..model import Plan
 
-                return LoadResult(Plan(file="<stdin>"), [Diagnostic(
-                    "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
+                return LoadResult(Plan(file="<stdin>"), [not_utf8("<stdin>", raw, exc)])
         return parse(raw, from_format or sniff_format(raw), file="<stdin>")
     if not os.path.exists(name):
         raise UsageError(f"{name}: no such file")
