@@ -161,6 +161,24 @@ def test_live_table_shows_every_call_when_it_fits():
     assert "attempt 1 failed (Tool.Timeout: slow); retrying" in shown
 
 
+def test_results_are_shown_as_written_never_as_markup_or_terminal_codes():
+    # a tool's text with "[/INST]"-like brackets was rich markup in the live table (a
+    # MarkupError ended the view); control and bidi characters of ids, tools and results
+    # are escaped in the table and in the lines alike
+    p = loads('[{"_tool": "echo", "x": "1", "_id": "a\\u202eb"}]', format="json")
+    preview = '"[/INST] [bold]x[/bold] \\u001b[2J \u202e"'
+    view = ProgressView(p, ["a\u202eb"], stream=io.StringIO(), clock=lambda: 5.0, height=40)
+    view(_event("plan_start"))
+    view(_event("plan_step_complete", 0, preview=preview))
+    shown = _rendered(view)
+    assert '"[/INST] [bold]x[/bold] \\u001b[2J \\u202e"' in shown and "a\\u202eb" in shown
+    lines = io.StringIO()
+    view = ProgressView(p, ["a\u202eb"], stream=lines, clock=lambda: 5.0)
+    view(_event("plan_step_complete", 0, preview=preview))
+    assert "\u202e" not in lines.getvalue()
+    assert lines.getvalue().startswith("[a\\u202eb] echo: succeeded")
+
+
 # -- dry-run, graph, E206 -----------------------------------------------------------------------------------
 
 
