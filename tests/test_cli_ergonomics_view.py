@@ -192,6 +192,16 @@ def test_dry_run_shows_the_predicted_output(ws, capsys):
     assert json.loads(out)["output"] == {"greeting": "hello"}
 
 
+def test_dry_run_text_shows_ids_and_mock_values_escaped(ws, capsys):
+    (ws / "mocks.yaml").write_text('echo: {result: "\\e[2J \\u202e"}\n', encoding="utf-8")
+    name = plan(ws, '{"calls": [{"_tool": "echo", "x": "1", "_id": "x\\u001b[31m", "_outputPath": "†state.a"}],'
+                    ' "output": "†state.a"}\n', "p.json")
+    code, out, _ = cli(capsys, "dry-run", name, "--tools", "tools.py", "--no-stdlib", "--mocks", "mocks.yaml")
+    assert code == 0 and "step 1: x\\u001b[31m" in out
+    assert 'predicted output: "\\u001b[2J \\u202e"' in out
+    assert "\x1b" not in out and "\u202e" not in out
+
+
 def test_graph_marks_risky_calls_and_draws_one_edge_per_pair(ws, capsys):
     name = plan(ws, '$state.a = echo(x="1")\n$state.b = echo(x="2")\n'
                     '@after(c1) $state.w = wire(amount=1)\n'
