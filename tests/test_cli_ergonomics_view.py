@@ -202,6 +202,16 @@ def test_dry_run_text_shows_ids_and_mock_values_escaped(ws, capsys):
     assert "\x1b" not in out and "\u202e" not in out
 
 
+def test_agent_lines_show_the_models_and_tools_text_escaped(ws, capsys):
+    # a model's reply (and what the tools make of it) reaches the terminal through these lines
+    (ws / "r.yaml").write_text('- reply: |\n    $state.a = echo(x="\\u202e \\u001b[2J")\n    return $state.a\n',
+                               encoding="utf-8")
+    code, out, err = cli(capsys, "agent", "hi", "--tools", "tools.py", "--no-stdlib", "--provider",
+                         "scripted:r.yaml", "--no-store")
+    assert code == 0 and json.loads(out)["output"] == "\u202e \x1b[2J"  # the data itself is kept
+    assert '[c1] echo: succeeded  "\\u202e \\u001b[2J"' in err and "\u202e" not in err
+
+
 def test_graph_marks_risky_calls_and_draws_one_edge_per_pair(ws, capsys):
     name = plan(ws, '$state.a = echo(x="1")\n$state.b = echo(x="2")\n'
                     '@after(c1) $state.w = wire(amount=1)\n'
