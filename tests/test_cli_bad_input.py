@@ -88,6 +88,21 @@ def test_run_refuses_out_of_range_numbers(ws, capsys, flag, value):
     assert f"argument {flag}: expected" in err and repr(value) in err
 
 
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_input_files_with_a_byte_order_mark_are_read(ws, capsys, monkeypatch, from_stdin):
+    # Windows editors start a UTF-8 file with a BOM; plan files with one are read, and so
+    # are --input / --state files now (JSON's reader refused it: "Unexpected UTF-8 BOM")
+    data = '\ufeff{"x": "a"}\r\n'
+    (ws / "in.json").write_text(data, encoding="utf-8")
+    (ws / "st.json").write_text('\ufeff{"seen": 1}', encoding="utf-8")
+    if from_stdin:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode("utf-8"))))
+    code, out, _ = run_cli(capsys, "run", "e.plan", "--tools", "tools.py", "--no-stdlib", "--no-store", "--json",
+                           "--input", "@-" if from_stdin else "@in.json", "--state", "@st.json")
+    assert code == 0
+    assert json.loads(out)["state"]["state"] == {"seen": 1, "a": "a"}
+
+
 def test_run_accepts_infinite_time_limits(ws, capsys):
     code, _, _ = run_cli(capsys, "run", "e.plan", "--tools", "tools.py", "--input", '{"x": "a"}', "--json",
                          "--timeout", "inf", "--max-time", "inf", "--max-concurrency", "1")
