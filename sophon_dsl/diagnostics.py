@@ -33,6 +33,7 @@ __all__ = [
     "has_errors",
     "render_json",
     "render_text",
+    "visible",
 ]
 
 
