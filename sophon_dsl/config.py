@@ -136,7 +136,7 @@ def find_config(start: str | os.PathLike[str] | None = None) -> Path | None:
 def _has_section(path: Path) -> bool:
     # a cheap test before parsing: most pyproject.toml files have nothing for us
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")
     except OSError:
         return False
     return re.search(r"^\s*\[\s*tool\s*\.\s*[\"']?sophon-dsl[\"']?\s*[.\]]", text, re.M) is not None
@@ -158,7 +158,9 @@ def load_config(path: str | os.PathLike[str]) -> ProjectConfig:
     path = Path(path)
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # (a byte order mark, as Windows editors write, is no TOML: dropped, as plan files'
+        # are; kept, it made a pyproject.toml's table unseen and sophon.toml invalid)
+        text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except OSError as exc:
         raise ConfigError(name, 1, 1, f"cannot read the config file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -16,6 +16,7 @@ documents each one.  Codes never change meaning once published.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Sequence
@@ -32,6 +33,7 @@ __all__ = [
     "has_errors",
     "render_json",
     "render_text",
+    "visible",
 ]
 
 
@@ -223,13 +225,26 @@ def sort_key(d: Diagnostic) -> tuple:
     return (d.file or "", span.line if span else 0, span.column if span else 0, d.code)
 
 
+# control characters (C0 but tab and newline, DEL, C1) and bidirectional overrides /
+# isolates, as the approval prompt escapes them (runtime/approval.py): a plan is often
+# written by a model or comes with a pull request, and `check` prints its lines and names
+# to a terminal, where an escape sequence would run (retitle, clear the screen) and a bidi
+# override would show the line reordered, not as the parser read it
+_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control and bidirectional characters written ``\\uXXXX``, never interpreted."""
+    return _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def render_one(d: Diagnostic, source: str | list[str] | None) -> str:
     where = d.file or "<plan>"
     if d.span:
         where += f":{d.span.line}:{d.span.column}"
-    head = f"{where}: {d.severity.value}[{d.code}]: {d.message}"
+    head = visible(f"{where}: {d.severity.value}[{d.code}]: {d.message}")
     if d.path:
-        head += f" (at {d.path})"
+        head += f" (at {visible(d.path)})"
     lines = [head]
     if source is not None and d.span is not None:
         lines.extend(excerpt(source, d.span))
@@ -262,6 +277,9 @@ def excerpt(source: str | list[str], span: Span) -> list[str]:
         start = start - lo + (1 if lo else 0)
         width = max(1, min(width, hi - (start + lo - (1 if lo else 0))))
         text = shown
+    if _HIDING.search(text):  # escaped, and the underline moved to where the span is shown
+        start, width = len(visible(text[:start])), max(len(visible(text[start:start + width])), 1)
+        text = visible(text)
     marker = "^" + "~" * (width - 1)
     pad = " " * len(gutter)
     return [f"  {gutter} | {text}", f"  {pad} | {' ' * start}{marker}"]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Literal as TypingLiteral
 
 from .errors import OptionError
-from .diagnostics import Diagnostic, DiagnosticError, has_errors
+from .diagnostics import Diagnostic, DiagnosticError, Span, has_errors
 from .model import Plan
 
-__all__ = ["FORMATS", "LoadResult", "dumps", "format_for_path", "load", "loads", "parse", "parse_file"]
+__all__ = ["FORMATS", "LoadResult", "dumps", "format_for_path", "load", "loads", "not_utf8", "parse", "parse_file"]
 
 Format = TypingLiteral["dsl", "json", "yaml"]
 FORMATS: tuple[str, ...] = ("dsl", "json", "yaml")
@@ -81,10 +81,32 @@ def parse_file(path: str | os.PathLike, format: str | None = None) -> LoadResult
     try:
         with open(name, encoding="utf-8") as fh:
             text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    except UnicodeDecodeError:
+        # the text reader's error counts from the start of the chunk it was decoding, not
+        # of the file: read the bytes again to say where the bad byte is
+        try:
+            with open(name, "rb") as fh:
+                data = fh.read()
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return LoadResult(Plan(file=name), [not_utf8(name, data, exc)])
+        except OSError:
+            pass
+        return LoadResult(Plan(file=name), [Diagnostic("E005", f"cannot read {name!r}: not UTF-8 text", file=name)])
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
         return LoadResult(Plan(file=name), [Diagnostic("E005", f"cannot read {name!r}: {reason}", file=name)])
     return parse(text, fmt, file=name)
+
+
+def not_utf8(name: str, data: bytes, exc: UnicodeDecodeError) -> Diagnostic:
+    """E005 for plan bytes that are not UTF-8, at the first bad byte (lines and columns
+    counted as in the text before it, so an editor's go-to lands on it)."""
+    before = data[:exc.start].decode("utf-8", errors="replace")
+    line = before.count("\n") + 1
+    column = len(before) - (before.rfind("\n") + 1) + 1
+    return Diagnostic("E005", f"cannot read {name!r}: not UTF-8 text ({exc})",
+                      Span.point(line, column), file=name)
 
 
 def loads(text: str, format: str = "dsl", *, file: str | None = None) -> Plan:

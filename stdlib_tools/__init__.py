@@ -90,7 +90,10 @@ def _selected(config: StdlibConfig, only: Iterable[str] | None) -> tuple[str, ..
         else:
             raise ValueError(f"unknown standard tool or group {key!r}; groups: {', '.join(GROUPS)}")
     if not config.enable_shell and "shell.run" in wanted:
-        raise ValueError("shell.run is disabled: set StdlibConfig(enable_shell=True) to use it")
+        # (the CLI prints this message as it is: say how a command-line user turns it on too)
+        raise ValueError("shell.run is disabled: set StdlibConfig(enable_shell=True) to use it "
+                         "(CLI: `enable_shell: true` in the --stdlib-config file, or "
+                         "`enable_shell = true` under [tool.sophon-dsl.stdlib])")
     return tuple(n for names in GROUPS.values() for n in names if n in wanted)
 
 

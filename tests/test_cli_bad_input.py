@@ -52,7 +52,25 @@ def test_stdin_that_is_not_utf8_is_e005(ws, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe[]")))
     code, out, _ = run_cli(capsys, "check", "-", "--from", "json")
     assert code == 1
-    assert "<stdin>: error[E005]" in out and "utf-8" in out  # check reports on stdout (issue 11)
+    assert "<stdin>:1:1: error[E005]" in out and "utf-8" in out  # check reports on stdout (issue 11)
+
+
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_a_plan_that_is_not_utf8_is_e005_at_the_bad_byte(ws, capsys, monkeypatch, from_stdin):
+    # Latin-1 text in a plan: the position is the first bad byte's line and column (the
+    # decoder's own offset counted from the start of a read chunk, and gave no line)
+    data = '$state.a = echo(x="ok")\n$state.b = echo(x="café")\n'.encode("latin-1")
+    if from_stdin:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        name = "<stdin>"
+    else:
+        (ws / "l1.plan").write_bytes(data)
+        name = "l1.plan"
+    code, out, _ = run_cli(capsys, "check", "-" if from_stdin else name, "--json")
+    assert code == 1
+    [d] = json.loads(out)
+    assert (d["code"], d["file"], d["line"], d["column"]) == ("E005", name, 2, 23)
+    assert "not UTF-8 text" in d["message"] and "0xe9" in d["message"]
 
 
 # -- numeric flags -----------------------------------------------------------------------
@@ -68,6 +86,21 @@ def test_run_refuses_out_of_range_numbers(ws, capsys, flag, value):
                            f"{flag}={value}")
     assert code == 2
     assert f"argument {flag}: expected" in err and repr(value) in err
+
+
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_input_files_with_a_byte_order_mark_are_read(ws, capsys, monkeypatch, from_stdin):
+    # Windows editors start a UTF-8 file with a BOM; plan files with one are read, and so
+    # are --input / --state files now (JSON's reader refused it: "Unexpected UTF-8 BOM")
+    data = '\ufeff{"x": "a"}\r\n'
+    (ws / "in.json").write_text(data, encoding="utf-8")
+    (ws / "st.json").write_text('\ufeff{"seen": 1}', encoding="utf-8")
+    if from_stdin:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode("utf-8"))))
+    code, out, _ = run_cli(capsys, "run", "e.plan", "--tools", "tools.py", "--no-stdlib", "--no-store", "--json",
+                           "--input", "@-" if from_stdin else "@in.json", "--state", "@st.json")
+    assert code == 0
+    assert json.loads(out)["state"]["state"] == {"seen": 1, "a": "a"}
 
 
 def test_run_accepts_infinite_time_limits(ws, capsys):

@@ -161,6 +161,24 @@ def test_live_table_shows_every_call_when_it_fits():
     assert "attempt 1 failed (Tool.Timeout: slow); retrying" in shown
 
 
+def test_results_are_shown_as_written_never_as_markup_or_terminal_codes():
+    # a tool's text with "[/INST]"-like brackets was rich markup in the live table (a
+    # MarkupError ended the view); control and bidi characters of ids, tools and results
+    # are escaped in the table and in the lines alike
+    p = loads('[{"_tool": "echo", "x": "1", "_id": "a\\u202eb"}]', format="json")
+    preview = '"[/INST] [bold]x[/bold] \\u001b[2J \u202e"'
+    view = ProgressView(p, ["a\u202eb"], stream=io.StringIO(), clock=lambda: 5.0, height=40)
+    view(_event("plan_start"))
+    view(_event("plan_step_complete", 0, preview=preview))
+    shown = _rendered(view)
+    assert '"[/INST] [bold]x[/bold] \\u001b[2J \\u202e"' in shown and "a\\u202eb" in shown
+    lines = io.StringIO()
+    view = ProgressView(p, ["a\u202eb"], stream=lines, clock=lambda: 5.0)
+    view(_event("plan_step_complete", 0, preview=preview))
+    assert "\u202e" not in lines.getvalue()
+    assert lines.getvalue().startswith("[a\\u202eb] echo: succeeded")
+
+
 # -- dry-run, graph, E206 -----------------------------------------------------------------------------------
 
 
@@ -172,6 +190,26 @@ def test_dry_run_shows_the_predicted_output(ws, capsys):
     code, out, _ = cli(capsys, "dry-run", name, "--tools", "tools.py", "--no-stdlib", "--mocks", "mocks.yaml",
                        "--json")
     assert json.loads(out)["output"] == {"greeting": "hello"}
+
+
+def test_dry_run_text_shows_ids_and_mock_values_escaped(ws, capsys):
+    (ws / "mocks.yaml").write_text('echo: {result: "\\e[2J \\u202e"}\n', encoding="utf-8")
+    name = plan(ws, '{"calls": [{"_tool": "echo", "x": "1", "_id": "x\\u001b[31m", "_outputPath": "†state.a"}],'
+                    ' "output": "†state.a"}\n', "p.json")
+    code, out, _ = cli(capsys, "dry-run", name, "--tools", "tools.py", "--no-stdlib", "--mocks", "mocks.yaml")
+    assert code == 0 and "step 1: x\\u001b[31m" in out
+    assert 'predicted output: "\\u001b[2J \\u202e"' in out
+    assert "\x1b" not in out and "\u202e" not in out
+
+
+def test_agent_lines_show_the_models_and_tools_text_escaped(ws, capsys):
+    # a model's reply (and what the tools make of it) reaches the terminal through these lines
+    (ws / "r.yaml").write_text('- reply: |\n    $state.a = echo(x="\\u202e \\u001b[2J")\n    return $state.a\n',
+                               encoding="utf-8")
+    code, out, err = cli(capsys, "agent", "hi", "--tools", "tools.py", "--no-stdlib", "--provider",
+                         "scripted:r.yaml", "--no-store")
+    assert code == 0 and json.loads(out)["output"] == "\u202e \x1b[2J"  # the data itself is kept
+    assert '[c1] echo: succeeded  "\\u202e \\u001b[2J"' in err and "\u202e" not in err
 
 
 def test_graph_marks_risky_calls_and_draws_one_edge_per_pair(ws, capsys):

@@ -316,6 +316,29 @@ def test_a_signal_cancels_prints_the_summary_and_ends_the_process(ws: Path, sig:
     assert json.loads(out) == {}
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_run_is_being_started_still_ends_with_the_summary(ws: Path, sig: str) -> None:
+    # `run` reads --input @FILE while it starts the run (after the plan and tools are
+    # loaded): a FIFO holds it there, so the signal comes exactly in that window, where
+    # asyncio.run's own handler used to cancel the command itself ("interrupted", 130, the
+    # state never printed)
+    import signal
+
+    (ws / "two.plan").write_text(f"$state.a = echo(text=$input.t)\n$state.b = slow(seconds={SLEEP})\n",
+                                 encoding="utf-8")
+    os.mkfifo(ws / "in.json")
+    proc = subprocess.Popen([*CLI, "run", "two.plan", "--tools", "tools.py", "--input", "@in.json", "--no-store"],
+                            cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(ws / "in.json", "w", encoding="utf-8") as fifo:  # returns once `run` opened it to read
+        proc.send_signal(getattr(signal, sig))
+        fifo.write('{"t": "hi"}')
+    out, err = ended_within(proc, SLEEP / 2)
+    assert proc.returncode == 1, err
+    assert "plan cancelled" in err and "Plan.Cancelled" in err and "interrupted" not in err
+    assert "Traceback" not in err
+    assert json.loads(out) == {}  # the state, as after any run (nothing ran: the signal came first)
+
+
 def test_a_second_ctrl_c_prints_no_traceback(ws: Path) -> None:
     import signal
     import time

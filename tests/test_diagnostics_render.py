@@ -35,7 +35,26 @@ def test_spans_near_either_end_of_a_long_line():
 def test_lines_are_counted_at_newlines_only():
     text = 'a = "x\fy"\r\nb\x0bc = 1\r\n'
     out = render_one(Diagnostic("E001", "bad", Span(2, 1, 2, 2), "f"), text)
-    assert out.split("\n")[1] == "  2 | b\x0bc = 1"  # no "\r"; \x0b and \f are not line ends
+    # no "\r"; \x0b and \f are not line ends (and are shown escaped: test below)
+    assert out.split("\n")[1] == "  2 | b\\u000bc = 1"
+
+
+def test_control_and_bidi_characters_are_shown_escaped_with_the_caret_on_the_span():
+    # a plan from a model or a pull request must not drive the terminal `check` prints to
+    # (an escape sequence retitling it or clearing the screen), nor show a line reordered by
+    # a bidi override; the underline still marks the span, now wider
+    text = '[{"text": "\u202e \u2066", "_tool": "ech\u202eo"}]'
+    [d] = [d for d in check(parse(text, "json", file="p.json").plan) if d.code == "E201"]
+    out = render_text([d], sources={"p.json": text})
+    assert "\u202e" not in out and "\u2066" not in out
+    assert "unknown tool 'ech\\u202eo'" in out.splitlines()[0]
+    assert '\\u2066", "_tool": "ech\\u202eo"}]' in out.splitlines()[1]
+    assert _caret_target(out) == '"ech\\u202eo"'
+    dsl = '$state.a = echo(text="\x1b]0;pwned\x07 \x1b[2J")\n'
+    [d] = parse(dsl, "dsl", file="p.plan").diagnostics  # E001: a raw control character in a string
+    out = render_text([d], sources={"p.plan": dsl})
+    assert "\x1b" not in out and "\x07" not in out
+    assert _caret_target(out) == '"\\u001b]0;pwned\\u0007 \\u001b[2J"'
 
 
 def test_render_text_with_many_diagnostics_on_one_source():

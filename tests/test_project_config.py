@@ -46,6 +46,18 @@ def test_pyproject_without_the_table_is_passed_over_and_sophon_toml_wins(tmp_pat
     assert load_config(inner / "sophon.toml").get("strict") is False
 
 
+@pytest.mark.parametrize("name", ["pyproject.toml", "sophon.toml"])
+def test_a_file_with_a_byte_order_mark_is_read(tmp_path, name):
+    # (Windows editors write one; the pyproject.toml's table went unseen, sophon.toml was
+    # "not valid TOML" at 1:1)
+    header = "[tool.sophon-dsl]\r\n" if name == "pyproject.toml" else ""
+    plan = project(tmp_path, "\ufeff" + header + 'tools = ["tools.py"]\r\nstrict = true\r\n', name)
+    assert find_config(plan) == tmp_path / name
+    config = discover(plan)
+    assert config.get("tools") == (str(tmp_path / "tools.py"),) and config.get("strict") is True
+    assert config.origin("strict") == f"{tmp_path / name}:{3 if header else 2}"
+
+
 def test_check_takes_tools_and_strict_from_the_file(tmp_path, capsys):
     plan = project(tmp_path, '[tool.sophon-dsl]\ntools = ["tools.py"]\nstrict = true\n')
     # W303 (a state path nothing writes) is only a warning: it fails under the file's strict

@@ -29,6 +29,7 @@ from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, exit_for_status, approve
                      parse_json_arg, print_invalid, read_plan, ready_provider, tool_executor_from_flags,
                      until_done_or_interrupted)
 from .registry import registry_for as _default_registry_for
+from ..diagnostics import visible
 from ..ids import uuid4_hex
 
 __all__ = ["AgentProgress", "resume_agent", "run"]
@@ -45,7 +46,9 @@ class AgentProgress:
         self.max_turns = max_turns
 
     def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        # tool names, ids, errors and results come from the model's reply and the tools:
+        # their control and bidi characters are shown escaped, never sent to the terminal
+        print(visible(text), file=self.stream, flush=True)
 
     def __call__(self, ev: Any) -> None:
         t = ev.type

@@ -96,12 +96,10 @@ def read_plan(name: str, from_format: str | None) -> LoadResult:
             try:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                from ..diagnostics import Diagnostic
-                from ..loader import LoadResult
+                from ..loader import LoadResult, not_utf8
                 from ..model import Plan
 
-                return LoadResult(Plan(file="<stdin>"), [Diagnostic(
-                    "E005", f"cannot read '<stdin>': {exc}", file="<stdin>")])
+                return LoadResult(Plan(file="<stdin>"), [not_utf8("<stdin>", raw, exc)])
         return parse(raw, from_format or sniff_format(raw), file="<stdin>")
     if not os.path.exists(name):
         raise UsageError(f"{name}: no such file")
@@ -257,10 +255,12 @@ def excerpt(text: str, line: int, column: int) -> str:
 
 
 def read_flag_file(flag: str, path: str) -> str:
-    """The UTF-8 text of the file a flag names, or a usage error saying why it cannot be read."""
+    """The UTF-8 text of the file a flag names (a byte order mark dropped, as plan files
+    have theirs: editors on Windows write one, and JSON's reader refuses it), or a usage
+    error saying why it cannot be read."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return fh.read()
+            return fh.read().removeprefix("\ufeff")
     except OSError as exc:
         raise UsageError(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -278,7 +278,7 @@ def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) ->
     if text == "@-":
         raw = read_stdin(flag)
         try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            text = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).removeprefix("\ufeff")
         except UnicodeDecodeError as exc:
             raise UsageError(f"{flag}: cannot read stdin: not UTF-8 ({exc.reason} at byte {exc.start})") from None
         source = f"{flag} <stdin>"

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ..diagnostics import render_text
+from ..diagnostics import render_text, visible
 from .common import EXIT_FAIL, EXIT_OK, UsageError, excerpt_lines, parse_json_arg, print_invalid, read_flag_file
 from .run import load_runnable
 
@@ -29,14 +29,15 @@ def run(args: argparse.Namespace) -> int:
         print_invalid([d.with_file(plan.file) for d in exc.diagnostics], sources, args.json)
         return EXIT_FAIL
     for warning in report.warnings:  # a mock that matches nothing is a typo more often than not
-        print(f"warning: {warning}", file=sys.stderr)
+        print(visible(f"warning: {warning}"), file=sys.stderr)
     output = report.result.output if report.result is not None else None
     if args.json:
         print(json.dumps({**report.to_json(), "output": output}, ensure_ascii=False, indent=2, default=str))
     else:
-        print(report.to_text())
+        # (ids and mock values come from the plan and its mocks: shown escaped, as by `run`)
+        print(visible(report.to_text()))
         if output is not None:  # what the plan would return, from the mocks and samples
-            print("predicted output: " + json.dumps(output, ensure_ascii=False, default=str))
+            print(visible("predicted output: " + json.dumps(output, ensure_ascii=False, default=str)))
     return EXIT_OK if report.status == "succeeded" else EXIT_FAIL
 
 

@@ -10,6 +10,8 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
+from ..diagnostics import visible
+
 __all__ = ["ProgressView", "step_detail"]
 
 _STYLE = {
@@ -95,7 +97,7 @@ class ProgressView:
                 self.detail[self.ids.index(step_id)] = f"{event.tool}: {status}"
                 self._refresh(event)
         else:
-            print(f"[{step_id}] > {event.tool}: {status}", file=self.stream)
+            self._say(f"[{step_id}] > {event.tool}: {status}")
 
     def done(self) -> int:
         return sum(1 for s in self.status if s in _ENDED)
@@ -131,24 +133,28 @@ class ProgressView:
 
     # -- output ------------------------------------------------------------------------------
 
+    def _say(self, line: str) -> None:
+        # ids, tool names, previews of results and errors come from the plan and the tools:
+        # their control and bidi characters are shown escaped, never sent to the terminal
+        print(visible(line), file=self.stream)
+
     def _line(self, event: Any) -> None:
         if event.type == "outputs_ready":
             ids = self.outputs_ready or []
             named = ", ".join(f"{c} ({self.tools[self.ids.index(c)]})" if c in self.ids else c for c in ids[:5])
             more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
-            print(f"every call with an output has ended; waiting for fire-and-forget call(s) {named}{more} "
-                  f"(Ctrl-C cancels them)", file=self.stream)
+            self._say(f"every call with an output has ended; waiting for fire-and-forget call(s) {named}{more} "
+                  f"(Ctrl-C cancels them)")
         elif event.type == "plan_resumed":  # (sophon-dsl resume: restored calls send no events)
             d = event.data or {}
             items = d.get("restored_items") or 0
             of = f" ({items} of them map item calls)" if items else ""
-            print(f"resuming run {d.get('run_id')}: {d.get('restored', 0)} call(s) restored from the store{of}, "
-                  f"{d.get('in_doubt', 0)} in doubt", file=self.stream)
+            self._say(f"resuming run {d.get('run_id')}: {d.get('restored', 0)} call(s) restored from the store{of}, "
+                  f"{d.get('in_doubt', 0)} in doubt")
         elif event.type == "plan_step_unknown" and event.step_index is not None:
             i = event.step_index
             if 0 <= i < len(self.status):
-                print(f"[{self.ids[i]}] {self.tools[i]}: in doubt ({event.reason}): {event.status}",
-                      file=self.stream)
+                self._say(f"[{self.ids[i]}] {self.tools[i]}: in doubt ({event.reason}): {event.status}")
         elif event.type.startswith("plan_step_") and event.step_index is not None:
             i = event.step_index
             if not 0 <= i < len(self.status):
@@ -156,12 +162,12 @@ class ProgressView:
             count = f" ({self.done()}/{len(self.status)}, {self.clock() - self.started:.1f} s)" \
                 if self.status[i] in _ENDED else ""
             extra = f"  {self.detail[i]}" if self.detail[i] else ""
-            print(f"[{self.ids[i]}] {self.tools[i]}: {self.status[i]}{count}{extra}", file=self.stream)
+            self._say(f"[{self.ids[i]}] {self.tools[i]}: {self.status[i]}{count}{extra}")
         elif event.type.startswith("approval_"):
-            print(f"approval: {event.type.removeprefix('approval_')}"
-                  + (f" ({event.reason})" if event.reason else ""), file=self.stream)
+            self._say(f"approval: {event.type.removeprefix('approval_')}"
+                  + (f" ({event.reason})" if event.reason else ""))
         elif event.type == "provider_failover":
-            print(f"provider: {event.reason}", file=self.stream)
+            self._say(f"provider: {event.reason}")
 
     def _rows(self) -> int:
         if self.height is not None:
@@ -184,7 +190,10 @@ class ProgressView:
         table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
         for i in shown:
             status = self.status[i]
-            table.add_row(self.ids[i], self.tools[i], f"[{_STYLE.get(status, '')}]{status}[/]", self.detail[i])
+            # Text cells, not markup: a result such as "[/INST]" or "[bold]" is shown as written
+            # (as markup it was a MarkupError that ended the view, or restyled the row)
+            table.add_row(Text(visible(self.ids[i])), Text(visible(self.tools[i])),
+                          Text(status, style=_STYLE.get(status, "")), Text(visible(self.detail[i])))
         if hidden:
             left = [self.status[i] for i in set(range(len(self.status))) - set(shown)]
             counts = ", ".join(f"{left.count(s)} {s}" for s in sorted(set(left)))
@@ -206,9 +215,9 @@ class ProgressView:
             self.live.stop()
             self.live = None
         elif event.type.startswith("approval_") and event.type != "approval_requested":
-            print(f"approval: {event.type.removeprefix('approval_')}", file=self.stream)
+            self._say(f"approval: {event.type.removeprefix('approval_')}")
         elif event.type == "provider_failover":
-            print(f"provider: {event.reason}", file=self.stream)
+            self._say(f"provider: {event.reason}")
 
     def close(self) -> None:
         if self.live is not None:

@@ -88,11 +88,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None) -> Any:
+    # Ctrl-C / SIGTERM are ours before anything else runs on the loop: building the options
+    # opens the store and start() prepares the run, which can take a second.  A signal then,
+    # left to asyncio.run's own SIGINT handler, cancelled this coroutine: the calls already
+    # started were cancelled, their results never printed, and the command ended
+    # "interrupted" (130) instead of with the run's summary and state (exit 1).  Under
+    # on_signals a signal is a loop callback, run at the first await below, when the handle
+    # exists.
+    pending: dict[str, Any] = {}
+
+    def interrupt() -> None:
+        handle = pending.get("handle")
+        if handle is not None:
+            handle.cancel()
+        prompt = pending.get("prompt")
+        if prompt is not None:  # a pending "Approve?" answers no at once: the run is cancelled
+            prompt.interrupt()
+
+    with on_signals(interrupt):
+        return await _start_run(plan, registry, args, view, pending).result()
+
+
+def _start_run(plan: Any, registry: Any, args: argparse.Namespace, view: ProgressView | None,
+               pending: dict[str, Any]) -> Any:
+    """The started run's handle (also ``pending["handle"]``; its prompt ``pending["prompt"]``)."""
     from ..runtime import start
     from ..runtime.approval import PromptApprover
 
     approve = approver_for(args.approve)
-    prompt = PromptApprover() if approve == "ask" else None
+    prompt = pending["prompt"] = PromptApprover() if approve == "ask" else None
     options: dict[str, Any] = {"approve": prompt.ask if prompt is not None else approve}
     if view is not None:
         options["on_event"] = view
@@ -116,16 +140,10 @@ async def _run_async(plan: Any, registry: Any, args: argparse.Namespace, view: P
         options["executor"] = step_agents(options, registry, args, view)
     handle = start(plan, registry, input=parse_json_arg("--input", args.input),
                    state=parse_json_arg("--state", args.state, object_only=True), **options)
+    pending["handle"] = handle
     if "store" in options:
         print(f"run id: {handle.run_id}", file=sys.stderr)
-
-    def interrupt() -> None:
-        handle.cancel()
-        if prompt is not None:  # a pending "Approve?" answers no at once: the run is cancelled
-            prompt.interrupt()
-
-    with on_signals(interrupt):
-        return await handle.result()
+    return handle
 
 
 def _has_steps(plan: Any) -> bool:

@@ -507,6 +507,7 @@ class Agent:
         kinds: dict[str, Any] = {}
         if state is not None:
             kinds["state"] = state
+        live: list[StreamTurn] = []  # the turn under way (see _turn)
         inst_inputs: dict[str, Any] = {}
         for inst, data in (instances or {}).items():
             data = data or {}
@@ -559,7 +560,7 @@ class Agent:
                     msgs, carried = await window.carry(msgs, carried)
                 replayed = record is not None and record.recorded(n) is not None
                 self._emit(_agent_event("agent_turn_start", n, "replayed" if replayed else "running", data=msgs))
-                turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record)
+                turn = self._turn(n, msgs, input, kinds, inst_inputs, delegate, mode, record, live)
                 try:
                     # the wall-clock limit covers the model's replies and the calls they run:
                     # past it the turn is cancelled (its running calls with it)
@@ -599,6 +600,11 @@ class Agent:
                 error = f"no final output after {self.max_turns} turn(s)"
         except asyncio.CancelledError:
             status, error = "cancelled", "the agent was cancelled"
+            # the turn cut short had run calls too: their results are part of what the agent
+            # reached (Ctrl-C printed the state of the turns before it only)
+            if live and live[0].scheduler is not None:
+                kinds = {k: v for k, v in live[0].scheduler.scheduler.state_now().items()
+                         if not k.startswith("input")}
             result = AgentResult(status, output, kinds, turns, error, planning=planned, usage=guard.usage(),
                                  run_id=run_id)
             self._answered(result)
@@ -620,7 +626,10 @@ class Agent:
 
     async def _turn(self, n: int, msgs: list[Message], input: Any, kinds: dict, inst_inputs: dict,
                     delegate: DelegateExecutor, mode: Mode | None = None,
-                    record: AgentRecord | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+                    record: AgentRecord | None = None,
+                    live: list | None = None) -> tuple[TurnRecord, tuple[str, str] | None]:
+        """One turn; ``live`` (a list) is given the turn's :class:`StreamTurn` as it starts,
+        so that a cancelled loop can tell what the turn's calls had written."""
         mode = mode or self.mode
         eager = mode is Mode.EAGER
         # plan then execute: nothing starts while the reply streams (calls are still checked
@@ -650,6 +659,8 @@ class Agent:
                           order=self.stream_order, store=durable.journal if durable is not None else None,
                           dispatch=eager and not after_reply,
                           on_start=_attacher(durable) if durable is not None and recorded is None else None)
+        if live is not None:
+            live[:] = [turn]
         stop: tuple[str, str] | None = None
         if recorded is not None:
             _replay(turn, durable, *recorded)

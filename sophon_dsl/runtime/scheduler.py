@@ -866,6 +866,12 @@ class Scheduler:
             return evaluate_loose(out, self.store.get, self.inputs.limits), None
         return final_output(out, self.store.get, plan.output_schema, self.opts.validate_output, self.inputs.limits)
 
+    def state_now(self) -> dict:
+        """Every kind's data as the log holds it now (``input`` and a map's own kinds left
+        out, as in the run's result): what a run cancelled from outside had reached."""
+        hidden = ("input",) if self.maps is None else ("input", *self.maps.hidden)
+        return self.store.resolved(exclude=hidden)
+
     def _result(self) -> RunResult:
         status = self.status()
         output, err = self._output(status)
@@ -875,10 +881,9 @@ class Scheduler:
             self.emit("plan_complete", status, preview=preview(output, self.opts.preview_chars))
         else:
             self.emit("plan_failed", status, error=self.plan_error.to_json() if self.plan_error else None)
-        hidden = ("input",) if self.maps is None else ("input", *self.maps.hidden)
         # an abandoned task may still end one day and fill in its record: the result keeps
         # the records as they are now
         records = self.records if not self._abandoned else [copy.copy(r) for r in self.records]
-        return RunResult(status, self.store.resolved(exclude=hidden), output, records,
+        return RunResult(status, self.state_now(), output, records,
                          self.store.snapshot(), self.plan_id, self.feed.plan.goal, self.plan_error,
                          self.bus.snapshot(), run_id=self.run_id)

@@ -578,3 +578,39 @@ def test_empty_reply_is_an_error_message():
     assert result.ok and result.output == 2
     assert result.turns[0].errors[0]["error"]["code"] == "Reply.Empty"
     assert "Reply.Empty" in context_of(provider.requests[1])
+
+
+def test_a_cancelled_agent_keeps_what_the_turn_under_way_had_written():
+    # Ctrl-C on `sophon-dsl agent` cancels the loop mid-turn: the state it prints (the
+    # agent_done result) holds what that turn's finished calls wrote, not only earlier turns'
+    never = asyncio.Event()
+
+    @tool
+    async def fast(x: int) -> int:
+        return x + 1
+
+    @tool
+    async def stuck(x: int) -> int:
+        await never.wait()  # (never set: the loop is cancelled while this call runs)
+        return x
+
+    async def main() -> dict:
+        done: dict = {}
+        task: asyncio.Task | None = None
+
+        def on_event(ev: Any) -> None:
+            if ev.type == "plan_step_start" and ev.tool == "stuck" and task is not None:
+                task.cancel()
+            if ev.type == "agent_done":
+                done["result"] = ev.data
+
+        agent = Agent(FakeProvider(["$state.a = fast(x=1)\n$state.b = stuck(x=$state.a)\nreturn $state.b\n"]),
+                      tools=[fast, stuck], on_event=on_event)
+        task = asyncio.ensure_future(agent.arun("go"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return done
+
+    result = asyncio.run(main())["result"]
+    assert result.status == "cancelled"
+    assert result.state == {"state": {"a": 2}}

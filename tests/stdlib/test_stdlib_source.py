@@ -48,8 +48,10 @@ def test_source_builds_groups_on_demand_and_checks_names():
     assert tuple(t.name for t in src()) == src.names()
     with pytest.raises(ValueError, match="unknown standard tool"):
         stdlib_tools.source(only=["nope"])
-    with pytest.raises(ValueError, match="enable_shell"):
+    with pytest.raises(ValueError, match="enable_shell") as refused:
         stdlib_tools.source(only=["shell"])
+    # the CLI prints this message as it is (`--stdlib shell`): it names the command line's way too
+    assert "--stdlib-config" in str(refused.value) and "[tool.sophon-dsl.stdlib]" in str(refused.value)
 
 
 def test_registry_notes_need_no_build():
