@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 from urllib.parse import quote
 
 from .errors import OptionError
-from .diagnostics import CODES, Diagnostic, Severity, render_json, render_text, sort_key
+from .diagnostics import CODES, Diagnostic, Severity, render_json, render_text, sort_key, visible
 
 __all__ = ["REPORT_FORMATS", "render", "render_github", "render_sarif", "sarif_log"]
 
@@ -125,7 +125,7 @@ def render_github(diagnostics: Iterable[Diagnostic]) -> str:
     for d in sorted(diagnostics, key=sort_key):
         props = []
         if d.file:
-            props.append(f"file={_escape_property(d.file)}")
+            props.append(f"file={_escape_property(visible(d.file))}")
         if d.span is not None:
             props.append(f"line={d.span.line}")
             props.append(f"col={d.span.column}")
@@ -136,5 +136,6 @@ def render_github(diagnostics: Iterable[Diagnostic]) -> str:
         props.append(f"title={_escape_property(f'{d.code} {CODES.get(d.code, (None, d.code))[1]}')}")
         message = f"[{d.code}] {d.message}" + (f" (at {d.path})" if d.path else "")
         message += "".join(f"\nnote: {r}" for r in d.related)
-        lines.append(f"::{_GITHUB_COMMAND[d.severity]} {','.join(props)}::{_escape_data(message)}")
+        # (the log shows it on a terminal: control characters written \uXXXX, as check's text does)
+        lines.append(f"::{_GITHUB_COMMAND[d.severity]} {','.join(props)}::{_escape_data(visible(message))}")
     return "\n".join(lines)

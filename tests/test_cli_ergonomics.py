@@ -156,6 +156,18 @@ def test_github_escapes_what_would_end_a_command():
                    "[E201] a:b, 100%25%0Anext"
 
 
+def test_github_annotations_show_control_characters_escaped():
+    """The Actions log is a terminal: an escape sequence or bidi override from a plan's names
+    is written \\uXXXX in the annotation (the message and the file), never sent raw."""
+    from sophon_dsl.diagnostics import Diagnostic, Span
+    from sophon_dsl.reports import render_github
+
+    line = render_github([Diagnostic("E201", "unknown tool 'x\x1b]0;pwned\x07\u202e'", Span(1, 1, 1, 2),
+                                     file="p\x1b[2J.plan")])
+    assert "\x1b" not in line and "\x07" not in line and "\u202e" not in line
+    assert "file=p\\u001b[2J.plan" in line and "x\\u001b]0;pwned\\u0007\\u202e" in line
+
+
 # -- several files -----------------------------------------------------------------------------
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..diagnostics import visible
 from ..errors import OptionError, OptionTypeError
 from ..model import Call, Plan, Risk
 
@@ -269,13 +269,9 @@ def shown_arguments(request: ApprovalRequest, entry: dict) -> str:
 
 
 # control characters (C0, DEL, C1) and bidirectional overrides / isolates: written to a
-# terminal they can move the cursor, recolour or reorder text, and so hide an argument
-_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_hidden(text: str) -> str:
-    """``text`` with control and bidirectional characters shown as ``\\uXXXX``, never interpreted."""
-    return _HIDING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+# terminal they can move the cursor, recolour or reorder text, and so hide an argument; the
+# same rule as every terminal view of a plan (diagnostics.visible)
+escape_hidden = visible
 
 
 def bounded_text(text: str, limit: int = MAX_ARGS_CHARS) -> str:
