@@ -274,3 +274,13 @@ def test_10k_calls_parse():
     text = "\n".join(lines)
     plan, diags = parse_dsl(text)
     assert len(plan.calls) == 10000 and not diags
+
+
+def test_a_name_in_another_script_says_names_are_ascii_and_how_to_write_it():
+    _, diags = parse_dsl('café: $state.a = f(x=1)\n')  # a label
+    (d,) = diags
+    assert (d.code, d.span.line, d.span.column) == ("E001", 1, 4)
+    assert "names are ASCII" in d.message and '@id("...")' in d.message
+    _, diags = parse_dsl('$state.ü = f(x=1)\n')  # an output path's name
+    (d,) = diags
+    assert (d.code, d.span.line, d.span.column) == ("E106", 1, 1) and "names are ASCII" in d.message

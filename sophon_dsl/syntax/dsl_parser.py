@@ -480,7 +480,10 @@ class _Builder(Transformer):
             c = c[:-1]
         span = join_spans(tspan(first), tspan(c[-1]))
         if first.type == "BADREF":
-            self._err("E106", f"malformed output path {str(first)!r}: expected †kind.name.name[index]",
+            text = str(first)
+            hint = ("; names are ASCII letters, digits and '_'"
+                    if any(ch.isalnum() and not ch.isascii() for ch in text) else "")
+            self._err("E106", f"malformed output path {text!r}: expected †kind.name.name[index]{hint}",
                       tspan(first))
             return None
         if len(c) == 1:

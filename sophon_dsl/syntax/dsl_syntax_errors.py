@@ -78,10 +78,15 @@ def syntax_diag(e: UnexpectedInput, text: str, lines: list[str]) -> Diagnostic:
             msg = "unterminated string literal (strings end on the same line; write \\n for a line break)"
         elif ch == "@":
             msg = "'@' must be followed by a decorator name"
+        elif ch.isalnum() and not ch.isascii():
+            # a label or a path spelt in another script (`café:`, `$state.ü`): names are ASCII,
+            # any text can be an id, and data keys are quoted
+            msg = (f"unexpected character {ch!r}: names are ASCII letters, digits and '_' "
+                   f"(a call's id can be any text: @id(\"...\"); a key: \"...\")")
         else:
             msg = f"unexpected character {ch!r}"
         allowed = getattr(e, "allowed", None) or ()
-        if ch not in "\"'" and allowed:
+        if ch not in "\"'" and allowed and not (ch.isalnum() and not ch.isascii()):
             msg += _expected(allowed)
     elif isinstance(e, UnexpectedToken):
         tok = e.token
