@@ -389,3 +389,22 @@ def test_dry_run_checks_a_given_input_against_the_input_schema(ws, capsys):
     assert "s.yaml: error[E107]: input does not match the plan's input schema: 5 is not of type 'string'" in err
     code, _, _ = run_cli(capsys, "dry-run", "s.yaml", "--tools", "tools.py")  # no input: sampled
     assert code == 0
+
+
+@pytest.mark.parametrize("command", ["run", "dry-run"])
+def test_an_input_file_that_does_not_match_the_schema_is_pointed_at_where_it_does_not(ws, capsys, command):
+    (ws / "s.yaml").write_text("inputSchema: {type: object, properties: {team: {type: array, items: {type: string}}}}\n"
+                               "calls:\n  - {_tool: echo, x: a, _outputPath: †state.a}\n", encoding="utf-8")
+    (ws / "in.json").write_text('\ufeff{\n  "team": [\n    "a",\n    3\n  ]\n}\n', encoding="utf-8")
+    code, out, err = run_cli(capsys, command, "s.yaml", "--tools", "tools.py", "--input", "@in.json", "--json",
+                             *(["--no-store"] if command == "run" else []))
+    assert code == 1
+    assert "in.json:4:5: error[E107]: input does not match the plan's input schema: 3 is not of type 'string'" \
+           " (at $.team[1])" in err
+    assert "  4 |     3\n    |     ^" in err
+    (d,) = json.loads(out)["diagnostics"]
+    assert (d["file"], d["line"], d["column"], d["path"]) == ("in.json", 4, 5, "$.team[1]")
+    # given inline, the input has no file: the diagnostic names the plan and the JSON path
+    code, _, err = run_cli(capsys, command, "s.yaml", "--tools", "tools.py", "--input", '{"team": [3]}',
+                           *(["--no-store"] if command == "run" else []))
+    assert code == 1 and "s.yaml: error[E107]" in err and "(at $.team[0])" in err

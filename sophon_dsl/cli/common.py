@@ -267,6 +267,56 @@ def read_flag_file(flag: str, path: str) -> str:
         raise UsageError(f"{flag}: cannot read {path!r}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
+def placed_in_input(diags: Sequence[Diagnostic], flag_value: str | None, sources: dict[str, str],
+                    flag: str = "--input") -> list[Diagnostic]:
+    """Diagnostics about the run's input (E107: it does not match the plan's input schema)
+    placed where that input was written: in an ``--input @file``, at the line and column of
+    the value at the diagnostic's JSON path (the file's text joins ``sources`` for the
+    excerpt).  Others, and input given inline or on stdin, are left as they are."""
+    if not flag_value or not flag_value.startswith("@") or flag_value == "@-":
+        return list(diags)
+    from ..diagnostics import Diagnostic
+
+    name = flag_value[1:]
+    root = None
+    out = []
+    for d in diags:
+        if d.data is None or d.data.get("about") != "input" or d.path is None:
+            out.append(d)
+            continue
+        if root is None:
+            from ..syntax.json_source import parse_json
+
+            try:
+                text = read_flag_file(flag, name)
+            except UsageError:  # gone since it was read: the diagnostics as they are
+                return list(diags)
+            root, problems = parse_json(text, name)
+            if root is None or problems:
+                return list(diags)
+            sources[name] = text
+        node = _node_at(root, d.path)
+        out.append(d if node is None else
+                   Diagnostic(d.code, d.message, node.span, name, d.path, d.severity, d.related, d.data))
+    return out
+
+
+def _node_at(root: Any, path: str) -> Any:
+    """The located node at JSON ``path`` (as the reader spells its nodes' paths), or None."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.path == path:
+            return node
+        if not path.startswith(node.path):
+            continue  # (not on the way to it)
+        if node.is_object:
+            stack.extend(child for _, child in node.items())
+        elif node.is_array:
+            stack.extend(node)
+    return None
+
+
 def parse_json_arg(flag: str, text: str | None, *, object_only: bool = False) -> Any:
     """``--input '{"a": 1}'`` or ``--input @file.json``; errors name the flag and the position.
 

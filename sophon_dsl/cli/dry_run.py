@@ -8,7 +8,8 @@ import os
 import sys
 
 from ..diagnostics import render_text, visible
-from .common import EXIT_FAIL, EXIT_OK, UsageError, excerpt_lines, parse_json_arg, print_invalid, read_flag_file
+from .common import (EXIT_FAIL, EXIT_OK, UsageError, excerpt_lines, parse_json_arg, placed_in_input, print_invalid,
+                     read_flag_file)
 from .run import load_runnable
 
 __all__ = ["read_mocks", "run"]
@@ -26,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
         report = dry_run(plan, registry, mocks=mocks, input=parse_json_arg("--input", args.input),
                          state=parse_json_arg("--state", args.state, object_only=True))
     except PlanInvalid as exc:
-        print_invalid([d.with_file(plan.file) for d in exc.diagnostics], sources, args.json)
+        placed = placed_in_input(exc.diagnostics, args.input, sources)
+        print_invalid([d.with_file(plan.file) for d in placed], sources, args.json)
         return EXIT_FAIL
     for warning in report.warnings:  # a mock that matches nothing is a typo more often than not
         print(visible(f"warning: {warning}"), file=sys.stderr)

@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from .common import (EXIT_FAIL, EXIT_USAGE, UsageError, approver_for, exit_for_status, on_signals, parse_json_arg,
-                     print_diagnostics, print_invalid, provider_usage_error, read_plan, tool_executor_from_flags)
+                     placed_in_input, print_diagnostics, print_invalid, provider_usage_error, read_plan,
+                     tool_executor_from_flags)
 from .progress import ProgressView
 from .registry import registry_for
 
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
         outcome = run_sync(_run_async(plan, registry, args, view))
     except PlanInvalid as exc:
-        print_invalid([d.with_file(plan.file) for d in exc.diagnostics], sources, args.json)
+        placed = placed_in_input(exc.diagnostics, args.input, sources)
+        print_invalid([d.with_file(plan.file) for d in placed], sources, args.json)
         print("the plan cannot run: nothing was started", file=sys.stderr)
         return EXIT_FAIL
     finally:

@@ -233,8 +233,10 @@ def _validate_input(plan: Plan, input: Any) -> None:
         path = None
         for step in err.absolute_path:  # the JSON path inside the input: $.team[0]
             path = child_path(path or "$", step)
+        # (data: about the run's input, not the plan: the CLI places it in an --input file)
         raise PlanInvalid([Diagnostic("E107", f"input does not match the plan's input schema: {err.message}",
-                                      file=plan.file, path=path, severity=Severity.ERROR)], plan.source)
+                                      file=plan.file, path=path, severity=Severity.ERROR,
+                                      data={"about": "input"})], plan.source)
 
 
 def _check_json(what: str, value: Any) -> None:
