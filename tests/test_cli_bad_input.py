@@ -404,6 +404,15 @@ def test_an_input_file_that_does_not_match_the_schema_is_pointed_at_where_it_doe
     assert "  4 |     3\n    |     ^" in err
     (d,) = json.loads(out)["diagnostics"]
     assert (d["file"], d["line"], d["column"], d["path"]) == ("in.json", 4, 5, "$.team[1]")
+    # a required property missing: the input as a whole, where it starts
+    (ws / "in.json").write_text('\n  {"other": 1}\n', encoding="utf-8")
+    (ws / "s.yaml").write_text("inputSchema: {type: object, required: [team]}\n"
+                               "calls:\n  - {_tool: echo, x: a, _outputPath: †state.a}\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, command, "s.yaml", "--tools", "tools.py", "--input", "@in.json",
+                           *(["--no-store"] if command == "run" else []))
+    assert code == 1 and "in.json:2:3: error[E107]" in err and "'team' is a required property" in err
+    (ws / "s.yaml").write_text("inputSchema: {type: object, properties: {team: {type: array, items: {type: string}}}}\n"
+                               "calls:\n  - {_tool: echo, x: a, _outputPath: †state.a}\n", encoding="utf-8")
     # given inline, the input has no file: the diagnostic names the plan and the JSON path
     code, _, err = run_cli(capsys, command, "s.yaml", "--tools", "tools.py", "--input", '{"team": [3]}',
                            *(["--no-store"] if command == "run" else []))

@@ -271,8 +271,9 @@ def placed_in_input(diags: Sequence[Diagnostic], flag_value: str | None, sources
                     flag: str = "--input") -> list[Diagnostic]:
     """Diagnostics about the run's input (E107: it does not match the plan's input schema)
     placed where that input was written: in an ``--input @file``, at the line and column of
-    the value at the diagnostic's JSON path (the file's text joins ``sources`` for the
-    excerpt).  Others, and input given inline or on stdin, are left as they are."""
+    the value at the diagnostic's JSON path, or of the whole input when it has none (a
+    missing required property); the file's text joins ``sources`` for the excerpt.  Others,
+    and input given inline or on stdin, are left as they are."""
     if not flag_value or not flag_value.startswith("@") or flag_value == "@-":
         return list(diags)
     from ..diagnostics import Diagnostic
@@ -281,7 +282,7 @@ def placed_in_input(diags: Sequence[Diagnostic], flag_value: str | None, sources
     root = None
     out = []
     for d in diags:
-        if d.data is None or d.data.get("about") != "input" or d.path is None:
+        if d.data is None or d.data.get("about") != "input":
             out.append(d)
             continue
         if root is None:
@@ -295,7 +296,7 @@ def placed_in_input(diags: Sequence[Diagnostic], flag_value: str | None, sources
             if root is None or problems:
                 return list(diags)
             sources[name] = text
-        node = _node_at(root, d.path)
+        node = _node_at(root, d.path) if d.path is not None else root  # (no path: the input as a whole)
         out.append(d if node is None else
                    Diagnostic(d.code, d.message, node.span, name, d.path, d.severity, d.related, d.data))
     return out
