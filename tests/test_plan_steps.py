@@ -247,3 +247,22 @@ def test_sub_agents_are_recorded_and_a_resume_does_not_ask_again(tmp_path):
     assert result.status == "succeeded", result.to_json()
     assert result.state["state"]["steps"]["a"] == {"n": 1}   # turn 1 replayed: tick did not run again
     assert ticks["n"] == 1 and provider.keyed[0].used == 3   # only the unanswered turn was asked again
+
+
+def test_steps_recorded_through_a_store_url_leave_no_store_open(tmp_path):
+    """Each step's sub-agent opens the store from its URL: it is closed when the step ends (a
+    PostgreSQL URL would otherwise keep one connection per step for the process's life)."""
+    import os
+
+    db = tmp_path / "runs.db"
+    store = f"sqlite:///{db}"
+    tools = Tools()
+
+    def open_files() -> int:
+        fds = os.listdir("/proc/self/fd")
+        return sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}").startswith(str(db)))
+
+    steps = StepAgents(_provider(), tools.specs, approve=True, store=store)
+    result = sophon_dsl.run(_plan(), tools.specs, executor=steps, approve=True, store=store, run_id="r1")
+    assert result.status == "succeeded", result.to_json()
+    assert open_files() == 0

@@ -204,13 +204,17 @@ class StepAgents:
         # the step's sub-agent is an agent run of its own, named after the plan run and step, so
         # that a resumed plan run finds it and goes on from its recorded turns
         backend = open_store(self.store)
-        sub_id = f"{current.run_id}.{step_id}"
-        row = backend.get_run(sub_id)
-        # lent: the sub-agent's record must not close the plan run's store when the step ends
-        agent.store = store = Lent(backend)
-        if row is None:
-            return await agent.arun(text, input=data, run_id=sub_id)
-        return await agent.aresume(sub_id, store=store, unknown="rerun", force=True)
+        try:
+            sub_id = f"{current.run_id}.{step_id}"
+            row = backend.get_run(sub_id)
+            # lent: the sub-agent's record must not close the plan run's store when the step ends
+            agent.store = store = Lent(backend)
+            if row is None:
+                return await agent.arun(text, input=data, run_id=sub_id)
+            return await agent.aresume(sub_id, store=store, unknown="rerun", force=True)
+        finally:
+            if backend is not self.store:  # opened here from a URL: one store per step, closed with it
+                backend.close()
 
     def _covered_by(self, step_id: str, step_risk: Risk) -> Callable[[ApprovalRequest], Any]:
         """The sub-agent's approver: what the plan-level approval of the step covers is approved,
