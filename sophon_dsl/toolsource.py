@@ -25,13 +25,13 @@ import inspect
 import linecache
 import os
 import sys
-import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
 from .diagnostics import Diagnostic, DiagnosticError, Span
 from .tools import ToolSpec
+from .ids import checksum_hex
 
 __all__ = ["ToolSourceError", "load_tool_source", "load_tool_sources", "resolve_tools", "tools_in_module"]
 
@@ -55,10 +55,8 @@ def tools_in_module(module: ModuleType) -> list[ToolSpec]:
 
 
 def _import_file(path: Path) -> ModuleType:
-    # a name per file (two tool files of one stem both load); zlib rather than hashlib, whose
-    # import (OpenSSL) cost `check` ~5 ms of CPU for a name
-    key = str(path.resolve()).encode()
-    digest = f"{zlib.crc32(key):08x}{zlib.adler32(key):08x}"
+    # a name per file (two tool files of one stem both load)
+    digest = checksum_hex(str(path.resolve()).encode())
     name = f"_sophon_tools_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

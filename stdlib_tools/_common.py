@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import warnings
-import zlib
 from typing import Any, Callable
 
 from sophon_dsl.model import Risk
@@ -135,10 +134,10 @@ class _SchemaCache:
         for source in sources:
             st = os.stat(source)
             stamp.append((source, st.st_size, st.st_mtime_ns))
-        # 64 bits of checksums name the file (a stamp differs in sizes and times, not by an
-        # attacker: the directory is the user's own); hashlib's import cost `check` ~5 ms
-        key = repr(stamp).encode("utf-8")
-        digest = f"{zlib.crc32(key):08x}{zlib.adler32(key):08x}"
+        # (a stamp differs in sizes and times, not by an attacker: the directory is the user's own)
+        from sophon_dsl.ids import checksum_hex
+
+        digest = checksum_hex(repr(stamp).encode("utf-8"))
         return str(directory / f"stdlib-schemas-{digest}.json")
 
     def _load(self) -> dict[str, list]:
